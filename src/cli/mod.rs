@@ -1,0 +1,81 @@
+//! Command line: `run` starts the proxy.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mirrorgate::config::ProxyConfig;
+use tokio_util::sync::CancellationToken;
+
+/// mirrorgate: a Kafka-protocol proxy that gives any Kafka cluster KIP-1279 cluster mirroring.
+#[derive(Debug, Parser)]
+#[command(name = "mirrorgate", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy in front of the destination cluster.
+    Run {
+        /// Path of the YAML configuration (see proxy.yaml in the repository). Keys can be
+        /// overridden with MIRRORGATE__SECTION__KEY environment variables.
+        #[arg(long, short, default_value = "proxy.yaml")]
+        config: PathBuf,
+        /// Validate the configuration and exit.
+        #[arg(long)]
+        check: bool,
+        /// How long to wait for the destination cluster at startup, in seconds.
+        #[arg(long, default_value_t = 60)]
+        startup_timeout_secs: u64,
+    },
+}
+
+/// Parses arguments and runs the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { config, check, startup_timeout_secs } => run(config, check, startup_timeout_secs),
+    }
+}
+
+fn run(path: PathBuf, check: bool, startup_timeout_secs: u64) -> ExitCode {
+    let settings = match ProxyConfig::load(&path).and_then(ProxyConfig::validate) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mirrorgate: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    if check {
+        println!("{}: configuration is valid", path.display());
+        return ExitCode::SUCCESS;
+    }
+    mirrorgate::telemetry::init_logging(&settings.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mirrorgate: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let s = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("interrupt received, shutting down");
+            s.cancel();
+        });
+        match mirrorgate::proxy::run(settings, Vec::new(), Duration::from_secs(startup_timeout_secs), shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                eprintln!("mirrorgate: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

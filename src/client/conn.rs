@@ -1,0 +1,169 @@
+//! One TCP connection to one broker: framed request/response with correlation ids and
+//! timeouts. Requests on a connection are answered in order (Kafka guarantees per-connection
+//! ordering), so a mismatched correlation id is a protocol error that ends the connection.
+
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::wire::frame::{FrameDecoder, FrameError};
+use crate::wire::header;
+
+/// Why a request to a broker failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// TCP connect or I/O failure (includes connection refused and reset).
+    #[error("{addr}: {source}")]
+    Io {
+        /// Broker address.
+        addr: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// No connection or no response within the timeout.
+    #[error("{addr}: {what} timed out after {ms} ms")]
+    Timeout {
+        /// Broker address.
+        addr: String,
+        /// `connect` or the api key name.
+        what: String,
+        /// The timeout, ms.
+        ms: u128,
+    },
+    /// The broker sent bytes that are not a valid response.
+    #[error("{addr}: bad response: {reason}")]
+    Protocol {
+        /// Broker address.
+        addr: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The broker closed the connection.
+    #[error("{addr}: connection closed by the broker")]
+    Closed {
+        /// Broker address.
+        addr: String,
+    },
+}
+
+/// A connection to one broker.
+#[derive(Debug)]
+pub struct BrokerConnection {
+    addr: String,
+    stream: TcpStream,
+    buf: BytesMut,
+    decoder: FrameDecoder,
+    next_correlation_id: i32,
+    client_id: StrBytes,
+    request_timeout: Duration,
+}
+
+impl BrokerConnection {
+    /// Connects to `addr` (`host:port`) within `connect_timeout`.
+    ///
+    /// # Errors
+    /// [`ClientError::Io`] or [`ClientError::Timeout`].
+    pub async fn connect(
+        addr: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        max_frame_bytes: usize,
+    ) -> Result<Self, ClientError> {
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: addr.into(),
+                what: "connect".into(),
+                ms: connect_timeout.as_millis(),
+            })?
+            .map_err(|source| ClientError::Io { addr: addr.into(), source })?;
+        let _ = stream.set_nodelay(true);
+        Ok(Self {
+            addr: addr.into(),
+            stream,
+            buf: BytesMut::with_capacity(64 * 1024),
+            decoder: FrameDecoder::new(max_frame_bytes),
+            next_correlation_id: 1,
+            client_id: StrBytes::from_static_str("mirrorgate"),
+            request_timeout,
+        })
+    }
+
+    /// The `host:port` this connection goes to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends `request` at `version` and waits for its response (within the request timeout).
+    ///
+    /// # Errors
+    /// [`ClientError`] for I/O failures, timeouts, a closed connection or an undecodable or
+    /// mismatched response.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        let api_key = R::KEY;
+        let mut hdr = RequestHeader::default();
+        hdr.request_api_key = api_key;
+        hdr.request_api_version = version;
+        hdr.correlation_id = correlation_id;
+        hdr.client_id = Some(self.client_id.clone());
+        let header_version = R::header_version(version);
+        let mut out = BytesMut::new();
+        out.put_i32(0);
+        let protocol = |e: anyhow::Error| ClientError::Protocol { addr: self.addr.clone(), reason: e.to_string() };
+        hdr.encode(&mut out, header_version).map_err(protocol)?;
+        request.encode(&mut out, version).map_err(protocol)?;
+        let len = (out.len() - 4) as i32;
+        out[..4].copy_from_slice(&len.to_be_bytes());
+
+        let timeout = self.request_timeout;
+        let what = format!("api key {api_key} v{version}");
+        let addr = self.addr.clone();
+        let fut = async {
+            self.stream
+                .write_all(&out)
+                .await
+                .map_err(|source| ClientError::Io { addr: addr.clone(), source })?;
+            self.read_frame().await
+        };
+        let frame = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| ClientError::Timeout { addr: addr.clone(), what, ms: timeout.as_millis() })??;
+        let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
+        let got = header::response_correlation_id(&frame).map_err(|e| bad(e.to_string()))?;
+        if got != correlation_id {
+            return Err(bad(format!("correlation id {got}, expected {correlation_id}")));
+        }
+        let resp_header_version = <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
+        let body_start = header::response_header_len(&frame, resp_header_version).map_err(|e| bad(e.to_string()))?;
+        let mut body = frame.slice(body_start..);
+        R::Response::decode(&mut body, version).map_err(|e| bad(format!("api key {api_key} v{version}: {e}")))
+    }
+
+    async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
+        loop {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(frame)) => return Ok(frame),
+                Ok(None) => {}
+                Err(e) => return Err(self.frame_error(e)),
+            }
+            let n = self
+                .stream
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })?;
+            if n == 0 {
+                return Err(ClientError::Closed { addr: self.addr.clone() });
+            }
+        }
+    }
+
+    fn frame_error(&self, e: FrameError) -> ClientError {
+        ClientError::Protocol { addr: self.addr.clone(), reason: e.to_string() }
+    }
+}

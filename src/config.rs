@@ -1,0 +1,386 @@
+//! `proxy.yaml`: loaded once with the `config` crate (YAML file, then environment overrides
+//! `MIRRORGATE__SECTION__KEY`), validated up front into typed structs. After startup no code
+//! reads raw strings from the configuration.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
+
+/// Everything `mirrorgate run` needs, validated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// The destination cluster mirrorgate fronts.
+    pub destination: DestinationConfig,
+    /// Client-facing listeners; at least one.
+    pub listeners: Vec<ListenerConfig>,
+    /// Largest request or response frame accepted, in bytes (default 100 MiB, like the
+    /// broker's `socket.request.max.bytes`). A bigger length prefix closes the connection.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: usize,
+    /// Requests a client may have in flight on one connection before mirrorgate stops
+    /// reading from it (default 256).
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight_requests: usize,
+    /// Logging.
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// How to reach the destination cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationConfig {
+    /// Comma-separated `host:port` list, like a client's `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// TCP connect timeout to a destination broker, in ms (default 10000).
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Timeout of mirrorgate's own requests to the destination, in ms (default 30000).
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// How often mirrorgate refreshes the destination's broker list to open listeners for
+    /// new brokers, in ms (default 30000).
+    #[serde(default = "default_metadata_refresh_ms")]
+    pub metadata_refresh_interval_ms: u64,
+}
+
+/// One client-facing listener: a bootstrap port and one port per destination broker.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Name used in logs (default `"default"`).
+    #[serde(default = "default_listener_name")]
+    pub name: String,
+    /// Address to bind, e.g. `127.0.0.1` or `0.0.0.0`.
+    pub bind_host: String,
+    /// Host name clients are told to connect to (Metadata, FindCoordinator, DescribeCluster).
+    /// Defaults to `bind_host`.
+    #[serde(default)]
+    pub advertised_host: Option<String>,
+    /// Port range `FIRST-LAST` (inclusive). `FIRST` is the bootstrap port; destination broker
+    /// with node id `N` is served on `FIRST + 1 + N`.
+    pub port_range: String,
+    /// Whether mirror admin RPCs are answered on this listener (default false).
+    #[serde(default)]
+    pub admin: bool,
+}
+
+/// Logging settings; `RUST_LOG`, when set, wins over `level`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug` or `trace`, or a `tracing` filter directive
+    /// (default `info`).
+    #[serde(default = "default_log_level")]
+    pub level: String,
+    /// `text` (default) or `json`.
+    #[serde(default)]
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { level: default_log_level(), format: LogFormat::Text }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn default_max_frame_bytes() -> usize {
+    DEFAULT_MAX_FRAME_BYTES
+}
+fn default_max_in_flight() -> usize {
+    256
+}
+fn default_connect_timeout_ms() -> u64 {
+    10_000
+}
+fn default_request_timeout_ms() -> u64 {
+    30_000
+}
+fn default_metadata_refresh_ms() -> u64 {
+    30_000
+}
+fn default_listener_name() -> String {
+    "default".into()
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+
+/// A configuration that cannot be used, with the key it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file or an override could not be read or does not match the schema (unknown key,
+    /// wrong type).
+    #[error("cannot load configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    /// A value is syntactically valid but unusable.
+    #[error("invalid configuration `{key}`: {reason}")]
+    Invalid {
+        /// The offending key, e.g. `listeners[0].port_range`.
+        key: String,
+        /// What is wrong and what would be right.
+        reason: String,
+    },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
+}
+
+/// A listener with its port range parsed.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    /// Name used in logs.
+    pub name: String,
+    /// Address to bind.
+    pub bind_ip: IpAddr,
+    /// Host name written into rewritten responses.
+    pub advertised_host: String,
+    /// Bootstrap port (first of the range).
+    pub bootstrap_port: u16,
+    /// Last port of the range, inclusive.
+    pub last_port: u16,
+    /// Whether mirror admin RPCs are answered here.
+    pub admin: bool,
+}
+
+impl Listener {
+    /// Port that serves destination broker `node_id`: `bootstrap_port + 1 + node_id`, or
+    /// `None` when that falls outside the configured range.
+    pub fn broker_port(&self, node_id: i32) -> Option<u16> {
+        let port = i64::from(self.bootstrap_port) + 1 + i64::from(node_id);
+        (node_id >= 0 && port <= i64::from(self.last_port)).then_some(port as u16)
+    }
+}
+
+/// The validated configuration `mirrorgate run` works from.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Destination bootstrap addresses, in the configured order, as `host:port` strings.
+    pub destination_bootstrap: Vec<String>,
+    /// TCP connect timeout to destination brokers.
+    pub connect_timeout: Duration,
+    /// Timeout of mirrorgate's own requests.
+    pub request_timeout: Duration,
+    /// Broker list refresh interval.
+    pub metadata_refresh_interval: Duration,
+    /// Client listeners.
+    pub listeners: Vec<Listener>,
+    /// Frame cap, bytes.
+    pub max_frame_bytes: usize,
+    /// In-flight request cap per client connection.
+    pub max_in_flight_requests: usize,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+impl ProxyConfig {
+    /// Loads `path` (YAML) and applies `MIRRORGATE__SECTION__KEY` environment overrides
+    /// (e.g. `MIRRORGATE__DESTINATION__BOOTSTRAP_SERVERS=host:9092`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Load`] for a missing file, bad YAML, an unknown key or a wrong type.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(path).format(config::FileFormat::Yaml))
+            .add_source(
+                config::Environment::with_prefix("MIRRORGATE")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true),
+            )
+            .build()?;
+        Ok(cfg.try_deserialize()?)
+    }
+
+    /// Parses YAML text (no environment overrides); used by tests and `--check`.
+    ///
+    /// # Errors
+    /// As [`ProxyConfig::load`].
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        let cfg = config::Config::builder()
+            .add_source(config::File::from_str(text, config::FileFormat::Yaml))
+            .build()?;
+        Ok(cfg.try_deserialize()?)
+    }
+
+    /// Checks every value and returns the typed settings.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key: empty or unparsable bootstrap servers, a bad
+    /// bind address, a port range that is malformed or holds fewer than 2 ports, overlapping
+    /// listener ranges, a zero frame cap or timeout, or an unknown log level.
+    pub fn validate(self) -> Result<Settings, ConfigError> {
+        let destination_bootstrap = parse_bootstrap(&self.destination.bootstrap_servers)
+            .map_err(|r| invalid("destination.bootstrap_servers", r))?;
+        if self.listeners.is_empty() {
+            return Err(invalid("listeners", "at least one listener is required"));
+        }
+        let mut listeners: Vec<Listener> = Vec::new();
+        for (i, l) in self.listeners.iter().enumerate() {
+            let key = |k: &str| format!("listeners[{i}].{k}");
+            let bind_ip: IpAddr = l.bind_host.parse().map_err(|_| {
+                invalid(key("bind_host"), format!("`{}` is not an IP address", l.bind_host))
+            })?;
+            let (first, last) = parse_port_range(&l.port_range).map_err(|r| invalid(key("port_range"), r))?;
+            for other in &listeners {
+                if first <= other.last_port && other.bootstrap_port <= last && other.bind_ip == bind_ip {
+                    return Err(invalid(
+                        key("port_range"),
+                        format!("overlaps the port range of listener `{}`", other.name),
+                    ));
+                }
+            }
+            let advertised_host = l.advertised_host.clone().unwrap_or_else(|| {
+                if bind_ip.is_unspecified() { "127.0.0.1".into() } else { l.bind_host.clone() }
+            });
+            if advertised_host.is_empty() {
+                return Err(invalid(key("advertised_host"), "must not be empty"));
+            }
+            listeners.push(Listener {
+                name: l.name.clone(),
+                bind_ip,
+                advertised_host,
+                bootstrap_port: first,
+                last_port: last,
+                admin: l.admin,
+            });
+        }
+        if self.max_frame_bytes < 1024 || self.max_frame_bytes > i32::MAX as usize {
+            return Err(invalid("max_frame_bytes", "must be between 1024 and 2147483647 bytes"));
+        }
+        if self.max_in_flight_requests == 0 {
+            return Err(invalid("max_in_flight_requests", "must be at least 1"));
+        }
+        for (k, v) in [
+            ("destination.connect_timeout_ms", self.destination.connect_timeout_ms),
+            ("destination.request_timeout_ms", self.destination.request_timeout_ms),
+            ("destination.metadata_refresh_interval_ms", self.destination.metadata_refresh_interval_ms),
+        ] {
+            if v == 0 {
+                return Err(invalid(k, "must be greater than 0 ms"));
+            }
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| invalid("log.level", format!("`{}`: {e}", self.log.level)))?;
+        Ok(Settings {
+            destination_bootstrap,
+            connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
+            request_timeout: Duration::from_millis(self.destination.request_timeout_ms),
+            metadata_refresh_interval: Duration::from_millis(self.destination.metadata_refresh_interval_ms),
+            listeners,
+            max_frame_bytes: self.max_frame_bytes,
+            max_in_flight_requests: self.max_in_flight_requests,
+            log: self.log,
+        })
+    }
+}
+
+/// Splits and checks a `bootstrap.servers` style list; each entry must be `host:port`.
+pub fn parse_bootstrap(list: &str) -> Result<Vec<String>, String> {
+    let entries: Vec<String> =
+        list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    if entries.is_empty() {
+        return Err("no `host:port` entries".into());
+    }
+    for e in &entries {
+        let Some((host, port)) = e.rsplit_once(':') else {
+            return Err(format!("`{e}` is not `host:port`"));
+        };
+        if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(format!("`{e}` is not `host:port` with a port in 1-65535"));
+        }
+    }
+    Ok(entries)
+}
+
+/// Resolves a `host:port` string to socket addresses.
+///
+/// # Errors
+/// An `io::Error` if the name does not resolve.
+pub fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
+    Ok(addr.to_socket_addrs()?.collect())
+}
+
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("`{s}` is not `FIRST-LAST` (e.g. `19092-19191`)"))?;
+    let first: u16 = a.trim().parse().map_err(|_| format!("`{a}` is not a port"))?;
+    let last: u16 = b.trim().parse().map_err(|_| format!("`{b}` is not a port"))?;
+    if first == 0 || last < first {
+        return Err(format!("`{s}`: FIRST must be > 0 and LAST >= FIRST"));
+    }
+    if last - first < 1 {
+        return Err(format!(
+            "`{s}` holds {} port(s); at least 2 are needed (a bootstrap port and one per broker)",
+            last - first + 1
+        ));
+    }
+    Ok((first, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "
+destination:
+  bootstrap_servers: 127.0.0.1:9092, 127.0.0.1:9093
+listeners:
+  - name: clients
+    bind_host: 127.0.0.1
+    port_range: 19092-19100
+    admin: true
+";
+
+    #[test]
+    fn good_config_validates_with_defaults() {
+        let s = ProxyConfig::from_yaml(GOOD).unwrap().validate().unwrap();
+        assert_eq!(s.destination_bootstrap, vec!["127.0.0.1:9092", "127.0.0.1:9093"]);
+        assert_eq!(s.max_frame_bytes, 100 * 1024 * 1024);
+        let l = &s.listeners[0];
+        assert_eq!((l.bootstrap_port, l.advertised_host.as_str(), l.admin), (19092, "127.0.0.1", true));
+        assert_eq!(l.broker_port(1), Some(19094));
+        assert_eq!(l.broker_port(7), Some(19100));
+        assert_eq!(l.broker_port(8), None);
+    }
+
+    #[test]
+    fn unknown_key_is_refused_by_name() {
+        let err = ProxyConfig::from_yaml(&format!("{GOOD}\nmax_frame_byte: 5\n")).unwrap_err();
+        assert!(err.to_string().contains("max_frame_byte"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases = [
+            ("127.0.0.1:9092, 127.0.0.1:9093", "bootstrap_servers: nohost", "destination.bootstrap_servers"),
+            ("bind_host: 127.0.0.1", "bind_host: not-an-ip", "listeners[0].bind_host"),
+            ("port_range: 19092-19100", "port_range: 19092-19092", "listeners[0].port_range"),
+            ("port_range: 19092-19100", "port_range: abc", "listeners[0].port_range"),
+        ];
+        for (from, to, key) in cases {
+            let text = GOOD.replacen(from, to, 1).replace("bootstrap_servers: bootstrap_servers:", "bootstrap_servers:");
+            let text = if from.starts_with("127") { GOOD.replacen(&format!("bootstrap_servers: {from}"), to, 1) } else { text };
+            let err = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap_err();
+            assert!(err.to_string().contains(key), "{to}: {err}");
+        }
+    }
+}

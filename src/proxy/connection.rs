@@ -1,0 +1,246 @@
+//! One client connection: frames read from the client are routed and written to one upstream
+//! connection to the destination broker this port serves; responses come back in request
+//! order (Kafka answers in order per connection), are matched by correlation id, intercepted
+//! where needed and written to the client. Requests are pipelined up to a cap; when the cap is
+//! reached mirrorgate stops reading from the client (backpressure instead of buffering).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::config::Listener;
+use crate::wire::frame::{length_prefix, FrameDecoder};
+use crate::wire::header::{self, RequestPrefix};
+
+use super::rewrite::AddressMap;
+use super::route::{self, Decision, ResponseAction};
+use super::{intercept, Shared};
+
+/// Which destination broker a listener port stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The bootstrap port: any reachable destination broker.
+    Bootstrap,
+    /// The port of destination broker `node_id`.
+    Broker(i32),
+}
+
+/// A request sent upstream whose response is still due.
+#[derive(Debug)]
+struct Pending {
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    action: ResponseAction,
+}
+
+/// Advertised addresses of one listener.
+struct ListenerMap<'a> {
+    listener: &'a Listener,
+}
+
+impl AddressMap for ListenerMap<'_> {
+    fn advertised(&self, node_id: i32) -> (StrBytes, i32) {
+        let port = self.listener.broker_port(node_id).unwrap_or_else(|| {
+            tracing::error!(
+                node_id,
+                listener = %self.listener.name,
+                "destination node id outside the listener's port range; advertising the bootstrap port"
+            );
+            self.listener.bootstrap_port
+        });
+        (StrBytes::from_string(self.listener.advertised_host.clone()), i32::from(port))
+    }
+}
+
+/// Serves one accepted client connection until either side closes; logs open and close.
+pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>, target: Target, shared: Arc<Shared>) {
+    let local = client.local_addr().map(|a| a.port()).unwrap_or(0);
+    let (upstream, upstream_addr) = match connect_upstream(target, &shared).await {
+        Ok(u) => u,
+        Err(reason) => {
+            tracing::warn!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused: no upstream");
+            return;
+        }
+    };
+    tracing::info!(%peer, listener = %listener.name, port = local, ?target, upstream = %upstream_addr, "client connection opened");
+    let reason = pump(client, upstream, &listener, &shared).await;
+    tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
+}
+
+async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream, String), String> {
+    let candidates = match target {
+        Target::Bootstrap => shared.directory.bootstrap_candidates(),
+        Target::Broker(id) => vec![shared
+            .directory
+            .addr(id)
+            .ok_or_else(|| format!("destination broker {id} is not known (yet)"))?],
+    };
+    let mut last = String::from("no destination address");
+    for addr in candidates {
+        match tokio::time::timeout(shared.settings.connect_timeout, TcpStream::connect(&addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok((s, addr));
+            }
+            Ok(Err(e)) => last = format!("{addr}: {e}"),
+            Err(_) => last = format!("{addr}: connect timed out"),
+        }
+    }
+    Err(last)
+}
+
+/// Runs both directions; returns why the connection ended.
+async fn pump(client: TcpStream, upstream: TcpStream, listener: &Listener, shared: &Shared) -> String {
+    let (client_r, client_w) = client.into_split();
+    let (up_r, up_w) = upstream.into_split();
+    let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests);
+    let requests = requests(client_r, up_w, tx, shared);
+    let responses = responses(up_r, client_w, rx, listener, shared);
+    tokio::select! {
+        r = requests => r,
+        r = responses => r,
+    }
+}
+
+async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::io::Result<usize> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(8192);
+    }
+    r.read_buf(buf).await
+}
+
+/// Client → upstream. Returns the close reason.
+async fn requests<R, W>(mut client_r: R, up_w: W, tx: mpsc::Sender<Pending>, shared: &Shared) -> String
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
+    let mut buf = BytesMut::with_capacity(8192);
+    let mut up_w = BufWriter::with_capacity(64 * 1024, up_w);
+    loop {
+        loop {
+            let frame = match decoder.decode(&mut buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => return format!("bad frame from client: {e}"),
+            };
+            let prefix = match RequestPrefix::parse(&frame) {
+                Ok(p) => p,
+                Err(e) => return format!("bad request from client: {e}"),
+            };
+            match route::decide(&prefix, frame, |k| shared.directory.supports_api(k)) {
+                Decision::Close(reason) => return reason,
+                Decision::Upstream { frame, expect_response, action } => {
+                    if expect_response {
+                        let pending = Pending {
+                            api_key: prefix.api_key,
+                            api_version: prefix.api_version,
+                            correlation_id: prefix.correlation_id,
+                            action,
+                        };
+                        if tx.send(pending).await.is_err() {
+                            return "response path closed".into();
+                        }
+                    }
+                    if let Err(e) = write_frame(&mut up_w, &frame).await {
+                        return format!("write to destination broker failed: {e}");
+                    }
+                }
+            }
+        }
+        if let Err(e) = up_w.flush().await {
+            return format!("write to destination broker failed: {e}");
+        }
+        match read_more(&mut client_r, &mut buf).await {
+            Ok(0) => {
+                return match decoder.check_eof(&buf) {
+                    Ok(()) => "client closed the connection".into(),
+                    Err(e) => format!("bad frame from client: {e}"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return format!("read from client failed: {e}"),
+        }
+    }
+}
+
+/// Upstream → client, in request order. Returns the close reason.
+async fn responses<R, W>(
+    mut up_r: R,
+    client_w: W,
+    mut rx: mpsc::Receiver<Pending>,
+    listener: &Listener,
+    shared: &Shared,
+) -> String
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
+    let mut buf = BytesMut::with_capacity(8192);
+    let mut client_w = BufWriter::with_capacity(64 * 1024, client_w);
+    let map = ListenerMap { listener };
+    loop {
+        let Some(pending) = rx.recv().await else {
+            return "request path closed".into();
+        };
+        let frame = loop {
+            match decoder.decode(&mut buf) {
+                Ok(Some(f)) => break f,
+                Ok(None) => {}
+                Err(e) => return format!("bad frame from destination broker: {e}"),
+            }
+            match read_more(&mut up_r, &mut buf).await {
+                Ok(0) => return "destination broker closed the connection".into(),
+                Ok(_) => {}
+                Err(e) => return format!("read from destination broker failed: {e}"),
+            }
+        };
+        match header::response_correlation_id(&frame) {
+            Ok(id) if id == pending.correlation_id => {}
+            Ok(id) => {
+                return format!(
+                    "destination broker answered correlation id {id}, expected {}",
+                    pending.correlation_id
+                )
+            }
+            Err(e) => return format!("bad response from destination broker: {e}"),
+        }
+        let frame = match intercept::apply(
+            pending.action,
+            pending.api_key,
+            pending.api_version,
+            frame,
+            &map,
+            &shared.directory,
+            &shared.extra_apis,
+        ) {
+            Ok(f) => f,
+            Err(e) => return format!("cannot rewrite response: {e}"),
+        };
+        if let Err(e) = write_frame(&mut client_w, &frame).await {
+            return format!("write to client failed: {e}");
+        }
+        // Flush unless the next response is already buffered and due: never hold a response
+        // back while waiting on the broker (the next one may be a long-polling Fetch).
+        let next_ready = !rx.is_empty()
+            && matches!(decoder.peek_length(&buf), Ok(Some(n)) if buf.len() >= n + 4);
+        if !next_ready {
+            if let Err(e) = client_w.flush().await {
+                return format!("write to client failed: {e}");
+            }
+        }
+    }
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, frame: &Bytes) -> std::io::Result<()> {
+    w.write_all(&length_prefix(frame.len())).await?;
+    w.write_all(frame).await
+}

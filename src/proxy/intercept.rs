@@ -1,0 +1,100 @@
+//! Response interceptors: decode a destination response, rewrite it, re-encode it — and only
+//! re-encode when something changed, so Fetch and Produce responses without KIP-951
+//! `node_endpoints` go back as the broker's own bytes.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, MetadataResponse,
+    ProduceResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::wire::header;
+
+use super::brokers::BrokerDirectory;
+use super::rewrite::{self, AddressMap};
+use super::route::ResponseAction;
+use super::versions;
+
+/// Extra api keys mirrorgate serves itself and advertises in ApiVersions:
+/// `(api_key, min_version, max_version)`.
+pub type ExtraApis = [(i16, i16, i16)];
+
+/// Applies `action` to a response `frame` (header + body, no length prefix) for a request of
+/// `api_key` at `api_version`.
+///
+/// # Errors
+/// A description of why the response could not be decoded or encoded; the caller closes the
+/// client connection with it.
+pub fn apply(
+    action: ResponseAction,
+    api_key: i16,
+    api_version: i16,
+    frame: Bytes,
+    map: &impl AddressMap,
+    directory: &BrokerDirectory,
+    extra_apis: &ExtraApis,
+) -> Result<Bytes, String> {
+    if action == ResponseAction::Forward {
+        return Ok(frame);
+    }
+    let key = ApiKey::try_from(api_key).map_err(|_| format!("api key {api_key} not decodable"))?;
+    let (decode_version, header_version) = match action {
+        ResponseAction::ApiVersions { fallback: true } => (0, 0),
+        _ => (api_version, key.response_header_version(api_version)),
+    };
+    let correlation_id = header::response_correlation_id(&frame).map_err(|e| e.to_string())?;
+    let body_start = header::response_header_len(&frame, header_version).map_err(|e| e.to_string())?;
+    let body = frame.slice(body_start..);
+    let ctx = |e: anyhow::Error| format!("{key:?} v{decode_version} response: {e}");
+    let mut out = BytesMut::with_capacity(body.len() + 64);
+    header::put_response_header(&mut out, correlation_id, header_version);
+    match action {
+        ResponseAction::Forward => unreachable!("handled above"),
+        ResponseAction::ApiVersions { fallback } => {
+            // KIP-511: a broker that does not know the requested version answers in the v0
+            // schema with UNSUPPORTED_VERSION; its first field is the error code either way.
+            let error_code = body.get(..2).map(|b| i16::from_be_bytes([b[0], b[1]])).unwrap_or(0);
+            let v = if error_code == versions::UNSUPPORTED_VERSION { 0 } else { decode_version };
+            let mut resp = ApiVersionsResponse::decode(&mut body.clone(), v).map_err(ctx)?;
+            let reserved: Vec<i16> = extra_apis.iter().map(|e| e.0).collect();
+            versions::negotiate(&mut resp, &reserved, extra_apis);
+            if fallback {
+                resp.error_code = versions::UNSUPPORTED_VERSION;
+            }
+            resp.encode(&mut out, v).map_err(ctx)?;
+        }
+        ResponseAction::Metadata => {
+            let mut resp = MetadataResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            for (node_id, host, port) in rewrite::metadata(&mut resp, map) {
+                directory.observe(node_id, &host, port);
+            }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::FindCoordinator => {
+            let mut resp = FindCoordinatorResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            rewrite::find_coordinator(&mut resp, map);
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::DescribeCluster => {
+            let mut resp = DescribeClusterResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            rewrite::describe_cluster(&mut resp, map);
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::Produce => {
+            let mut resp = ProduceResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            if !rewrite::produce(&mut resp, map) {
+                return Ok(frame);
+            }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::Fetch => {
+            let mut resp = FetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            if !rewrite::fetch(&mut resp, map) {
+                return Ok(frame);
+            }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+    }
+    Ok(out.freeze())
+}

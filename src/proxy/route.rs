@@ -1,0 +1,183 @@
+//! Routing by api key: the decision for each client request, made from its header alone
+//! (plus, for Produce, its `acks`). The default is to forward raw bytes to the same broker;
+//! only the APIs listed in [`crate::proxy::versions::INTERCEPTED`] get a response action.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
+
+use crate::wire::header::{self, RequestPrefix};
+
+use super::versions;
+
+/// What to do with a response from the destination before it goes back to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseAction {
+    /// Forward unchanged.
+    Forward,
+    /// Narrow ApiVersions ranges (KIP-511: decode in the v0 schema when `fallback`).
+    ApiVersions {
+        /// The client asked for a version above what mirrorgate decodes; the request was sent
+        /// upstream as v0 and the answer goes back in the v0 schema with UNSUPPORTED_VERSION.
+        fallback: bool,
+    },
+    /// Rewrite broker addresses in Metadata.
+    Metadata,
+    /// Rewrite the coordinator address(es).
+    FindCoordinator,
+    /// Rewrite broker addresses in DescribeCluster.
+    DescribeCluster,
+    /// Rewrite KIP-951 `node_endpoints` (Produce v10+).
+    Produce,
+    /// Rewrite KIP-951 `node_endpoints` (Fetch v16+).
+    Fetch,
+}
+
+/// The routing decision for one request.
+#[derive(Debug)]
+pub enum Decision {
+    /// Send `frame` to the destination broker; expect a response unless `expect_response` is
+    /// false (Produce with acks=0).
+    Upstream {
+        /// The request frame to send (the original bytes unless rewritten).
+        frame: Bytes,
+        /// Whether the broker will answer.
+        expect_response: bool,
+        /// What to do with the answer.
+        action: ResponseAction,
+    },
+    /// Close the client connection with this reason.
+    Close(String),
+}
+
+/// Decides what to do with one client request.
+///
+/// `supports_api` says whether the destination advertised the api key; requests for api keys
+/// neither the destination nor mirrorgate knows close the connection (as a broker would)
+/// with a logged reason.
+pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool) -> Decision {
+    let key = ApiKey::try_from(prefix.api_key).ok();
+    if key.is_none() && !supports_api(prefix.api_key) {
+        return Decision::Close(format!(
+            "unknown api key {} (version {}, correlation id {})",
+            prefix.api_key, prefix.api_version, prefix.correlation_id
+        ));
+    }
+    let upstream = |frame, action| Decision::Upstream { frame, expect_response: true, action };
+    match key {
+        Some(ApiKey::ApiVersions) => {
+            if prefix.api_version > versions::max_api_versions_version() {
+                match api_versions_v0_request(prefix, &frame) {
+                    Some(f) => upstream(f, ResponseAction::ApiVersions { fallback: true }),
+                    None => Decision::Close("malformed ApiVersions request header".into()),
+                }
+            } else {
+                upstream(frame, ResponseAction::ApiVersions { fallback: false })
+            }
+        }
+        Some(ApiKey::Metadata) => upstream(frame, ResponseAction::Metadata),
+        Some(ApiKey::FindCoordinator) => upstream(frame, ResponseAction::FindCoordinator),
+        Some(ApiKey::DescribeCluster) => upstream(frame, ResponseAction::DescribeCluster),
+        Some(ApiKey::Produce) => {
+            let acks = produce_acks(prefix, &frame);
+            match acks {
+                Some(acks) => Decision::Upstream {
+                    frame,
+                    expect_response: acks != 0,
+                    action: if prefix.api_version >= 10 { ResponseAction::Produce } else { ResponseAction::Forward },
+                },
+                None => Decision::Close("malformed Produce request (cannot read acks)".into()),
+            }
+        }
+        Some(ApiKey::Fetch) => upstream(
+            frame,
+            if prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward },
+        ),
+        _ => upstream(frame, ResponseAction::Forward),
+    }
+}
+
+/// `acks` of a Produce request: after the header comes `transactional_id` (nullable string,
+/// compact from v9) and then `acks: INT16`.
+pub fn produce_acks(prefix: &RequestPrefix, frame: &[u8]) -> Option<i16> {
+    let hv = header::request_header_version(prefix.api_key, prefix.api_version)?;
+    let mut pos = header::request_header_len(frame, hv).ok()?;
+    if prefix.api_version >= 9 {
+        let (len_plus_one, p) = header::read_uvarint(frame, pos).ok()?;
+        pos = p.checked_add(len_plus_one.saturating_sub(1) as usize)?;
+    } else {
+        let len = i16::from_be_bytes([*frame.get(pos)?, *frame.get(pos + 1)?]);
+        pos += 2 + usize::try_from(len.max(0)).ok()?;
+    }
+    Some(i16::from_be_bytes([*frame.get(pos)?, *frame.get(pos + 1)?]))
+}
+
+/// Rebuilds an ApiVersions request as v0 (header v1: api key, version 0, correlation id,
+/// client id; empty body) for the KIP-511 fallback.
+fn api_versions_v0_request(prefix: &RequestPrefix, frame: &[u8]) -> Option<Bytes> {
+    let client_id = header::request_client_id(frame, 1).unwrap_or("mirrorgate");
+    let mut out = BytesMut::with_capacity(10 + client_id.len());
+    out.put_i16(prefix.api_key);
+    out.put_i16(0);
+    out.put_i32(prefix.correlation_id);
+    out.put_i16(i16::try_from(client_id.len()).ok()?);
+    out.extend_from_slice(client_id.as_bytes());
+    Some(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(api_key: i16, version: i16, body: &[u8], header_v: i16) -> Bytes {
+        let mut f = BytesMut::new();
+        f.put_i16(api_key);
+        f.put_i16(version);
+        f.put_i32(42);
+        f.put_i16(2);
+        f.extend_from_slice(b"id");
+        if header_v >= 2 {
+            f.put_u8(0);
+        }
+        f.extend_from_slice(body);
+        f.freeze()
+    }
+
+    #[test]
+    fn reads_produce_acks_in_both_layouts() {
+        let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
+        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), Some(0));
+        let f = req(0, 9, &[4, b'a', b'b', b'c', 0xff, 0xff], 2);
+        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), Some(-1));
+        let f = req(0, 9, &[4, b'a'], 2);
+        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), None);
+    }
+
+    #[test]
+    fn acks_zero_expects_no_response() {
+        let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+            Decision::Upstream { expect_response, .. } => assert!(!expect_response),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_api_key_closes_unless_destination_knows_it() {
+        let f = req(31000, 0, &[], 1);
+        let p = RequestPrefix::parse(&f).unwrap();
+        assert!(matches!(decide(&p, f.clone(), |_| false), Decision::Close(r) if r.contains("unknown api key 31000")));
+        assert!(matches!(decide(&p, f, |k| k == 31000), Decision::Upstream { action: ResponseAction::Forward, .. }));
+    }
+
+    #[test]
+    fn api_versions_above_ours_falls_back_to_v0() {
+        let f = req(18, 99, &[], 2);
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+            Decision::Upstream { frame, action, .. } => {
+                assert_eq!(action, ResponseAction::ApiVersions { fallback: true });
+                assert_eq!(&frame[..], &[0, 18, 0, 0, 0, 0, 0, 42, 0, 2, b'i', b'd']);
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+}

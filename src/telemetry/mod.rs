@@ -1,0 +1,16 @@
+//! Logs (and later traces and metrics). Log lines never contain secrets.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{LogConfig, LogFormat};
+
+/// Installs the global `tracing` subscriber: `RUST_LOG` when set, else `log.level`; text or
+/// JSON lines on stderr.
+pub fn init_logging(log: &LogConfig) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}

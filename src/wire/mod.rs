@@ -1,0 +1,6 @@
+//! Sans-IO Kafka wire handling: length-prefixed framing, request/response headers, the mirror
+//! RPC messages and the record-batch toolkit. Nothing here touches a socket or a clock; every
+//! length or count read from the wire is checked against a limit before it sizes anything.
+
+pub mod frame;
+pub mod header;
