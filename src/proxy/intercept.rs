@@ -73,7 +73,7 @@ pub fn apply(
         }
         ResponseAction::FindCoordinator => {
             let mut resp = FindCoordinatorResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
-            rewrite::find_coordinator(&mut resp, map);
+            rewrite::find_coordinator(&mut resp, decode_version, map);
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
         ResponseAction::DescribeCluster => {

@@ -28,14 +28,18 @@ pub fn metadata(resp: &mut MetadataResponse, map: &impl AddressMap) -> Vec<(i32,
     seen
 }
 
-/// Rewrites a FindCoordinator response in both layouts. A coordinator entry with an error
+/// Rewrites a FindCoordinator response of `version`: v0–3 carry one top-level
+/// `node_id`/`host`/`port`, v4+ a `coordinators` array (KIP-699). A coordinator with an error
 /// (node id -1) carries no usable address and is blanked rather than mapped.
-pub fn find_coordinator(resp: &mut FindCoordinatorResponse, map: &impl AddressMap) {
-    if resp.node_id.0 >= 0 {
-        (resp.host, resp.port) = map.advertised(resp.node_id.0);
-    } else if !resp.host.is_empty() {
-        resp.host = StrBytes::default();
-        resp.port = -1;
+pub fn find_coordinator(resp: &mut FindCoordinatorResponse, version: i16, map: &impl AddressMap) {
+    if version < 4 {
+        if resp.node_id.0 >= 0 {
+            (resp.host, resp.port) = map.advertised(resp.node_id.0);
+        } else {
+            resp.host = StrBytes::default();
+            resp.port = -1;
+        }
+        return;
     }
     for c in &mut resp.coordinators {
         if c.node_id.0 >= 0 {
@@ -98,17 +102,21 @@ mod tests {
 
     #[test]
     fn find_coordinator_both_layouts() {
-        let mut r = FindCoordinatorResponse::default()
+        let mut v3 = FindCoordinatorResponse::default()
             .with_node_id(BrokerId(1))
             .with_host(StrBytes::from_static_str("10.0.0.9"))
             .with_port(9092);
-        r.coordinators = vec![
+        find_coordinator(&mut v3, 3, &Map);
+        assert_eq!((v3.host.as_str(), v3.port), ("proxy.example", 20001));
+
+        let mut v4 = FindCoordinatorResponse::default();
+        v4.coordinators = vec![
             Coordinator::default().with_node_id(BrokerId(3)).with_host(StrBytes::from_static_str("h")).with_port(1),
             Coordinator::default().with_node_id(BrokerId(-1)).with_host(StrBytes::from_static_str("h")).with_port(1),
         ];
-        find_coordinator(&mut r, &Map);
-        assert_eq!((r.host.as_str(), r.port), ("proxy.example", 20001));
-        assert_eq!((r.coordinators[0].host.as_str(), r.coordinators[0].port), ("proxy.example", 20003));
-        assert_eq!((r.coordinators[1].host.as_str(), r.coordinators[1].port), ("", -1));
+        find_coordinator(&mut v4, 4, &Map);
+        assert_eq!((v4.host.as_str(), v4.port), ("", 0), "v4+ has no top-level address");
+        assert_eq!((v4.coordinators[0].host.as_str(), v4.coordinators[0].port), ("proxy.example", 20003));
+        assert_eq!((v4.coordinators[1].host.as_str(), v4.coordinators[1].port), ("", -1));
     }
 }

@@ -1,5 +1,7 @@
 //! Logs (and later traces and metrics). Log lines never contain secrets.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
@@ -8,7 +10,10 @@ use crate::config::{LogConfig, LogFormat};
 /// JSON lines on stderr.
 pub fn init_logging(log: &LogConfig) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match log.format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
