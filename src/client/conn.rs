@@ -104,6 +104,21 @@ impl BrokerConnection {
     /// [`ClientError`] for I/O failures, timeouts, a closed connection or an undecodable or
     /// mismatched response.
     pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+        let frame = self.send_raw(request, version).await?;
+        let addr = self.addr.clone();
+        let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
+        let resp_header_version = <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
+        let body_start = header::response_header_len(&frame, resp_header_version).map_err(|e| bad(e.to_string()))?;
+        let mut body = frame.slice(body_start..);
+        R::Response::decode(&mut body, version).map_err(|e| bad(format!("api key {} v{version}: {e}", R::KEY)))
+    }
+
+    /// Sends `request` at `version` and returns the whole response frame (header and body,
+    /// without the length prefix), its correlation id already checked.
+    ///
+    /// # Errors
+    /// As [`BrokerConnection::send`].
+    pub async fn send_raw<R: Request>(&mut self, request: &R, version: i16) -> Result<bytes::Bytes, ClientError> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
         let api_key = R::KEY;
@@ -139,10 +154,7 @@ impl BrokerConnection {
         if got != correlation_id {
             return Err(bad(format!("correlation id {got}, expected {correlation_id}")));
         }
-        let resp_header_version = <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
-        let body_start = header::response_header_len(&frame, resp_header_version).map_err(|e| bad(e.to_string()))?;
-        let mut body = frame.slice(body_start..);
-        R::Response::decode(&mut body, version).map_err(|e| bad(format!("api key {api_key} v{version}: {e}")))
+        Ok(frame)
     }
 
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {

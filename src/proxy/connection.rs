@@ -129,6 +129,9 @@ where
             let frame = match decoder.decode(&mut buf) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
+                Err(e) if looks_like_tls(&buf) => {
+                    return format!("TLS handshake on a plaintext port ({e}); use a TLS listener or a plaintext client")
+                }
                 Err(e) => return format!("bad frame from client: {e}"),
             };
             let prefix = match RequestPrefix::parse(&frame) {
@@ -238,6 +241,12 @@ where
             }
         }
     }
+}
+
+/// A TLS record header for a handshake (`0x16 0x03 0x0[0-4]`) where a Kafka length prefix
+/// should be: a TLS client talking to a plaintext port.
+fn looks_like_tls(buf: &[u8]) -> bool {
+    matches!(buf, [0x16, 0x03, minor, ..] if *minor <= 4)
 }
 
 async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, frame: &Bytes) -> std::io::Result<()> {

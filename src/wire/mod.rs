@@ -4,3 +4,4 @@
 
 pub mod frame;
 pub mod header;
+pub mod mirror;

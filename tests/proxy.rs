@@ -1,0 +1,245 @@
+//! The transparent proxy against a real Kafka 4.1 destination: Kafka's Java tools, librdkafka
+//! and mirrorgate's own client through mirrorgate; no destination address leaks; bad input
+//! closes only the offending connection.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use kafka_protocol::messages::{
+    DescribeClusterRequest, DescribeClusterResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
+    MetadataResponse,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use mirrorgate::client::BrokerConnection;
+use support::*;
+
+const V: &str = "4.1.1";
+
+fn values(stdout: &str) -> Vec<String> {
+    let mut v: Vec<String> = stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn java_tools_topics_console_clients_and_consumer_groups() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("java-tools");
+    let group = unique_name("group");
+    let bs = mg.bootstrap.as_str();
+
+    let out = kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--create", "--topic", &topic, "--partitions", "2", "--replication-factor", "1"], None);
+    assert!(out.contains(&format!("Created topic {topic}")), "{out}");
+    let list = kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--list"], None);
+    assert!(list.lines().any(|l| l.trim() == topic), "topic missing from --list: {list}");
+    let describe = kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--describe", "--topic", &topic], None);
+    assert!(describe.contains("PartitionCount: 2"), "{describe}");
+
+    let records: Vec<String> = (0..20).map(|i| format!("record-{i:02}")).collect();
+    kafka_tool_ok(V, "console-producer", &["--bootstrap-server", bs, "--topic", &topic], Some(&(records.join("\n") + "\n")));
+    let consumed = kafka_tool_ok(
+        V,
+        "console-consumer",
+        &["--bootstrap-server", bs, "--topic", &topic, "--group", &group, "--from-beginning", "--max-messages", "20", "--timeout-ms", "60000"],
+        None,
+    );
+    assert_eq!(values(&consumed), records);
+
+    let groups = kafka_tool_ok(V, "consumer-groups", &["--bootstrap-server", bs, "--describe", "--group", &group], None);
+    let mut committed = 0;
+    let mut rows = 0;
+    for line in groups.lines().filter(|l| l.split_whitespace().nth(1) == Some(topic.as_str())) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (current, end): (i64, i64) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
+        assert_eq!(current, end, "group lags on a partition: {line}");
+        committed += current;
+        rows += 1;
+    }
+    assert_eq!((rows, committed), (2, 20), "consumer-groups --describe: {groups}");
+}
+
+#[test]
+fn java_transactions_commit_and_abort_read_committed() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("txn");
+    let bs = mg.bootstrap.as_str();
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--create", "--topic", &topic, "--partitions", "1", "--replication-factor", "1"], None);
+    let txn_id = unique_name("txn-id");
+    ok(
+        java_program(V, "TxnProducer.java", &["--bootstrap-server", bs, "--topic", &topic, "--transactional-id", &txn_id, "--commit", "c1,c2,c3", "--abort", "a1,a2"]),
+        "TxnProducer",
+    );
+    // read_committed sees only the committed transaction...
+    let committed = kafka_tool(
+        V,
+        "console-consumer",
+        &["--bootstrap-server", bs, "--topic", &topic, "--from-beginning", "--consumer-property", "isolation.level=read_committed", "--timeout-ms", "8000"],
+        None,
+    );
+    assert_eq!(values(&String::from_utf8_lossy(&committed.stdout)), vec!["c1", "c2", "c3"]);
+    // ...while the aborted records really are in the log (so the check above can fail).
+    let all = kafka_tool(
+        V,
+        "console-consumer",
+        &["--bootstrap-server", bs, "--topic", &topic, "--from-beginning", "--consumer-property", "isolation.level=read_uncommitted", "--timeout-ms", "8000"],
+        None,
+    );
+    assert_eq!(values(&String::from_utf8_lossy(&all.stdout)), vec!["a1", "a2", "c1", "c2", "c3"]);
+}
+
+#[test]
+fn librdkafka_idempotent_producer_and_consumer_group() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("librdkafka");
+    let bs = mg.bootstrap.as_str();
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--create", "--topic", &topic, "--partitions", "3", "--replication-factor", "1"], None);
+    let produced = ok(python_client(&["produce", "--bootstrap", bs, "--topic", &topic, "--count", "300", "--idempotent", "--prefix", "lr"]), "librdkafka produce");
+    assert!(produced.contains("300"), "{produced}");
+    let group = unique_name("lr-group");
+    let out = ok(python_client(&["consume", "--bootstrap", bs, "--topic", &topic, "--group", &group, "--count", "300", "--timeout", "60"]), "librdkafka consume");
+    let mut got: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| (v["key"].as_str().unwrap_or_default().to_string(), v["value"].as_str().unwrap_or_default().to_string()))
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String)> = (0..300).map(|i| (format!("k-{i}"), format!("lr-{i}"))).collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+fn assert_no_leak(what: &str, frame: &[u8], dest_ports: &[u16]) {
+    let hay = frame;
+    let contains = |needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    assert!(!contains(b"127.0.0.1"), "{what} response contains the destination host 127.0.0.1");
+    for p in dest_ports {
+        assert!(!contains(p.to_string().as_bytes()), "{what} response contains destination port {p} as text");
+        assert!(!contains(&i32::from(*p).to_be_bytes()), "{what} response contains destination port {p} as INT32");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_destination_address_in_metadata_find_coordinator_describe_cluster() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { advertised_host: "localhost", ..Default::default() });
+    let ports = dest.ports();
+    let addr = format!("127.0.0.1:{}", mg.first_port);
+    let mut conn = BrokerConnection::connect(&addr, Duration::from_secs(5), Duration::from_secs(30), 1 << 20).await.unwrap();
+
+    for version in [1i16, 9, 12] {
+        let frame = conn.send_raw(&MetadataRequest::default().with_topics(None), version).await.unwrap();
+        assert_no_leak(&format!("Metadata v{version}"), &frame, &ports);
+        let hv = if version >= 9 { 1 } else { 0 };
+        let start = mirrorgate::wire::header::response_header_len(&frame, hv).unwrap();
+        let resp = MetadataResponse::decode(&mut frame.slice(start..), version).unwrap();
+        assert!(!resp.brokers.is_empty());
+        for b in &resp.brokers {
+            assert_eq!(b.host.as_str(), "localhost");
+            assert_eq!(b.port, i32::from(mg.first_port) + 1 + b.node_id.0);
+        }
+    }
+
+    let group = unique_name("coord");
+    for version in [3i16, 6] {
+        let req = if version < 4 {
+            FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.clone()))
+        } else {
+            FindCoordinatorRequest::default().with_coordinator_keys(vec![StrBytes::from_string(group.clone())])
+        };
+        let frame = eventually(Duration::from_secs(30), || {
+            let frame = futures_lite_block(conn.send_raw(&req, version)).map_err(|e| e.to_string())?;
+            let start = mirrorgate::wire::header::response_header_len(&frame, 1).unwrap();
+            let resp = FindCoordinatorResponse::decode(&mut frame.slice(start..), version).unwrap();
+            let (err, port, host) = if version < 4 {
+                (resp.error_code, resp.port, resp.host.to_string())
+            } else {
+                (resp.coordinators[0].error_code, resp.coordinators[0].port, resp.coordinators[0].host.to_string())
+            };
+            if err != 0 {
+                return Err(format!("FindCoordinator v{version} error {err}"));
+            }
+            assert_eq!(host, "localhost");
+            assert!(port > i32::from(mg.first_port), "coordinator port {port}");
+            Ok(frame)
+        });
+        assert_no_leak(&format!("FindCoordinator v{version}"), &frame, &ports);
+    }
+
+    let frame = conn.send_raw(&DescribeClusterRequest::default(), 1).await.unwrap();
+    assert_no_leak("DescribeCluster v1", &frame, &ports);
+    let start = mirrorgate::wire::header::response_header_len(&frame, 1).unwrap();
+    let resp = DescribeClusterResponse::decode(&mut frame.slice(start..), 1).unwrap();
+    assert_eq!(resp.error_code, 0);
+    assert!(resp.brokers.iter().all(|b| b.host.as_str() == "localhost"));
+}
+
+/// Runs a future to completion from inside a sync closure running on a tokio test.
+fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+/// Sends `bytes` on a fresh connection and waits until mirrorgate closes it.
+fn send_and_expect_close(port: u16, bytes: &[u8], half_close: bool) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("mirrorgate answered {n} bytes instead of closing"),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("connection not closed by mirrorgate: {e}"),
+    }
+}
+
+#[test]
+fn bad_input_closes_only_that_connection() {
+    let dest = cluster("dest");
+    let mut mg = Mirrorgate::start(&dest);
+    let topic = unique_name("bad-input");
+    let bs = mg.bootstrap.clone();
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &bs, "--create", "--topic", &topic, "--partitions", "1", "--replication-factor", "1"], None);
+    // A well-behaved client holds a connection open across all the bad ones.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut good = rt
+        .block_on(BrokerConnection::connect(&format!("127.0.0.1:{}", mg.first_port), Duration::from_secs(5), Duration::from_secs(30), 1 << 20))
+        .unwrap();
+    let rss_before = mg.rss_kib();
+    let broker_port = mg.first_port + 2; // node id 1
+
+    send_and_expect_close(broker_port, &0x7fff_ffffu32.to_be_bytes(), false);
+    mg.wait_for_log("frame length 2147483647 bytes exceeds the maximum of 104857600 bytes", Duration::from_secs(5));
+
+    let mut cut = 100i32.to_be_bytes().to_vec();
+    cut.extend_from_slice(&[0, 3, 0, 12, 0, 0, 0, 1, 0, 0]);
+    send_and_expect_close(broker_port, &cut, true);
+    mg.wait_for_log("connection closed mid-frame: 10 of 100 bytes received", Duration::from_secs(5));
+
+    let mut unknown = 10i32.to_be_bytes().to_vec();
+    unknown.extend_from_slice(&[0x79, 0x18, 0, 0, 0, 0, 0, 7, 0xff, 0xff]); // api key 31000
+    send_and_expect_close(broker_port, &unknown, false);
+    mg.wait_for_log("unknown api key 31000 (version 0, correlation id 7)", Duration::from_secs(5));
+
+    // The start of a real TLS 1.2/1.3 ClientHello record.
+    let hello = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+    send_and_expect_close(mg.first_port, &hello, false);
+    mg.wait_for_log("TLS handshake on a plaintext port", Duration::from_secs(5));
+
+    assert!(mg.is_running(), "mirrorgate exited");
+    let meta = rt.block_on(good.send(&MetadataRequest::default().with_topics(None), 12)).expect("the good connection still works");
+    assert!(meta.topics.iter().any(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic.as_str())));
+    ok(python_client(&["produce", "--bootstrap", &bs, "--topic", &topic, "--count", "10", "--prefix", "after"]), "produce after bad input");
+    let rss_after = mg.rss_kib();
+    assert!(rss_after < rss_before + 20 * 1024, "memory jumped from {rss_before} KiB to {rss_after} KiB");
+    let log = mg.log();
+    assert_eq!(log.matches("client connection closed").filter(|_| true).count() >= 4, true, "{}", tail(&log, 30));
+}

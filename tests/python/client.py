@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""librdkafka-based (confluent-kafka) test client for mirrorgate.
+
+Run with the venv from scripts/pyenv.sh:
+
+  PY=$(scripts/pyenv.sh)
+  $PY tests/python/client.py produce --bootstrap HOST:PORT --topic T --count N \
+      [--idempotent] [--prefix P] [--partition P] [--acks all|1|0] [--timeout S]
+  $PY tests/python/client.py consume --bootstrap HOST:PORT --topic T --group G --count N \
+      [--timeout S] [--isolation read_committed|read_uncommitted] [--offset-reset earliest|latest]
+      [--no-commit]
+
+produce: values "P-0".."P-(N-1)" (default prefix "msg"), keys "k-0".."k-(N-1)".
+  Prints "delivered N" on stdout. Exit 1 (and prints "ERROR ..." lines) on any
+  delivery error or if not all messages were delivered in time.
+consume: prints one JSON object per record on stdout:
+  {"topic", "partition", "offset", "key", "value", "headers": [[k, v], ...], "timestamp"}
+  Stops after N records; exit 1 (with "ERROR ..." on stderr) if fewer than N
+  arrive before --timeout seconds (default 30) or on a fatal consumer error.
+  Extra client properties: --prop key=value (repeatable) on both subcommands.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+
+def _props(pairs):
+    out = {}
+    for kv in pairs or []:
+        if "=" not in kv:
+            raise SystemExit(f"--prop expects key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        out[k] = v
+    return out
+
+
+def _dec(b):
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b.hex()
+
+
+def produce(args):
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "client.id": "mirrorgate-pyclient",
+        "acks": args.acks,
+        "enable.idempotence": args.idempotent,
+        "message.timeout.ms": int(args.timeout * 1000),
+        "linger.ms": 5,
+    }
+    conf.update(_props(args.prop))
+    p = Producer(conf)
+    delivered = 0
+    errors = []
+
+    def on_delivery(err, msg):
+        nonlocal delivered
+        if err is not None:
+            errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        else:
+            delivered += 1
+
+    for i in range(args.count):
+        kw = {"key": f"k-{i}", "value": f"{args.prefix}-{i}", "on_delivery": on_delivery}
+        if args.partition is not None:
+            kw["partition"] = args.partition
+        while True:
+            try:
+                p.produce(args.topic, **kw)
+                break
+            except BufferError:
+                p.poll(0.1)
+            except KafkaException as e:
+                errors.append(str(e))
+                break
+        p.poll(0)
+    remaining = p.flush(args.timeout)
+    print(f"delivered {delivered}", flush=True)
+    for e in errors:
+        print(f"ERROR {e}", flush=True)
+    if remaining:
+        print(f"ERROR {remaining} message(s) still undelivered after {args.timeout}s", flush=True)
+    return 0 if delivered == args.count and not errors and not remaining else 1
+
+
+def consume(args):
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "client.id": "mirrorgate-pyclient",
+        "group.id": args.group,
+        "auto.offset.reset": args.offset_reset,
+        "isolation.level": args.isolation,
+        "enable.auto.commit": not args.no_commit,
+        "enable.partition.eof": False,
+    }
+    conf.update(_props(args.prop))
+    c = Consumer(conf)
+    c.subscribe([args.topic])
+    got = 0
+    rc = 0
+    deadline = time.monotonic() + args.timeout
+    try:
+        while got < args.count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            msg = c.poll(min(left, 1.0))
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.fatal() or not err.retriable() and err.code() not in (
+                    KafkaError._PARTITION_EOF,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                ):
+                    print(f"ERROR consumer: {err}", file=sys.stderr, flush=True)
+                    rc = 1
+                    break
+                continue
+            rec = {
+                "topic": msg.topic(),
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "key": _dec(msg.key()),
+                "value": _dec(msg.value()),
+                "headers": [[k, _dec(v)] for k, v in (msg.headers() or [])],
+                "timestamp": msg.timestamp()[1],
+            }
+            print(json.dumps(rec), flush=True)
+            got += 1
+    finally:
+        try:
+            if got and not args.no_commit:
+                c.commit(asynchronous=False)
+        except KafkaException:
+            pass
+        c.close()
+    if rc == 0 and got < args.count:
+        print(f"ERROR only {got} of {args.count} record(s) received within {args.timeout}s",
+              file=sys.stderr, flush=True)
+        rc = 1
+    return rc
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    pp = sub.add_parser("produce")
+    pp.add_argument("--bootstrap", required=True)
+    pp.add_argument("--topic", required=True)
+    pp.add_argument("--count", type=int, required=True)
+    pp.add_argument("--idempotent", action="store_true")
+    pp.add_argument("--prefix", default="msg")
+    pp.add_argument("--partition", type=int)
+    pp.add_argument("--acks", default="all")
+    pp.add_argument("--timeout", type=float, default=30.0)
+    pp.add_argument("--prop", action="append")
+
+    cp = sub.add_parser("consume")
+    cp.add_argument("--bootstrap", required=True)
+    cp.add_argument("--topic", required=True)
+    cp.add_argument("--group", required=True)
+    cp.add_argument("--count", type=int, required=True)
+    cp.add_argument("--timeout", type=float, default=30.0)
+    cp.add_argument("--isolation", choices=["read_committed", "read_uncommitted"], default="read_committed")
+    cp.add_argument("--offset-reset", choices=["earliest", "latest"], default="earliest")
+    cp.add_argument("--no-commit", action="store_true")
+    cp.add_argument("--prop", action="append")
+
+    args = ap.parse_args(argv)
+    return produce(args) if args.cmd == "produce" else consume(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+//! Test support: real Kafka clusters (started once per test binary with `scripts/kafka.sh`),
+//! mirrorgate processes in front of them, unique topic names, and runners for the real clients
+//! (Kafka's Java tools, librdkafka through `tests/python/client.py`).
+//!
+//! A test that needs Kafka and cannot start it panics with the reason; it never passes
+//! silently. Clusters are killed by the script's watchdog when the test binary exits.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A running Kafka cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    /// Name given to `scripts/kafka.sh` (unique per test binary).
+    pub name: String,
+    /// `host:port,...` of its brokers.
+    pub bootstrap: String,
+    /// Kafka version.
+    pub version: String,
+}
+
+impl Cluster {
+    /// Ports of the brokers.
+    pub fn ports(&self) -> Vec<u16> {
+        self.bootstrap.split(',').map(|a| a.rsplit_once(':').unwrap().1.parse().unwrap()).collect()
+    }
+}
+
+static CLUSTERS: OnceLock<Mutex<HashMap<String, Arc<Cluster>>>> = OnceLock::new();
+
+/// The cluster `name` of this test binary (1 node, Kafka 4.1.1), started on first use.
+pub fn cluster(name: &str) -> Arc<Cluster> {
+    cluster_with(name, 1, "4.1.1", &[])
+}
+
+/// The cluster `name` of this test binary, started on first use with `nodes` nodes of Kafka
+/// `version` and extra broker properties.
+pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Arc<Cluster> {
+    let map = CLUSTERS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = map.get(name) {
+        return c.clone();
+    }
+    let unique = format!("{name}-{}", std::process::id());
+    let mut cmd = Command::new(repo().join("scripts/kafka.sh"));
+    cmd.args(["start", &unique, "--nodes", &nodes.to_string(), "--version", version, "--owner-pid"])
+        .arg(std::process::id().to_string());
+    for p in props {
+        cmd.args(["--prop", p]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run scripts/kafka.sh: {e}"));
+    if !out.status.success() {
+        panic!(
+            "Kafka cluster `{unique}` ({nodes} node(s), {version}) could not start; this test needs a real broker.\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!bootstrap.is_empty(), "kafka.sh printed no bootstrap servers");
+    let c = Arc::new(Cluster { name: unique, bootstrap, version: version.into() });
+    map.insert(name.into(), c.clone());
+    c
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A topic name no other test of any binary uses: `prefix-PID-N`.
+pub fn unique_name(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A first port such that `first..first+count` are all free right now.
+pub fn free_port_range(count: u16) -> u16 {
+    for _ in 0..200 {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let first = probe.local_addr().unwrap().port();
+        drop(probe);
+        if first > 65535 - count {
+            continue;
+        }
+        let held: Vec<_> = (first..first + count).map(|p| TcpListener::bind(("127.0.0.1", p))).collect();
+        if held.iter().all(Result::is_ok) {
+            return first;
+        }
+    }
+    panic!("no free range of {count} loopback ports");
+}
+
+/// A mirrorgate process; killed on drop.
+pub struct Mirrorgate {
+    child: Child,
+    /// Bootstrap address clients use (`advertised_host:first_port`).
+    pub bootstrap: String,
+    /// First port of its listener range.
+    pub first_port: u16,
+    /// Its log file.
+    pub log_path: PathBuf,
+    /// Its config file.
+    pub config_path: PathBuf,
+}
+
+/// Options for [`Mirrorgate::start`].
+pub struct MirrorgateOptions<'a> {
+    /// Host written into rewritten responses.
+    pub advertised_host: &'a str,
+    /// Extra YAML appended at the top level.
+    pub extra_yaml: &'a str,
+}
+
+impl Default for MirrorgateOptions<'_> {
+    fn default() -> Self {
+        Self { advertised_host: "127.0.0.1", extra_yaml: "" }
+    }
+}
+
+impl Mirrorgate {
+    /// Starts mirrorgate in front of `destination` and waits until it is ready.
+    pub fn start(destination: &Cluster) -> Self {
+        Self::start_with(destination, MirrorgateOptions::default())
+    }
+
+    /// Starts mirrorgate with options and waits until it logs "mirrorgate ready".
+    pub fn start_with(destination: &Cluster, opts: MirrorgateOptions<'_>) -> Self {
+        let first_port = free_port_range(12);
+        let dir = repo().join("target/test-mirrorgate");
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = unique_name("mg");
+        let config_path = dir.join(format!("{id}.yaml"));
+        let log_path = dir.join(format!("{id}.log"));
+        let yaml = format!(
+            "destination:\n  bootstrap_servers: {}\n  metadata_refresh_interval_ms: 5000\nlisteners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: true\nlog:\n  level: info,mirrorgate=debug\n{}\n",
+            destination.bootstrap,
+            opts.advertised_host,
+            first_port,
+            first_port + 11,
+            opts.extra_yaml
+        );
+        std::fs::write(&config_path, yaml).unwrap();
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_mirrorgate"))
+            .args(["run", "--config"])
+            .arg(&config_path)
+            .env_remove("RUST_LOG")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn mirrorgate");
+        let mg = Self {
+            child,
+            bootstrap: format!("{}:{first_port}", opts.advertised_host),
+            first_port,
+            log_path,
+            config_path,
+        };
+        mg.wait_for_log("mirrorgate ready", Duration::from_secs(60));
+        mg
+    }
+
+    /// mirrorgate's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Waits until the log contains `needle`; panics with the log tail otherwise.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("mirrorgate did not log `{needle}` within {timeout:?}; log:\n{}", tail(&log, 40));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Resident memory of the process, in KiB (from /proc).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Mirrorgate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Last `n` lines of `s`.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        tail(&String::from_utf8_lossy(&out.stdout), 40),
+        tail(&String::from_utf8_lossy(&out.stderr), 40)
+    )
+}
+
+/// Runs `cmd` with `stdin` text and a timeout; returns its output.
+pub fn run(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Output {
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"));
+    if let Some(text) = stdin {
+        use std::io::Write;
+        let mut si = child.stdin.take().unwrap();
+        si.write_all(text.as_bytes()).unwrap();
+    }
+    let pid = child.id();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if d.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, Ordering::Relaxed);
+    out
+}
+
+/// Runs a Kafka tool (`scripts/kafka.sh tool NAME ...`) of Kafka `version`.
+pub fn kafka_tool(version: &str, tool: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(repo().join("scripts/kafka.sh"));
+    cmd.arg("tool").arg(tool).args(args).env("KAFKA_VERSION", version);
+    run(cmd, stdin, Duration::from_secs(120))
+}
+
+/// Like [`kafka_tool`], panicking with the output when it fails.
+pub fn kafka_tool_ok(version: &str, tool: &str, args: &[&str], stdin: Option<&str>) -> String {
+    let out = kafka_tool(version, tool, args, stdin);
+    assert!(out.status.success(), "kafka tool {tool} {args:?} failed: {}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a single-file Java program from `tests/java/` against the Kafka `version` classpath.
+pub fn java_program(version: &str, file: &str, args: &[&str]) -> Output {
+    let cp = Command::new(repo().join("scripts/kafka.sh")).args(["classpath", version]).output().unwrap();
+    assert!(cp.status.success(), "classpath: {}", describe(&cp));
+    let cp = String::from_utf8_lossy(&cp.stdout).trim().to_string();
+    let mut cmd = Command::new("java");
+    cmd.args(["-Xmx256m", "-cp", &cp]).arg(repo().join("tests/java").join(file)).args(args);
+    run(cmd, None, Duration::from_secs(120))
+}
+
+/// Runs `tests/python/client.py` (librdkafka via confluent-kafka) in the project virtualenv.
+pub fn python_client(args: &[&str]) -> Output {
+    let py = repo().join(".venv/bin/python");
+    assert!(
+        py.exists(),
+        "{} is missing: run `scripts/pyenv.sh` (the test command does) to install confluent-kafka",
+        py.display()
+    );
+    let mut cmd = Command::new(py);
+    cmd.arg(repo().join("tests/python/client.py")).args(args);
+    run(cmd, None, Duration::from_secs(120))
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(out: Output, what: &str) -> String {
+    assert!(out.status.success(), "{what} failed: {}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `f` until it returns `Ok` or `timeout` passes; panics with the last error.
+pub fn eventually<T>(timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("condition not met within {timeout:?}; last: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// Reads lines from a file as they come (for following logs).
+pub fn lines(path: &Path) -> Vec<String> {
+    let f = std::fs::File::open(path).unwrap();
+    BufReader::new(f).lines().map_while(Result::ok).collect()
+}
