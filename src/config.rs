@@ -200,10 +200,7 @@ impl ProxyConfig {
         let cfg = config::Config::builder()
             .add_source(config::File::from(path).format(config::FileFormat::Yaml))
             .add_source(
-                config::Environment::with_prefix("MIRRORGATE")
-                    .prefix_separator("__")
-                    .separator("__")
-                    .try_parsing(true),
+                config::Environment::with_prefix("MIRRORGATE").prefix_separator("__").separator("__").try_parsing(true),
             )
             .build()?;
         Ok(cfg.try_deserialize()?)
@@ -214,9 +211,8 @@ impl ProxyConfig {
     /// # Errors
     /// As [`ProxyConfig::load`].
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
-        let cfg = config::Config::builder()
-            .add_source(config::File::from_str(text, config::FileFormat::Yaml))
-            .build()?;
+        let cfg =
+            config::Config::builder().add_source(config::File::from_str(text, config::FileFormat::Yaml)).build()?;
         Ok(cfg.try_deserialize()?)
     }
 
@@ -235,9 +231,10 @@ impl ProxyConfig {
         let mut listeners: Vec<Listener> = Vec::new();
         for (i, l) in self.listeners.iter().enumerate() {
             let key = |k: &str| format!("listeners[{i}].{k}");
-            let bind_ip: IpAddr = l.bind_host.parse().map_err(|_| {
-                invalid(key("bind_host"), format!("`{}` is not an IP address", l.bind_host))
-            })?;
+            let bind_ip: IpAddr = l
+                .bind_host
+                .parse()
+                .map_err(|_| invalid(key("bind_host"), format!("`{}` is not an IP address", l.bind_host)))?;
             let (first, last) = parse_port_range(&l.port_range).map_err(|r| invalid(key("port_range"), r))?;
             for other in &listeners {
                 if first <= other.last_port && other.bootstrap_port <= last && other.bind_ip == bind_ip {
@@ -248,7 +245,11 @@ impl ProxyConfig {
                 }
             }
             let advertised_host = l.advertised_host.clone().unwrap_or_else(|| {
-                if bind_ip.is_unspecified() { "127.0.0.1".into() } else { l.bind_host.clone() }
+                if bind_ip.is_unspecified() {
+                    "127.0.0.1".into()
+                } else {
+                    l.bind_host.clone()
+                }
             });
             if advertised_host.is_empty() {
                 return Err(invalid(key("advertised_host"), "must not be empty"));
@@ -294,8 +295,7 @@ impl ProxyConfig {
 
 /// Splits and checks a `bootstrap.servers` style list; each entry must be `host:port`.
 pub fn parse_bootstrap(list: &str) -> Result<Vec<String>, String> {
-    let entries: Vec<String> =
-        list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    let entries: Vec<String> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     if entries.is_empty() {
         return Err("no `host:port` entries".into());
     }
@@ -319,9 +319,7 @@ pub fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
 }
 
 fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| format!("`{s}` is not `FIRST-LAST` (e.g. `19092-19191`)"))?;
+    let (a, b) = s.split_once('-').ok_or_else(|| format!("`{s}` is not `FIRST-LAST` (e.g. `19092-19191`)"))?;
     let first: u16 = a.trim().parse().map_err(|_| format!("`{a}` is not a port"))?;
     let last: u16 = b.trim().parse().map_err(|_| format!("`{b}` is not a port"))?;
     if first == 0 || last < first {
@@ -377,8 +375,13 @@ listeners:
             ("port_range: 19092-19100", "port_range: abc", "listeners[0].port_range"),
         ];
         for (from, to, key) in cases {
-            let text = GOOD.replacen(from, to, 1).replace("bootstrap_servers: bootstrap_servers:", "bootstrap_servers:");
-            let text = if from.starts_with("127") { GOOD.replacen(&format!("bootstrap_servers: {from}"), to, 1) } else { text };
+            let text =
+                GOOD.replacen(from, to, 1).replace("bootstrap_servers: bootstrap_servers:", "bootstrap_servers:");
+            let text = if from.starts_with("127") {
+                GOOD.replacen(&format!("bootstrap_servers: {from}"), to, 1)
+            } else {
+                text
+            };
             let err = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap_err();
             assert!(err.to_string().contains(key), "{to}: {err}");
         }

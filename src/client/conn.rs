@@ -140,15 +140,14 @@ impl BrokerConnection {
         let what = format!("api key {api_key} v{version}");
         let addr = self.addr.clone();
         let fut = async {
-            self.stream
-                .write_all(&out)
-                .await
-                .map_err(|source| ClientError::Io { addr: addr.clone(), source })?;
+            self.stream.write_all(&out).await.map_err(|source| ClientError::Io { addr: addr.clone(), source })?;
             self.read_frame().await
         };
-        let frame = tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| ClientError::Timeout { addr: addr.clone(), what, ms: timeout.as_millis() })??;
+        let frame = tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
+            addr: addr.clone(),
+            what,
+            ms: timeout.as_millis(),
+        })??;
         let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
         let got = header::response_correlation_id(&frame).map_err(|e| bad(e.to_string()))?;
         if got != correlation_id {

@@ -76,10 +76,9 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
 async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream, String), String> {
     let candidates = match target {
         Target::Bootstrap => shared.directory.bootstrap_candidates(),
-        Target::Broker(id) => vec![shared
-            .directory
-            .addr(id)
-            .ok_or_else(|| format!("destination broker {id} is not known (yet)"))?],
+        Target::Broker(id) => {
+            vec![shared.directory.addr(id).ok_or_else(|| format!("destination broker {id} is not known (yet)"))?]
+        }
     };
     let mut last = String::from("no destination address");
     for addr in candidates {
@@ -209,10 +208,7 @@ where
         match header::response_correlation_id(&frame) {
             Ok(id) if id == pending.correlation_id => {}
             Ok(id) => {
-                return format!(
-                    "destination broker answered correlation id {id}, expected {}",
-                    pending.correlation_id
-                )
+                return format!("destination broker answered correlation id {id}, expected {}", pending.correlation_id)
             }
             Err(e) => return format!("bad response from destination broker: {e}"),
         }
@@ -233,8 +229,7 @@ where
         }
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).
-        let next_ready = !rx.is_empty()
-            && matches!(decoder.peek_length(&buf), Ok(Some(n)) if buf.len() >= n + 4);
+        let next_ready = !rx.is_empty() && matches!(decoder.peek_length(&buf), Ok(Some(n)) if buf.len() >= n + 4);
         if !next_ready {
             if let Err(e) = client_w.flush().await {
                 return format!("write to client failed: {e}");

@@ -67,13 +67,18 @@ pub async fn discover(settings: &Settings) -> Result<DestinationInfo, ClientErro
 }
 
 async fn discover_one(addr: &str, settings: &Settings) -> Result<DestinationInfo, ClientError> {
-    let mut conn = BrokerConnection::connect(addr, settings.connect_timeout, settings.request_timeout, settings.max_frame_bytes).await?;
+    let mut conn =
+        BrokerConnection::connect(addr, settings.connect_timeout, settings.request_timeout, settings.max_frame_bytes)
+            .await?;
     let req = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("mirrorgate"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
     let versions = conn.send(&req, 3).await?;
     if versions.error_code != 0 {
-        return Err(ClientError::Protocol { addr: addr.into(), reason: format!("ApiVersions error code {}", versions.error_code) });
+        return Err(ClientError::Protocol {
+            addr: addr.into(),
+            reason: format!("ApiVersions error code {}", versions.error_code),
+        });
     }
     let api_ranges: HashMap<i16, (i16, i16)> =
         versions.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
@@ -91,7 +96,12 @@ async fn discover_one(addr: &str, settings: &Settings) -> Result<DestinationInfo
 /// # Errors
 /// The destination did not answer before `deadline`, or a bootstrap or broker port could not
 /// be bound at startup.
-pub async fn run(settings: Settings, extra_apis: Vec<(i16, i16, i16)>, deadline: Duration, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    settings: Settings,
+    extra_apis: Vec<(i16, i16, i16)>,
+    deadline: Duration,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let info = loop {
         match discover(&settings).await {
@@ -116,7 +126,8 @@ pub async fn run(settings: Settings, extra_apis: Vec<(i16, i16, i16)>, deadline:
     directory.set_api_ranges(info.api_ranges.clone());
     let shared = Arc::new(Shared { settings, directory, extra_apis });
     for l in &shared.settings.listeners {
-        listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone()).await?;
+        listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
+            .await?;
     }
     let mut ports = BrokerPorts::default();
     for (node_id, host, port) in &info.brokers {

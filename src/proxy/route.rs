@@ -88,10 +88,9 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
                 None => Decision::Close("malformed Produce request (cannot read acks)".into()),
             }
         }
-        Some(ApiKey::Fetch) => upstream(
-            frame,
-            if prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward },
-        ),
+        Some(ApiKey::Fetch) => {
+            upstream(frame, if prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward })
+        }
         _ => upstream(frame, ResponseAction::Forward),
     }
 }

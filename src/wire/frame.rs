@@ -114,10 +114,7 @@ impl FrameDecoder {
         }
         match self.peek_length(buf)? {
             None => Err(FrameError::Truncated { received: 0, expected: LENGTH_PREFIX_BYTES }),
-            Some(expected) => Err(FrameError::Truncated {
-                received: buf.len() - LENGTH_PREFIX_BYTES,
-                expected,
-            }),
+            Some(expected) => Err(FrameError::Truncated { received: buf.len() - LENGTH_PREFIX_BYTES, expected }),
         }
     }
 }
@@ -150,10 +147,7 @@ mod tests {
         assert_eq!(d.decode(&mut buf).unwrap().unwrap(), Bytes::from_static(b"hello"));
         assert_eq!(d.decode(&mut buf).unwrap().unwrap(), Bytes::from_static(b"world!"));
         assert_eq!(d.decode(&mut buf).unwrap(), None);
-        assert_eq!(
-            d.check_eof(&buf),
-            Err(FrameError::Truncated { received: 2, expected: 7 })
-        );
+        assert_eq!(d.check_eof(&buf), Err(FrameError::Truncated { received: 2, expected: 7 }));
     }
 
     #[test]
@@ -161,10 +155,7 @@ mod tests {
         let d = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
         let mut buf = BytesMut::from(&0x7fff_ffffu32.to_be_bytes()[..]);
         let cap_before = buf.capacity();
-        assert_eq!(
-            d.decode(&mut buf),
-            Err(FrameError::TooLarge { length: 0x7fff_ffff, max: DEFAULT_MAX_FRAME_BYTES })
-        );
+        assert_eq!(d.decode(&mut buf), Err(FrameError::TooLarge { length: 0x7fff_ffff, max: DEFAULT_MAX_FRAME_BYTES }));
         assert_eq!(buf.capacity(), cap_before, "no allocation for a refused frame");
         let mut buf = BytesMut::from(&(-5i32).to_be_bytes()[..]);
         assert_eq!(d.decode(&mut buf), Err(FrameError::NegativeLength(-5)));
@@ -174,9 +165,6 @@ mod tests {
     fn empty_stream_and_frame_boundary_eof_are_clean() {
         let d = FrameDecoder::default();
         assert_eq!(d.check_eof(&[]), Ok(()));
-        assert_eq!(
-            d.check_eof(&[0, 0]),
-            Err(FrameError::Truncated { received: 0, expected: 4 })
-        );
+        assert_eq!(d.check_eof(&[0, 0]), Err(FrameError::Truncated { received: 0, expected: 4 }));
     }
 }

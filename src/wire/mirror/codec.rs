@@ -32,11 +32,7 @@ impl KafkaUuid {
 /// Fails with [`WireError::Truncated`] unless `n` bytes remain.
 fn need<B: Buf>(buf: &B, n: usize, what: &'static str) -> Result<(), WireError> {
     if buf.remaining() < n {
-        return Err(WireError::Truncated {
-            what,
-            needed: n,
-            remaining: buf.remaining(),
-        });
+        return Err(WireError::Truncated { what, needed: n, remaining: buf.remaining() });
     }
     Ok(())
 }
@@ -101,24 +97,16 @@ pub(crate) fn get_compact_nullable_string<B: Buf>(
     }
     need(buf, len, what)?;
     let raw = buf.copy_to_bytes(len);
-    StrBytes::from_utf8(raw)
-        .map(Some)
-        .map_err(|_| WireError::InvalidUtf8 { what })
+    StrBytes::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what })
 }
 
 /// Compact (non-nullable) string; a null on the wire is [`WireError::UnexpectedNull`].
-pub(crate) fn get_compact_string<B: Buf>(
-    buf: &mut B,
-    what: &'static str,
-) -> Result<StrBytes, WireError> {
+pub(crate) fn get_compact_string<B: Buf>(buf: &mut B, what: &'static str) -> Result<StrBytes, WireError> {
     get_compact_nullable_string(buf, what)?.ok_or(WireError::UnexpectedNull { what })
 }
 
 /// A topic name (`entityType: topicName`), a non-nullable compact string.
-pub(crate) fn get_topic_name<B: Buf>(
-    buf: &mut B,
-    what: &'static str,
-) -> Result<TopicName, WireError> {
+pub(crate) fn get_topic_name<B: Buf>(buf: &mut B, what: &'static str) -> Result<TopicName, WireError> {
     get_compact_string(buf, what).map(TopicName)
 }
 
@@ -137,11 +125,7 @@ pub(crate) fn get_compact_nullable_array_len<B: Buf>(
     let count = (n - 1) as usize;
     let min_total = count.saturating_mul(min_elem_bytes.max(1));
     if min_total > buf.remaining() {
-        return Err(WireError::CountExceedsRemaining {
-            what,
-            count,
-            remaining: buf.remaining(),
-        });
+        return Err(WireError::CountExceedsRemaining { what, count, remaining: buf.remaining() });
     }
     Ok(Some(count))
 }
@@ -152,8 +136,7 @@ pub(crate) fn get_compact_array_len<B: Buf>(
     min_elem_bytes: usize,
     what: &'static str,
 ) -> Result<usize, WireError> {
-    get_compact_nullable_array_len(buf, min_elem_bytes, what)?
-        .ok_or(WireError::UnexpectedNull { what })
+    get_compact_nullable_array_len(buf, min_elem_bytes, what)?.ok_or(WireError::UnexpectedNull { what })
 }
 
 /// Reads a compact array whose elements are decoded by `elem`; `min_elem_bytes` as in
@@ -200,11 +183,7 @@ pub(crate) fn get_tagged_fields<B: Buf>(
     let count = get_uvarint(buf, what)? as usize;
     // Each tagged field is at least two bytes: its tag and its size.
     if count.saturating_mul(2) > buf.remaining() {
-        return Err(WireError::CountExceedsRemaining {
-            what,
-            count,
-            remaining: buf.remaining(),
-        });
+        return Err(WireError::CountExceedsRemaining { what, count, remaining: buf.remaining() });
     }
     let mut unknown = BTreeMap::new();
     for _ in 0..count {
@@ -230,10 +209,7 @@ pub(crate) fn decode_tagged_payload<T>(
 ) -> Result<T, WireError> {
     let value = f(&mut payload)?;
     if payload.has_remaining() {
-        return Err(WireError::TrailingBytes {
-            what,
-            remaining: payload.remaining(),
-        });
+        return Err(WireError::TrailingBytes { what, remaining: payload.remaining() });
     }
     Ok(value)
 }
@@ -284,11 +260,7 @@ pub(crate) fn put_compact_nullable_string<B: BufMut>(
     Ok(())
 }
 
-pub(crate) fn put_compact_string<B: BufMut>(
-    buf: &mut B,
-    v: &str,
-    what: &'static str,
-) -> Result<(), WireError> {
+pub(crate) fn put_compact_string<B: BufMut>(buf: &mut B, v: &str, what: &'static str) -> Result<(), WireError> {
     put_compact_nullable_string(buf, Some(v), what)
 }
 
@@ -352,10 +324,7 @@ pub(crate) fn put_tagged_fields<B: BufMut>(
     }
     for (tag, payload) in unknown {
         let Ok(tag) = u32::try_from(*tag) else {
-            return Err(WireError::InvalidTag {
-                what,
-                tag: *tag as u32,
-            });
+            return Err(WireError::InvalidTag { what, tag: *tag as u32 });
         };
         if fields.insert(tag, payload).is_some() {
             return Err(WireError::DuplicateTag { what, tag });
@@ -364,10 +333,7 @@ pub(crate) fn put_tagged_fields<B: BufMut>(
     put_count(buf, fields.len(), what)?;
     for (tag, payload) in fields {
         let Ok(size) = u32::try_from(payload.len()) else {
-            return Err(WireError::CountTooLarge {
-                what,
-                count: payload.len(),
-            });
+            return Err(WireError::CountTooLarge { what, count: payload.len() });
         };
         put_uvarint(buf, tag);
         put_uvarint(buf, size);
@@ -386,9 +352,7 @@ fn put_count<B: BufMut>(buf: &mut B, count: usize, what: &'static str) -> Result
 }
 
 /// Encodes one known tagged field's payload into its own buffer with `f`.
-pub(crate) fn tagged_payload(
-    f: impl FnOnce(&mut Vec<u8>) -> Result<(), WireError>,
-) -> Result<Bytes, WireError> {
+pub(crate) fn tagged_payload(f: impl FnOnce(&mut Vec<u8>) -> Result<(), WireError>) -> Result<Bytes, WireError> {
     let mut v = Vec::new();
     f(&mut v)?;
     Ok(Bytes::from(v))
@@ -400,18 +364,7 @@ mod tests {
 
     #[test]
     fn uvarint_round_trip_and_len() {
-        for v in [
-            0u32,
-            1,
-            127,
-            128,
-            300,
-            16_383,
-            16_384,
-            2_097_151,
-            2_097_152,
-            u32::MAX,
-        ] {
+        for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, 2_097_151, 2_097_152, u32::MAX] {
             let mut out = Vec::new();
             put_uvarint(&mut out, v);
             assert_eq!(out.len(), uvarint_len(v), "len of {v}");
@@ -424,15 +377,9 @@ mod tests {
     #[test]
     fn uvarint_rejects_overlong_and_truncated() {
         let mut b = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x1f]);
-        assert!(matches!(
-            get_uvarint(&mut b, "v"),
-            Err(WireError::VarIntTooLong { .. })
-        ));
+        assert!(matches!(get_uvarint(&mut b, "v"), Err(WireError::VarIntTooLong { .. })));
         let mut b = Bytes::from_static(&[0xff, 0xff]);
-        assert!(matches!(
-            get_uvarint(&mut b, "v"),
-            Err(WireError::Truncated { .. })
-        ));
+        assert!(matches!(get_uvarint(&mut b, "v"), Err(WireError::Truncated { .. })));
     }
 
     #[test]
@@ -441,20 +388,11 @@ mod tests {
         let mut out = Vec::new();
         put_uvarint(&mut out, 32_769);
         let mut b = Bytes::from(out);
-        assert!(matches!(
-            get_compact_nullable_string(&mut b, "s"),
-            Err(WireError::StringTooLong { .. })
-        ));
+        assert!(matches!(get_compact_nullable_string(&mut b, "s"), Err(WireError::StringTooLong { .. })));
         let mut b = Bytes::from_static(&[3, 0xff, 0xfe]);
-        assert!(matches!(
-            get_compact_string(&mut b, "s"),
-            Err(WireError::InvalidUtf8 { .. })
-        ));
+        assert!(matches!(get_compact_string(&mut b, "s"), Err(WireError::InvalidUtf8 { .. })));
         let mut b = Bytes::from_static(&[0]);
-        assert!(matches!(
-            get_compact_string(&mut b, "s"),
-            Err(WireError::UnexpectedNull { .. })
-        ));
+        assert!(matches!(get_compact_string(&mut b, "s"), Err(WireError::UnexpectedNull { .. })));
         let mut b = Bytes::from_static(&[0]);
         assert_eq!(get_compact_nullable_string(&mut b, "s").unwrap(), None);
     }

@@ -75,12 +75,7 @@ impl CreateClusterMirrorRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         Ok(Self {
             mirror_name: get_compact_string(buf, "MirrorName")?,
-            config: get_compact_array(
-                buf,
-                ClusterMirrorConfig::MIN_BYTES,
-                "Config",
-                ClusterMirrorConfig::read,
-            )?,
+            config: get_compact_array(buf, ClusterMirrorConfig::MIN_BYTES, "Config", ClusterMirrorConfig::read)?,
             unknown_tagged_fields: get_tagged_fields(buf, Self::NAME, |_, _| Ok(false))?,
         })
     }
@@ -110,18 +105,8 @@ impl CreateClusterMirrorResponse {
     }
 }
 
-mirror_message!(
-    CreateClusterMirrorRequest,
-    "CreateClusterMirrorRequest",
-    CreateClusterMirror,
-    request
-);
-mirror_message!(
-    CreateClusterMirrorResponse,
-    "CreateClusterMirrorResponse",
-    CreateClusterMirror,
-    response
-);
+mirror_message!(CreateClusterMirrorRequest, "CreateClusterMirrorRequest", CreateClusterMirror, request);
+mirror_message!(CreateClusterMirrorResponse, "CreateClusterMirrorResponse", CreateClusterMirror, response);
 
 #[cfg(test)]
 mod tests {
@@ -151,9 +136,7 @@ mod tests {
         CreateClusterMirrorResponse {
             throttle_time_ms: 7,
             error_code: 136,
-            error_message: Some(StrBytes::from_static_str(
-                "The cluster mirror already exists.",
-            )),
+            error_message: Some(StrBytes::from_static_str("The cluster mirror already exists.")),
             unknown_tagged_fields: unknown_tag(),
         }
     }

@@ -26,11 +26,7 @@ pub struct DeleteClusterMirrorRequest {
 
 impl Default for DeleteClusterMirrorRequest {
     fn default() -> Self {
-        Self {
-            mirror_name: StrBytes::default(),
-            state_offset: -1,
-            unknown_tagged_fields: BTreeMap::new(),
-        }
+        Self { mirror_name: StrBytes::default(), state_offset: -1, unknown_tagged_fields: BTreeMap::new() }
     }
 }
 
@@ -82,18 +78,8 @@ impl DeleteClusterMirrorResponse {
     }
 }
 
-mirror_message!(
-    DeleteClusterMirrorRequest,
-    "DeleteClusterMirrorRequest",
-    DeleteClusterMirror,
-    request
-);
-mirror_message!(
-    DeleteClusterMirrorResponse,
-    "DeleteClusterMirrorResponse",
-    DeleteClusterMirror,
-    response
-);
+mirror_message!(DeleteClusterMirrorRequest, "DeleteClusterMirrorRequest", DeleteClusterMirror, request);
+mirror_message!(DeleteClusterMirrorResponse, "DeleteClusterMirrorResponse", DeleteClusterMirror, response);
 
 #[cfg(test)]
 mod tests {
@@ -129,10 +115,7 @@ mod tests {
     fn default_state_offset_skips_validation() {
         assert_eq!(DeleteClusterMirrorRequest::default().state_offset, -1);
         let bytes = encode(&DeleteClusterMirrorRequest::default(), 0);
-        assert_eq!(
-            bytes,
-            vec![1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0]
-        );
+        assert_eq!(bytes, vec![1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0]);
     }
 
     #[test]

@@ -172,57 +172,41 @@ impl LastMirrorEpochLookup {
             partitions: get_compact_array(buf, 4, "LastMirrorEpochLookups.Partitions", |b| {
                 get_i32(b, "LastMirrorEpochLookups.Partitions")
             })?,
-            unknown_tagged_fields: get_tagged_fields(buf, "LastMirrorEpochLookups", |_, _| {
-                Ok(false)
-            })?,
+            unknown_tagged_fields: get_tagged_fields(buf, "LastMirrorEpochLookups", |_, _| Ok(false))?,
         })
     }
 
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
         put_uuid(buf, &self.topic_id);
-        put_compact_array(
-            buf,
-            &self.partitions,
-            "LastMirrorEpochLookups.Partitions",
-            |b, p| {
-                b.put_i32(*p);
-                Ok(())
-            },
-        )?;
-        put_tagged_fields(
-            buf,
-            &[],
-            &self.unknown_tagged_fields,
-            "LastMirrorEpochLookups",
-        )
+        put_compact_array(buf, &self.partitions, "LastMirrorEpochLookups.Partitions", |b, p| {
+            b.put_i32(*p);
+            Ok(())
+        })?;
+        put_tagged_fields(buf, &[], &self.unknown_tagged_fields, "LastMirrorEpochLookups")
     }
 }
 
 impl DescribeClusterMirrorsRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
-        let mirror_names = get_compact_nullable_array(buf, 1, "MirrorNames", |b| {
-            get_compact_string(b, "MirrorNames")
-        })?;
+        let mirror_names = get_compact_nullable_array(buf, 1, "MirrorNames", |b| get_compact_string(b, "MirrorNames"))?;
         let include_authorized_operations = get_bool(buf, "IncludeAuthorizedOperations")?;
         let mut cluster_id = None;
         let mut last_mirror_epoch_lookups = Vec::new();
         let unknown_tagged_fields = get_tagged_fields(buf, Self::NAME, |tag, payload| {
             match tag {
                 CLUSTER_ID_TAG => {
-                    cluster_id = decode_tagged_payload(payload, "ClusterId", |b| {
-                        get_compact_nullable_string(b, "ClusterId")
-                    })?;
+                    cluster_id =
+                        decode_tagged_payload(payload, "ClusterId", |b| get_compact_nullable_string(b, "ClusterId"))?;
                 }
                 LAST_MIRROR_EPOCH_LOOKUPS_TAG => {
-                    last_mirror_epoch_lookups =
-                        decode_tagged_payload(payload, "LastMirrorEpochLookups", |b| {
-                            get_compact_array(
-                                b,
-                                LastMirrorEpochLookup::MIN_BYTES,
-                                "LastMirrorEpochLookups",
-                                LastMirrorEpochLookup::read,
-                            )
-                        })?;
+                    last_mirror_epoch_lookups = decode_tagged_payload(payload, "LastMirrorEpochLookups", |b| {
+                        get_compact_array(
+                            b,
+                            LastMirrorEpochLookup::MIN_BYTES,
+                            "LastMirrorEpochLookups",
+                            LastMirrorEpochLookup::read,
+                        )
+                    })?;
                 }
                 _ => return Ok(false),
             }
@@ -244,21 +228,13 @@ impl DescribeClusterMirrorsRequest {
         put_bool(buf, self.include_authorized_operations);
         let mut known = Vec::new();
         if let Some(id) = &self.cluster_id {
-            known.push((
-                CLUSTER_ID_TAG,
-                tagged_payload(|b| put_compact_nullable_string(b, Some(id), "ClusterId"))?,
-            ));
+            known.push((CLUSTER_ID_TAG, tagged_payload(|b| put_compact_nullable_string(b, Some(id), "ClusterId"))?));
         }
         if !self.last_mirror_epoch_lookups.is_empty() {
             known.push((
                 LAST_MIRROR_EPOCH_LOOKUPS_TAG,
                 tagged_payload(|b| {
-                    put_compact_array(
-                        b,
-                        &self.last_mirror_epoch_lookups,
-                        "LastMirrorEpochLookups",
-                        |b, l| l.write(b),
-                    )
+                    put_compact_array(b, &self.last_mirror_epoch_lookups, "LastMirrorEpochLookups", |b, l| l.write(b))
                 })?,
             ));
         }
@@ -287,11 +263,7 @@ impl PartitionDetail {
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
         buf.put_i32(self.partition_index);
         put_compact_string(buf, &self.state_value, "Partitions.StateValue")?;
-        put_compact_nullable_string(
-            buf,
-            self.error_message.as_deref(),
-            "Partitions.ErrorMessage",
-        )?;
+        put_compact_nullable_string(buf, self.error_message.as_deref(), "Partitions.ErrorMessage")?;
         buf.put_i16(self.retry_attempt);
         buf.put_i64(self.source_offset);
         buf.put_i64(self.destination_offset);
@@ -308,21 +280,14 @@ impl TopicResult {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         Ok(Self {
             topic_name: get_topic_name(buf, "Topics.TopicName")?,
-            partitions: get_compact_array(
-                buf,
-                PartitionDetail::MIN_BYTES,
-                "Topics.Partitions",
-                PartitionDetail::read,
-            )?,
+            partitions: get_compact_array(buf, PartitionDetail::MIN_BYTES, "Topics.Partitions", PartitionDetail::read)?,
             unknown_tagged_fields: get_tagged_fields(buf, "Topics", |_, _| Ok(false))?,
         })
     }
 
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
         put_compact_string(buf, &self.topic_name, "Topics.TopicName")?;
-        put_compact_array(buf, &self.partitions, "Topics.Partitions", |b, p| {
-            p.write(b)
-        })?;
+        put_compact_array(buf, &self.partitions, "Topics.Partitions", |b, p| p.write(b))?;
         put_tagged_fields(buf, &[], &self.unknown_tagged_fields, "Topics")
     }
 }
@@ -340,12 +305,7 @@ impl DescribedMirror {
             source_bootstrap: get_compact_nullable_string(buf, "Mirrors.SourceBootstrap")?,
             source_cluster_id: get_compact_nullable_string(buf, "Mirrors.SourceClusterId")?,
             authorized_operations: get_i32(buf, "Mirrors.AuthorizedOperations")?,
-            topics: get_compact_array(
-                buf,
-                TopicResult::MIN_BYTES,
-                "Mirrors.Topics",
-                TopicResult::read,
-            )?,
+            topics: get_compact_array(buf, TopicResult::MIN_BYTES, "Mirrors.Topics", TopicResult::read)?,
             unknown_tagged_fields: get_tagged_fields(buf, "Mirrors", |_, _| Ok(false))?,
         })
     }
@@ -354,16 +314,8 @@ impl DescribedMirror {
         buf.put_i16(self.error_code);
         put_compact_nullable_string(buf, self.error_message.as_deref(), "Mirrors.ErrorMessage")?;
         put_compact_string(buf, &self.mirror_name, "Mirrors.MirrorName")?;
-        put_compact_nullable_string(
-            buf,
-            self.source_bootstrap.as_deref(),
-            "Mirrors.SourceBootstrap",
-        )?;
-        put_compact_nullable_string(
-            buf,
-            self.source_cluster_id.as_deref(),
-            "Mirrors.SourceClusterId",
-        )?;
+        put_compact_nullable_string(buf, self.source_bootstrap.as_deref(), "Mirrors.SourceBootstrap")?;
+        put_compact_nullable_string(buf, self.source_cluster_id.as_deref(), "Mirrors.SourceClusterId")?;
         buf.put_i32(self.authorized_operations);
         put_compact_array(buf, &self.topics, "Mirrors.Topics", |b, t| t.write(b))?;
         put_tagged_fields(buf, &[], &self.unknown_tagged_fields, "Mirrors")
@@ -376,12 +328,7 @@ impl DescribeClusterMirrorsResponse {
             throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
             error_code: get_i16(buf, "ErrorCode")?,
             error_message: get_compact_nullable_string(buf, "ErrorMessage")?,
-            mirrors: get_compact_array(
-                buf,
-                DescribedMirror::MIN_BYTES,
-                "Mirrors",
-                DescribedMirror::read,
-            )?,
+            mirrors: get_compact_array(buf, DescribedMirror::MIN_BYTES, "Mirrors", DescribedMirror::read)?,
             unknown_tagged_fields: get_tagged_fields(buf, Self::NAME, |_, _| Ok(false))?,
         })
     }
@@ -395,18 +342,8 @@ impl DescribeClusterMirrorsResponse {
     }
 }
 
-mirror_message!(
-    DescribeClusterMirrorsRequest,
-    "DescribeClusterMirrorsRequest",
-    DescribeClusterMirrors,
-    request
-);
-mirror_message!(
-    DescribeClusterMirrorsResponse,
-    "DescribeClusterMirrorsResponse",
-    DescribeClusterMirrors,
-    response
-);
+mirror_message!(DescribeClusterMirrorsRequest, "DescribeClusterMirrorsRequest", DescribeClusterMirrors, request);
+mirror_message!(DescribeClusterMirrorsResponse, "DescribeClusterMirrorsResponse", DescribeClusterMirrors, response);
 
 #[cfg(test)]
 mod tests {
@@ -444,9 +381,7 @@ mod tests {
                         partitions: vec![
                             PartitionDetail {
                                 partition_index: 0,
-                                state_value: StrBytes::from_static_str(
-                                    MirrorPartitionState::Mirroring.as_str(),
-                                ),
+                                state_value: StrBytes::from_static_str(MirrorPartitionState::Mirroring.as_str()),
                                 source_offset: 100,
                                 destination_offset: 98,
                                 last_mirror_epoch: 5,
@@ -457,9 +392,7 @@ mod tests {
                             PartitionDetail {
                                 partition_index: 1,
                                 state_value: StrBytes::from_static_str("FAILED"),
-                                error_message: Some(StrBytes::from_static_str(
-                                    "Detected mirror loop",
-                                )),
+                                error_message: Some(StrBytes::from_static_str("Detected mirror loop")),
                                 retry_attempt: -1,
                                 ..Default::default()
                             },
@@ -495,17 +428,12 @@ mod tests {
 
     #[test]
     fn golden_request_tagged_fields() {
-        let req = DescribeClusterMirrorsRequest {
-            cluster_id: Some(StrBytes::from_static_str("c")),
-            ..Default::default()
-        };
+        let req =
+            DescribeClusterMirrorsRequest { cluster_id: Some(StrBytes::from_static_str("c")), ..Default::default() };
         // null MirrorNames | false | 1 tagged field: tag 0, size 2, "c"
         assert_eq!(encode(&req, 0), vec![0, 0, 1, 0, 2, 2, b'c']);
         // Defaults write no tagged fields.
-        assert_eq!(
-            encode(&DescribeClusterMirrorsRequest::default(), 0),
-            vec![0, 0, 0]
-        );
+        assert_eq!(encode(&DescribeClusterMirrorsRequest::default(), 0), vec![0, 0, 0]);
     }
 
     #[test]
@@ -515,22 +443,10 @@ mod tests {
             f(&mut v).unwrap();
             v.len()
         }
-        assert_eq!(
-            len(|b| LastMirrorEpochLookup::default().write(b)),
-            LastMirrorEpochLookup::MIN_BYTES
-        );
-        assert_eq!(
-            len(|b| PartitionDetail::default().write(b)),
-            PartitionDetail::MIN_BYTES
-        );
-        assert_eq!(
-            len(|b| TopicResult::default().write(b)),
-            TopicResult::MIN_BYTES
-        );
-        assert_eq!(
-            len(|b| DescribedMirror::default().write(b)),
-            DescribedMirror::MIN_BYTES
-        );
+        assert_eq!(len(|b| LastMirrorEpochLookup::default().write(b)), LastMirrorEpochLookup::MIN_BYTES);
+        assert_eq!(len(|b| PartitionDetail::default().write(b)), PartitionDetail::MIN_BYTES);
+        assert_eq!(len(|b| TopicResult::default().write(b)), TopicResult::MIN_BYTES);
+        assert_eq!(len(|b| DescribedMirror::default().write(b)), DescribedMirror::MIN_BYTES);
     }
 
     #[test]

@@ -81,9 +81,7 @@ impl MirrorErrorCode {
             MirrorErrorCode::MirrorTopicNotPaused => "MIRROR_TOPIC_NOT_PAUSED",
             MirrorErrorCode::MirrorTopicBeingStopped => "MIRROR_TOPIC_BEING_STOPPED",
             MirrorErrorCode::ClusterMirrorNotEmpty => "CLUSTER_MIRROR_NOT_EMPTY",
-            MirrorErrorCode::ClusterMirrorAuthorizationFailed => {
-                "CLUSTER_MIRROR_AUTHORIZATION_FAILED"
-            }
+            MirrorErrorCode::ClusterMirrorAuthorizationFailed => "CLUSTER_MIRROR_AUTHORIZATION_FAILED",
             MirrorErrorCode::InvalidClusterMirrorStates => "INVALID_CLUSTER_MIRROR_STATES",
             MirrorErrorCode::MirrorTopicNotStopped => "MIRROR_TOPIC_NOT_STOPPED",
         }
@@ -93,26 +91,16 @@ impl MirrorErrorCode {
     pub const fn default_message(self) -> &'static str {
         match self {
             MirrorErrorCode::ReadOnlyTopic => "The topic is read-only.",
-            MirrorErrorCode::InvalidClusterMirrorName => {
-                "The cluster mirror name does not meet the naming rules."
-            }
+            MirrorErrorCode::InvalidClusterMirrorName => "The cluster mirror name does not meet the naming rules.",
             MirrorErrorCode::ClusterMirrorAlreadyExists => "The cluster mirror already exists.",
             MirrorErrorCode::UnknownClusterMirror => "The cluster mirror does not exist.",
-            MirrorErrorCode::TopicAlreadyInClusterMirror => {
-                "The topic is already assigned to a cluster mirror."
-            }
-            MirrorErrorCode::TopicNotInClusterMirror => {
-                "The topic does not belong to the specified cluster mirror."
-            }
+            MirrorErrorCode::TopicAlreadyInClusterMirror => "The topic is already assigned to a cluster mirror.",
+            MirrorErrorCode::TopicNotInClusterMirror => "The topic does not belong to the specified cluster mirror.",
             MirrorErrorCode::MirrorTopicAlreadyPaused => "The mirror topic is already paused.",
             MirrorErrorCode::MirrorTopicNotPaused => "The mirror topic is not paused.",
             MirrorErrorCode::MirrorTopicBeingStopped => "The mirror topic is being stopped.",
-            MirrorErrorCode::ClusterMirrorNotEmpty => {
-                "The cluster mirror still has active or non-stopped topics."
-            }
-            MirrorErrorCode::ClusterMirrorAuthorizationFailed => {
-                "Cluster mirror authorization failed."
-            }
+            MirrorErrorCode::ClusterMirrorNotEmpty => "The cluster mirror still has active or non-stopped topics.",
+            MirrorErrorCode::ClusterMirrorAuthorizationFailed => "Cluster mirror authorization failed.",
             MirrorErrorCode::InvalidClusterMirrorStates => {
                 "Cluster mirror partition states are not in the expected states."
             }
@@ -140,10 +128,7 @@ mod tests {
         }
         assert_eq!(MirrorErrorCode::from_code(133), None);
         assert_eq!(MirrorErrorCode::from_code(147), None);
-        assert_eq!(
-            MirrorErrorCode::UnknownClusterMirror.name(),
-            "UNKNOWN_CLUSTER_MIRROR"
-        );
+        assert_eq!(MirrorErrorCode::UnknownClusterMirror.name(), "UNKNOWN_CLUSTER_MIRROR");
         assert_eq!(MirrorErrorCode::ClusterMirrorNotEmpty.code(), 143);
     }
 }

@@ -91,12 +91,9 @@ impl ListedMirror {
         put_compact_string(buf, &self.source_bootstrap, "Mirrors.SourceBootstrap")?;
         put_compact_string(buf, &self.source_cluster_id, "Mirrors.SourceClusterId")?;
         buf.put_i32(self.topic_count);
-        put_compact_nullable_array(
-            buf,
-            self.topic_names.as_deref(),
-            "Mirrors.TopicNames",
-            |b, t| put_compact_string(b, t, "Mirrors.TopicNames"),
-        )?;
+        put_compact_nullable_array(buf, self.topic_names.as_deref(), "Mirrors.TopicNames", |b, t| {
+            put_compact_string(b, t, "Mirrors.TopicNames")
+        })?;
         put_tagged_fields(buf, &[], &self.unknown_tagged_fields, "Mirrors")
     }
 }
@@ -107,12 +104,7 @@ impl ListClusterMirrorsResponse {
             throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
             error_code: get_i16(buf, "ErrorCode")?,
             error_message: get_compact_nullable_string(buf, "ErrorMessage")?,
-            mirrors: get_compact_array(
-                buf,
-                ListedMirror::MIN_BYTES,
-                "Mirrors",
-                ListedMirror::read,
-            )?,
+            mirrors: get_compact_array(buf, ListedMirror::MIN_BYTES, "Mirrors", ListedMirror::read)?,
             unknown_tagged_fields: get_tagged_fields(buf, Self::NAME, |_, _| Ok(false))?,
         })
     }
@@ -126,18 +118,8 @@ impl ListClusterMirrorsResponse {
     }
 }
 
-mirror_message!(
-    ListClusterMirrorsRequest,
-    "ListClusterMirrorsRequest",
-    ListClusterMirrors,
-    request
-);
-mirror_message!(
-    ListClusterMirrorsResponse,
-    "ListClusterMirrorsResponse",
-    ListClusterMirrors,
-    response
-);
+mirror_message!(ListClusterMirrorsRequest, "ListClusterMirrorsRequest", ListClusterMirrors, request);
+mirror_message!(ListClusterMirrorsResponse, "ListClusterMirrorsResponse", ListClusterMirrors, response);
 
 #[cfg(test)]
 mod tests {
@@ -173,10 +155,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let req = ListClusterMirrorsRequest {
-            include_topic_names: true,
-            unknown_tagged_fields: unknown_tag(),
-        };
+        let req = ListClusterMirrorsRequest { include_topic_names: true, unknown_tagged_fields: unknown_tag() };
         round_trip_all_versions(&req);
         round_trip_all_versions(&ListClusterMirrorsRequest::default());
         round_trip_all_versions(&response());
@@ -206,8 +185,6 @@ mod tests {
         // ThrottleTimeMs, ErrorCode, null ErrorMessage, then a Mirrors count of u32::MAX - 1.
         huge_count_fails::<ListClusterMirrorsResponse>(&[0, 0, 0, 0, 0, 0, 0]);
         // One mirror with three empty strings and a count, then a TopicNames count.
-        huge_count_fails::<ListClusterMirrorsResponse>(&[
-            0, 0, 0, 0, 0, 0, 0, 2, 1, 1, 1, 0, 0, 0, 0,
-        ]);
+        huge_count_fails::<ListClusterMirrorsResponse>(&[0, 0, 0, 0, 0, 0, 0, 2, 1, 1, 1, 0, 0, 0, 0]);
     }
 }

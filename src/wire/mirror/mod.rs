@@ -210,20 +210,13 @@ macro_rules! each_variant {
 fn decode_whole<T: MirrorMessage>(buf: &mut Bytes, version: i16) -> Result<T, WireError> {
     let msg = T::decode_body(buf, version)?;
     if buf.has_remaining() {
-        return Err(WireError::TrailingBytes {
-            what: T::NAME,
-            remaining: buf.remaining(),
-        });
+        return Err(WireError::TrailingBytes { what: T::NAME, remaining: buf.remaining() });
     }
     Ok(msg)
 }
 
 /// Encodes `msg` onto `out`; on error `out` is restored to its previous length.
-fn encode_whole<T: MirrorMessage>(
-    msg: &T,
-    version: i16,
-    out: &mut BytesMut,
-) -> Result<(), WireError> {
+fn encode_whole<T: MirrorMessage>(msg: &T, version: i16, out: &mut BytesMut) -> Result<(), WireError> {
     let start = out.len();
     let r = msg.encode_body(out, version);
     if r.is_err() {
@@ -275,45 +268,23 @@ impl MirrorResponse {
 /// Errors: [`WireError::UnsupportedVersion`] for a version other than 0,
 /// [`WireError::TrailingBytes`] if bytes remain after the body, or any malformed-input
 /// variant of [`WireError`]; never panics.
-pub fn decode_request(
-    api: MirrorApi,
-    version: i16,
-    buf: &mut Bytes,
-) -> Result<MirrorRequest, WireError> {
+pub fn decode_request(api: MirrorApi, version: i16, buf: &mut Bytes) -> Result<MirrorRequest, WireError> {
     Ok(match api {
-        MirrorApi::CreateClusterMirror => {
-            MirrorRequest::CreateClusterMirror(decode_whole(buf, version)?)
-        }
-        MirrorApi::DeleteClusterMirror => {
-            MirrorRequest::DeleteClusterMirror(decode_whole(buf, version)?)
-        }
-        MirrorApi::ListClusterMirrors => {
-            MirrorRequest::ListClusterMirrors(decode_whole(buf, version)?)
-        }
-        MirrorApi::DescribeClusterMirrors => {
-            MirrorRequest::DescribeClusterMirrors(decode_whole(buf, version)?)
-        }
-        MirrorApi::StartMirrorTopics => {
-            MirrorRequest::StartMirrorTopics(decode_whole(buf, version)?)
-        }
+        MirrorApi::CreateClusterMirror => MirrorRequest::CreateClusterMirror(decode_whole(buf, version)?),
+        MirrorApi::DeleteClusterMirror => MirrorRequest::DeleteClusterMirror(decode_whole(buf, version)?),
+        MirrorApi::ListClusterMirrors => MirrorRequest::ListClusterMirrors(decode_whole(buf, version)?),
+        MirrorApi::DescribeClusterMirrors => MirrorRequest::DescribeClusterMirrors(decode_whole(buf, version)?),
+        MirrorApi::StartMirrorTopics => MirrorRequest::StartMirrorTopics(decode_whole(buf, version)?),
         MirrorApi::StopMirrorTopics => MirrorRequest::StopMirrorTopics(decode_whole(buf, version)?),
-        MirrorApi::PauseMirrorTopics => {
-            MirrorRequest::PauseMirrorTopics(decode_whole(buf, version)?)
-        }
-        MirrorApi::ResumeMirrorTopics => {
-            MirrorRequest::ResumeMirrorTopics(decode_whole(buf, version)?)
-        }
+        MirrorApi::PauseMirrorTopics => MirrorRequest::PauseMirrorTopics(decode_whole(buf, version)?),
+        MirrorApi::ResumeMirrorTopics => MirrorRequest::ResumeMirrorTopics(decode_whole(buf, version)?),
     })
 }
 
 /// Encodes a mirror request body at `version` onto `out` (CLI / client side).
 ///
 /// Errors: see [`MirrorMessage::encode_body`]; on error `out` is left as it was.
-pub fn encode_request(
-    req: &MirrorRequest,
-    version: i16,
-    out: &mut BytesMut,
-) -> Result<(), WireError> {
+pub fn encode_request(req: &MirrorRequest, version: i16, out: &mut BytesMut) -> Result<(), WireError> {
     each_variant!(MirrorRequest, req, m => encode_whole(m, version, out))
 }
 
@@ -321,47 +292,23 @@ pub fn encode_request(
 /// `version` (CLI / client side). The whole of `buf` must be the body.
 ///
 /// Errors: as [`decode_request`].
-pub fn decode_response(
-    api: MirrorApi,
-    version: i16,
-    buf: &mut Bytes,
-) -> Result<MirrorResponse, WireError> {
+pub fn decode_response(api: MirrorApi, version: i16, buf: &mut Bytes) -> Result<MirrorResponse, WireError> {
     Ok(match api {
-        MirrorApi::CreateClusterMirror => {
-            MirrorResponse::CreateClusterMirror(decode_whole(buf, version)?)
-        }
-        MirrorApi::DeleteClusterMirror => {
-            MirrorResponse::DeleteClusterMirror(decode_whole(buf, version)?)
-        }
-        MirrorApi::ListClusterMirrors => {
-            MirrorResponse::ListClusterMirrors(decode_whole(buf, version)?)
-        }
-        MirrorApi::DescribeClusterMirrors => {
-            MirrorResponse::DescribeClusterMirrors(decode_whole(buf, version)?)
-        }
-        MirrorApi::StartMirrorTopics => {
-            MirrorResponse::StartMirrorTopics(decode_whole(buf, version)?)
-        }
-        MirrorApi::StopMirrorTopics => {
-            MirrorResponse::StopMirrorTopics(decode_whole(buf, version)?)
-        }
-        MirrorApi::PauseMirrorTopics => {
-            MirrorResponse::PauseMirrorTopics(decode_whole(buf, version)?)
-        }
-        MirrorApi::ResumeMirrorTopics => {
-            MirrorResponse::ResumeMirrorTopics(decode_whole(buf, version)?)
-        }
+        MirrorApi::CreateClusterMirror => MirrorResponse::CreateClusterMirror(decode_whole(buf, version)?),
+        MirrorApi::DeleteClusterMirror => MirrorResponse::DeleteClusterMirror(decode_whole(buf, version)?),
+        MirrorApi::ListClusterMirrors => MirrorResponse::ListClusterMirrors(decode_whole(buf, version)?),
+        MirrorApi::DescribeClusterMirrors => MirrorResponse::DescribeClusterMirrors(decode_whole(buf, version)?),
+        MirrorApi::StartMirrorTopics => MirrorResponse::StartMirrorTopics(decode_whole(buf, version)?),
+        MirrorApi::StopMirrorTopics => MirrorResponse::StopMirrorTopics(decode_whole(buf, version)?),
+        MirrorApi::PauseMirrorTopics => MirrorResponse::PauseMirrorTopics(decode_whole(buf, version)?),
+        MirrorApi::ResumeMirrorTopics => MirrorResponse::ResumeMirrorTopics(decode_whole(buf, version)?),
     })
 }
 
 /// Encodes a mirror response body at `version` onto `out` (proxy side).
 ///
 /// Errors: see [`MirrorMessage::encode_body`]; on error `out` is left as it was.
-pub fn encode_response(
-    resp: &MirrorResponse,
-    version: i16,
-    out: &mut BytesMut,
-) -> Result<(), WireError> {
+pub fn encode_response(resp: &MirrorResponse, version: i16, out: &mut BytesMut) -> Result<(), WireError> {
     each_variant!(MirrorResponse, resp, m => encode_whole(m, version, out))
 }
 
@@ -415,15 +362,9 @@ pub(crate) mod testutil {
         }
         for bad in [T::VERSIONS.min - 1, T::VERSIONS.max + 1] {
             let mut out = Vec::new();
-            assert!(matches!(
-                msg.encode_body(&mut out, bad),
-                Err(WireError::UnsupportedVersion { .. })
-            ));
+            assert!(matches!(msg.encode_body(&mut out, bad), Err(WireError::UnsupportedVersion { .. })));
             let mut buf = Bytes::from(encode(msg, T::VERSIONS.max));
-            assert!(matches!(
-                T::decode_body(&mut buf, bad),
-                Err(WireError::UnsupportedVersion { .. })
-            ));
+            assert!(matches!(T::decode_body(&mut buf, bad), Err(WireError::UnsupportedVersion { .. })));
         }
     }
 
@@ -433,11 +374,7 @@ pub(crate) mod testutil {
         for len in 0..bytes.len() {
             let mut buf = Bytes::copy_from_slice(&bytes[..len]);
             let r = T::decode_body(&mut buf, 0);
-            assert!(
-                r.is_err(),
-                "{}: prefix of {len} bytes decoded: {r:?}",
-                T::NAME
-            );
+            assert!(r.is_err(), "{}: prefix of {len} bytes decoded: {r:?}", T::NAME);
         }
     }
 
@@ -452,9 +389,7 @@ pub(crate) mod testutil {
                 let mut buf = Bytes::from(m);
                 if let Ok(decoded) = T::decode_body(&mut buf, 0) {
                     let mut out = Vec::new();
-                    decoded
-                        .encode_body(&mut out, 0)
-                        .expect("re-encode of decoded");
+                    decoded.encode_body(&mut out, 0).expect("re-encode of decoded");
                 }
             }
         }
@@ -468,11 +403,7 @@ pub(crate) mod testutil {
         bytes.extend_from_slice(&[0; 8]);
         let mut buf = Bytes::from(bytes);
         let r = T::decode_body(&mut buf, 0);
-        assert!(
-            matches!(r, Err(WireError::CountExceedsRemaining { .. })),
-            "{}: {r:?}",
-            T::NAME
-        );
+        assert!(matches!(r, Err(WireError::CountExceedsRemaining { .. })), "{}: {r:?}", T::NAME);
     }
 }
 
@@ -522,24 +453,15 @@ mod tests {
         ));
 
         let mut out = BytesMut::from(&b"keep"[..]);
-        assert!(matches!(
-            encode_request(&req, 1, &mut out),
-            Err(WireError::UnsupportedVersion { .. })
-        ));
+        assert!(matches!(encode_request(&req, 1, &mut out), Err(WireError::UnsupportedVersion { .. })));
         assert_eq!(&out[..], b"keep", "output untouched on error");
     }
 
     #[test]
     fn every_api_decodes_an_empty_body_as_an_error() {
         for api in MirrorApi::ALL {
-            assert!(
-                decode_request(api, 0, &mut Bytes::new()).is_err(),
-                "{api:?}"
-            );
-            assert!(
-                decode_response(api, 0, &mut Bytes::new()).is_err(),
-                "{api:?}"
-            );
+            assert!(decode_request(api, 0, &mut Bytes::new()).is_err(), "{api:?}");
+            assert!(decode_response(api, 0, &mut Bytes::new()).is_err(), "{api:?}");
         }
     }
 }

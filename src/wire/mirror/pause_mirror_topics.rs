@@ -119,12 +119,7 @@ impl PauseMirrorTopicsRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         Ok(Self {
             mirror_name: get_compact_string(buf, "MirrorName")?,
-            topics: get_compact_array(
-                buf,
-                TopicMetadata::MIN_BYTES,
-                "Topics",
-                TopicMetadata::read,
-            )?,
+            topics: get_compact_array(buf, TopicMetadata::MIN_BYTES, "Topics", TopicMetadata::read)?,
             state_offset: get_i64(buf, "StateOffset")?,
             unknown_tagged_fields: get_tagged_fields(buf, Self::NAME, |_, _| Ok(false))?,
         })
@@ -158,18 +153,8 @@ impl PauseMirrorTopicsResponse {
     }
 }
 
-mirror_message!(
-    PauseMirrorTopicsRequest,
-    "PauseMirrorTopicsRequest",
-    PauseMirrorTopics,
-    request
-);
-mirror_message!(
-    PauseMirrorTopicsResponse,
-    "PauseMirrorTopicsResponse",
-    PauseMirrorTopics,
-    response
-);
+mirror_message!(PauseMirrorTopicsRequest, "PauseMirrorTopicsRequest", PauseMirrorTopics, request);
+mirror_message!(PauseMirrorTopicsResponse, "PauseMirrorTopicsResponse", PauseMirrorTopics, response);
 
 #[cfg(test)]
 mod tests {
@@ -183,10 +168,7 @@ mod tests {
     fn request() -> PauseMirrorTopicsRequest {
         PauseMirrorTopicsRequest {
             mirror_name: StrBytes::from_static_str("a-to-b"),
-            topics: vec![TopicMetadata {
-                topic_name: topic("orders"),
-                unknown_tagged_fields: unknown_tag(),
-            }],
+            topics: vec![TopicMetadata { topic_name: topic("orders"), unknown_tagged_fields: unknown_tag() }],
             state_offset: 77,
             unknown_tagged_fields: unknown_tag(),
         }

@@ -119,12 +119,7 @@ impl ResumeMirrorTopicsRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         Ok(Self {
             mirror_name: get_compact_string(buf, "MirrorName")?,
-            topics: get_compact_array(
-                buf,
-                TopicMetadata::MIN_BYTES,
-                "Topics",
-                TopicMetadata::read,
-            )?,
+            topics: get_compact_array(buf, TopicMetadata::MIN_BYTES, "Topics", TopicMetadata::read)?,
             state_offset: get_i64(buf, "StateOffset")?,
             unknown_tagged_fields: get_tagged_fields(buf, Self::NAME, |_, _| Ok(false))?,
         })
@@ -158,18 +153,8 @@ impl ResumeMirrorTopicsResponse {
     }
 }
 
-mirror_message!(
-    ResumeMirrorTopicsRequest,
-    "ResumeMirrorTopicsRequest",
-    ResumeMirrorTopics,
-    request
-);
-mirror_message!(
-    ResumeMirrorTopicsResponse,
-    "ResumeMirrorTopicsResponse",
-    ResumeMirrorTopics,
-    response
-);
+mirror_message!(ResumeMirrorTopicsRequest, "ResumeMirrorTopicsRequest", ResumeMirrorTopics, request);
+mirror_message!(ResumeMirrorTopicsResponse, "ResumeMirrorTopicsResponse", ResumeMirrorTopics, response);
 
 #[cfg(test)]
 mod tests {
@@ -183,10 +168,7 @@ mod tests {
     fn request() -> ResumeMirrorTopicsRequest {
         ResumeMirrorTopicsRequest {
             mirror_name: StrBytes::from_static_str("a-to-b"),
-            topics: vec![TopicMetadata {
-                topic_name: topic("orders"),
-                unknown_tagged_fields: unknown_tag(),
-            }],
+            topics: vec![TopicMetadata { topic_name: topic("orders"), unknown_tagged_fields: unknown_tag() }],
             state_offset: 78,
             unknown_tagged_fields: unknown_tag(),
         }

@@ -51,9 +51,8 @@ pub struct StartMirrorTopicsResponse {
 impl StartMirrorTopicsRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         let mirror_name = get_compact_string(buf, "MirrorName")?;
-        let include_patterns = get_compact_array(buf, 1, "IncludePatterns", |b| {
-            get_compact_string(b, "IncludePatterns")
-        })?;
+        let include_patterns =
+            get_compact_array(buf, 1, "IncludePatterns", |b| get_compact_string(b, "IncludePatterns"))?;
         let timeout_ms = get_i32(buf, "TimeoutMs")?;
         let mut exclude_patterns = Vec::new();
         let unknown_tagged_fields = get_tagged_fields(buf, Self::NAME, |tag, payload| {
@@ -61,19 +60,11 @@ impl StartMirrorTopicsRequest {
                 return Ok(false);
             }
             exclude_patterns = decode_tagged_payload(payload, "ExcludePatterns", |b| {
-                get_compact_array(b, 1, "ExcludePatterns", |b| {
-                    get_compact_string(b, "ExcludePatterns")
-                })
+                get_compact_array(b, 1, "ExcludePatterns", |b| get_compact_string(b, "ExcludePatterns"))
             })?;
             Ok(true)
         })?;
-        Ok(Self {
-            mirror_name,
-            include_patterns,
-            exclude_patterns,
-            timeout_ms,
-            unknown_tagged_fields,
-        })
+        Ok(Self { mirror_name, include_patterns, exclude_patterns, timeout_ms, unknown_tagged_fields })
     }
 
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
@@ -115,18 +106,8 @@ impl StartMirrorTopicsResponse {
     }
 }
 
-mirror_message!(
-    StartMirrorTopicsRequest,
-    "StartMirrorTopicsRequest",
-    StartMirrorTopics,
-    request
-);
-mirror_message!(
-    StartMirrorTopicsResponse,
-    "StartMirrorTopicsResponse",
-    StartMirrorTopics,
-    response
-);
+mirror_message!(StartMirrorTopicsRequest, "StartMirrorTopicsRequest", StartMirrorTopics, request);
+mirror_message!(StartMirrorTopicsResponse, "StartMirrorTopicsResponse", StartMirrorTopics, response);
 
 #[cfg(test)]
 mod tests {
@@ -136,10 +117,7 @@ mod tests {
     fn request() -> StartMirrorTopicsRequest {
         StartMirrorTopicsRequest {
             mirror_name: StrBytes::from_static_str("a-to-b"),
-            include_patterns: vec![
-                StrBytes::from_static_str("orders.*"),
-                StrBytes::from_static_str("payments"),
-            ],
+            include_patterns: vec![StrBytes::from_static_str("orders.*"), StrBytes::from_static_str("payments")],
             exclude_patterns: vec![StrBytes::from_static_str("orders\\.tmp.*")],
             timeout_ms: 30_000,
             unknown_tagged_fields: unknown_tag(),
@@ -173,10 +151,7 @@ mod tests {
             ..Default::default()
         };
         // "m" | [] | 1 | 1 tagged field: tag 0, size 3, ["x"]
-        assert_eq!(
-            encode(&req, 0),
-            vec![2, b'm', 1, 0, 0, 0, 1, 1, 0, 3, 2, 2, b'x']
-        );
+        assert_eq!(encode(&req, 0), vec![2, b'm', 1, 0, 0, 0, 1, 1, 0, 3, 2, 2, b'x']);
     }
 
     #[test]

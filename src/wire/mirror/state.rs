@@ -110,10 +110,7 @@ mod tests {
         assert_eq!(MirrorPartitionState::Failed.as_str(), "FAILED");
         assert_eq!(MirrorPartitionState::from_i8(9), None);
         assert_eq!(MirrorPartitionState::from_i8(16), None);
-        assert_eq!(
-            MirrorPartitionState::from_name("ULE_LOG_TRUNCATION"),
-            Some(MirrorPartitionState::UleRecovery)
-        );
+        assert_eq!(MirrorPartitionState::from_name("ULE_LOG_TRUNCATION"), Some(MirrorPartitionState::UleRecovery));
         assert_eq!(MirrorPartitionState::from_name("mirroring"), None);
         assert!(!MirrorPartitionState::Stopped.is_read_only());
         assert!(MirrorPartitionState::Paused.is_read_only());

@@ -126,8 +126,7 @@ impl TopicResult {
 impl StopMirrorTopicsRequest {
     fn read<B: Buf>(buf: &mut B) -> Result<Self, WireError> {
         let mirror_name = get_compact_string(buf, "MirrorName")?;
-        let topics =
-            get_compact_array(buf, TopicMetadata::MIN_BYTES, "Topics", TopicMetadata::read)?;
+        let topics = get_compact_array(buf, TopicMetadata::MIN_BYTES, "Topics", TopicMetadata::read)?;
         let state_offset = get_i64(buf, "StateOffset")?;
         let mut patterns = Vec::new();
         let unknown_tagged_fields = get_tagged_fields(buf, Self::NAME, |tag, payload| {
@@ -139,13 +138,7 @@ impl StopMirrorTopicsRequest {
             })?;
             Ok(true)
         })?;
-        Ok(Self {
-            mirror_name,
-            topics,
-            patterns,
-            state_offset,
-            unknown_tagged_fields,
-        })
+        Ok(Self { mirror_name, topics, patterns, state_offset, unknown_tagged_fields })
     }
 
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
@@ -157,9 +150,7 @@ impl StopMirrorTopicsRequest {
             known.push((
                 PATTERNS_TAG,
                 tagged_payload(|b| {
-                    put_compact_array(b, &self.patterns, "Patterns", |b, p| {
-                        put_compact_string(b, p, "Patterns")
-                    })
+                    put_compact_array(b, &self.patterns, "Patterns", |b, p| put_compact_string(b, p, "Patterns"))
                 })?,
             ));
         }
@@ -187,18 +178,8 @@ impl StopMirrorTopicsResponse {
     }
 }
 
-mirror_message!(
-    StopMirrorTopicsRequest,
-    "StopMirrorTopicsRequest",
-    StopMirrorTopics,
-    request
-);
-mirror_message!(
-    StopMirrorTopicsResponse,
-    "StopMirrorTopicsResponse",
-    StopMirrorTopics,
-    response
-);
+mirror_message!(StopMirrorTopicsRequest, "StopMirrorTopicsRequest", StopMirrorTopics, request);
+mirror_message!(StopMirrorTopicsResponse, "StopMirrorTopicsResponse", StopMirrorTopics, response);
 
 #[cfg(test)]
 mod tests {
@@ -213,14 +194,8 @@ mod tests {
         StopMirrorTopicsRequest {
             mirror_name: StrBytes::from_static_str("a-to-b"),
             topics: vec![
-                TopicMetadata {
-                    topic_name: topic("orders"),
-                    unknown_tagged_fields: unknown_tag(),
-                },
-                TopicMetadata {
-                    topic_name: topic("payments"),
-                    ..Default::default()
-                },
+                TopicMetadata { topic_name: topic("orders"), unknown_tagged_fields: unknown_tag() },
+                TopicMetadata { topic_name: topic("payments"), ..Default::default() },
             ],
             patterns: vec![StrBytes::from_static_str("logs.*")],
             state_offset: 812,
@@ -234,11 +209,7 @@ mod tests {
             error_code: 0,
             error_message: None,
             topics: vec![
-                TopicResult {
-                    name: topic("orders"),
-                    unknown_tagged_fields: unknown_tag(),
-                    ..Default::default()
-                },
+                TopicResult { name: topic("orders"), unknown_tagged_fields: unknown_tag(), ..Default::default() },
                 TopicResult {
                     name: topic("payments"),
                     error_code: 139,

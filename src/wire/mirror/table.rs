@@ -189,18 +189,12 @@ impl MirrorApiTable {
     /// Which mirror RPC `api_key` is, if any (first match in [`MirrorApi::ALL`] order; a
     /// validated table has no duplicates).
     pub fn lookup(&self, api_key: i16) -> Option<MirrorApi> {
-        MirrorApi::ALL
-            .into_iter()
-            .find(|&api| self.api_key(api) == api_key)
+        MirrorApi::ALL.into_iter().find(|&api| self.api_key(api) == api_key)
     }
 
     /// All eight rows (RPC, api key, supported versions), in [`MirrorApi::ALL`] order.
     pub fn entries(&self) -> [MirrorApiEntry; 8] {
-        MirrorApi::ALL.map(|api| MirrorApiEntry {
-            api,
-            api_key: self.api_key(api),
-            versions: api.supported_versions(),
-        })
+        MirrorApi::ALL.map(|api| MirrorApiEntry { api, api_key: self.api_key(api), versions: api.supported_versions() })
     }
 
     /// Checks that every key is non-negative, unique, and not a standard Kafka api key known
@@ -211,10 +205,7 @@ impl MirrorApiTable {
         for (i, &a) in MirrorApi::ALL.iter().enumerate() {
             let key = self.api_key(a);
             if key < 0 {
-                return Err(MirrorApiTableError::NegativeKey {
-                    api: a.name(),
-                    api_key: key,
-                });
+                return Err(MirrorApiTableError::NegativeKey { api: a.name(), api_key: key });
             }
             if let Ok(standard) = ApiKey::try_from(key) {
                 return Err(MirrorApiTableError::StandardKey {
@@ -223,15 +214,8 @@ impl MirrorApiTable {
                     standard: format!("{standard:?}"),
                 });
             }
-            if let Some(&b) = MirrorApi::ALL[..i]
-                .iter()
-                .find(|&&b| self.api_key(b) == key)
-            {
-                return Err(MirrorApiTableError::DuplicateKey {
-                    api_key: key,
-                    first: b.name(),
-                    second: a.name(),
-                });
+            if let Some(&b) = MirrorApi::ALL[..i].iter().find(|&&b| self.api_key(b) == key) {
+                return Err(MirrorApiTableError::DuplicateKey { api_key: key, first: b.name(), second: a.name() });
             }
         }
         Ok(())
@@ -246,11 +230,7 @@ mod tests {
     fn default_is_the_prototype_numbering() {
         let t = MirrorApiTable::default();
         t.validate().unwrap();
-        let keys: Vec<(i16, &str)> = t
-            .entries()
-            .iter()
-            .map(|e| (e.api_key, e.api.name()))
-            .collect();
+        let keys: Vec<(i16, &str)> = t.entries().iter().map(|e| (e.api_key, e.api.name())).collect();
         assert_eq!(
             keys,
             vec![
@@ -274,10 +254,8 @@ mod tests {
 
     #[test]
     fn overrides_deserialize_and_validate() {
-        let t: MirrorApiTable = serde_json::from_str(
-            r#"{"create_cluster_mirror": 1094, "delete_cluster_mirror": 1104}"#,
-        )
-        .unwrap();
+        let t: MirrorApiTable =
+            serde_json::from_str(r#"{"create_cluster_mirror": 1094, "delete_cluster_mirror": 1104}"#).unwrap();
         assert_eq!(t.lookup(1094), Some(MirrorApi::CreateClusterMirror));
         assert_eq!(t.lookup(94), None);
         assert_eq!(t.api_key(MirrorApi::StartMirrorTopics), 95);
@@ -285,29 +263,11 @@ mod tests {
 
         assert!(serde_json::from_str::<MirrorApiTable>(r#"{"create_mirror": 1}"#).is_err());
 
-        let dup = MirrorApiTable {
-            delete_cluster_mirror: 94,
-            ..Default::default()
-        };
-        assert!(matches!(
-            dup.validate(),
-            Err(MirrorApiTableError::DuplicateKey { api_key: 94, .. })
-        ));
-        let fetch = MirrorApiTable {
-            create_cluster_mirror: 1,
-            ..Default::default()
-        };
-        assert!(matches!(
-            fetch.validate(),
-            Err(MirrorApiTableError::StandardKey { api_key: 1, .. })
-        ));
-        let neg = MirrorApiTable {
-            create_cluster_mirror: -5,
-            ..Default::default()
-        };
-        assert!(matches!(
-            neg.validate(),
-            Err(MirrorApiTableError::NegativeKey { .. })
-        ));
+        let dup = MirrorApiTable { delete_cluster_mirror: 94, ..Default::default() };
+        assert!(matches!(dup.validate(), Err(MirrorApiTableError::DuplicateKey { api_key: 94, .. })));
+        let fetch = MirrorApiTable { create_cluster_mirror: 1, ..Default::default() };
+        assert!(matches!(fetch.validate(), Err(MirrorApiTableError::StandardKey { api_key: 1, .. })));
+        let neg = MirrorApiTable { create_cluster_mirror: -5, ..Default::default() };
+        assert!(matches!(neg.validate(), Err(MirrorApiTableError::NegativeKey { .. })));
     }
 }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole mirrorgate test suite, from a fresh clone: installs what the tests need (Kafka jars
+# into .cache/, confluent-kafka into .venv/), then runs unit and integration tests. Integration
+# tests start their own Kafka clusters on loopback with scripts/kafka.sh and stop them on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Kafka jars (4.1.1 for the suite, 4.4.0 for the smoke test)"
+scripts/kafka.sh fetch 4.1.1 >/dev/null
+scripts/kafka.sh fetch 4.4.0 >/dev/null
+
+step "Python test client (confluent-kafka / librdkafka) in .venv"
+scripts/pyenv.sh >/dev/null
+
+step "cargo test"
+# Test binaries run one after another; the tests inside a binary share its Kafka clusters.
+cargo test --all-targets -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
