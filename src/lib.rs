@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod mirror;
 pub mod config;
 pub mod proxy;
 pub mod telemetry;

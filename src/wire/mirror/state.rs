@@ -4,7 +4,8 @@
 //! between prototype commits, so map by name where the wire carries one. Pure data.
 
 /// The state of one mirror partition on the destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[repr(i8)]
 pub enum MirrorPartitionState {
     /// -1 `UNKNOWN`: no cached state (e.g. just became leader); never API-driven.

@@ -1,0 +1,4 @@
+//! Mirrors: the control plane (definitions, per-partition state, the state machine, the
+//! `__mirror_state` store, admin RPC handlers) and, later, the data plane.
+
+pub mod model;
