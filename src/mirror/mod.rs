@@ -2,3 +2,5 @@
 //! `__mirror_state` store, admin RPC handlers) and, later, the data plane.
 
 pub mod model;
+pub mod configs;
+pub mod state_machine;

@@ -1,0 +1,233 @@
+//! Mirror configs (config resource type CLUSTER_MIRROR = 64): the known keys, their defaults
+//! and validation, and secret masking. Keys and defaults follow the seed's "Mirror
+//! Configuration" table and KIP-1279 §8.4; `topics.exclude` defaults to `__.*` and
+//! `mirror.metadata.refresh.interval.ms` to the seed's 30000 ms.
+
+use std::collections::BTreeMap;
+
+/// Config resource type of a cluster mirror in DescribeConfigs / IncrementalAlterConfigs
+/// (KIP-1279 `ConfigResource.Type.CLUSTER_MIRROR`).
+pub const CLUSTER_MIRROR_RESOURCE_TYPE: i8 = 64;
+
+/// What a value must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// Free text.
+    String,
+    /// Non-empty comma-separated `host:port` list.
+    HostPortList,
+    /// Integer (i64) within `[min, max]`.
+    Long {
+        /// Smallest accepted value.
+        min: i64,
+        /// Largest accepted value.
+        max: i64,
+    },
+    /// Comma-separated list of regexes (each must compile).
+    RegexList,
+    /// Comma-separated list of names.
+    List,
+    /// One of a fixed set.
+    Choice(&'static [&'static str]),
+    /// ACL include rules `resourceType;resourceName;operation;permissionType;principal`,
+    /// comma-separated, trailing fields optional.
+    AclRules,
+}
+
+/// One known mirror config key.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigKey {
+    /// Key name.
+    pub name: &'static str,
+    /// Default value (`None` = no default; `Some("")` = empty).
+    pub default: Option<&'static str>,
+    /// Value shape.
+    pub kind: ConfigType,
+    /// Never returned in clear, never logged.
+    pub sensitive: bool,
+    /// One-line meaning, with unit.
+    pub doc: &'static str,
+}
+
+const I32: i64 = i32::MAX as i64;
+
+/// The default of `topic.properties.exclude` (seed: configs that belong to the destination or
+/// to mirrorgate's offset identity; `mirror.name` is always excluded).
+pub const DEFAULT_TOPIC_PROPERTIES_EXCLUDE: &str = "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.name";
+
+/// Every mirror config key mirrorgate accepts.
+pub const KEYS: &[ConfigKey] = &[
+    ConfigKey { name: "bootstrap.servers", default: None, kind: ConfigType::HostPortList, sensitive: false, doc: "Source cluster bootstrap servers (required)." },
+    ConfigKey { name: "source.cluster.id", default: None, kind: ConfigType::String, sensitive: false, doc: "Expected source cluster id; a different id fails the mirror." },
+    ConfigKey { name: "client.id", default: Some("mirrorgate"), kind: ConfigType::String, sensitive: false, doc: "Client id mirrorgate uses towards the source." },
+    ConfigKey { name: "request.timeout.ms", default: Some("30000"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "Timeout of one request to the source, ms." },
+    ConfigKey { name: "socket.connection.setup.timeout.ms", default: Some("10000"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "TCP connect timeout to a source broker, ms." },
+    ConfigKey { name: "socket.connection.setup.timeout.max.ms", default: Some("30000"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "Maximum connect timeout after backoff, ms." },
+    ConfigKey { name: "connections.max.idle.ms", default: Some("600000"), kind: ConfigType::Long { min: -1, max: i64::MAX }, sensitive: false, doc: "Close source connections idle this long, ms." },
+    ConfigKey { name: "reconnect.backoff.ms", default: Some("50"), kind: ConfigType::Long { min: 0, max: I32 }, sensitive: false, doc: "Backoff before reconnecting to a source broker, ms." },
+    ConfigKey { name: "fetch.wait.max.ms", default: Some("1000"), kind: ConfigType::Long { min: 0, max: I32 }, sensitive: false, doc: "Longest a source Fetch waits for fetch.min.bytes, ms." },
+    ConfigKey { name: "fetch.backoff.ms", default: Some("1000"), kind: ConfigType::Long { min: 0, max: I32 }, sensitive: false, doc: "Backoff after a failed source Fetch, ms." },
+    ConfigKey { name: "fetch.min.bytes", default: Some("1"), kind: ConfigType::Long { min: 0, max: I32 }, sensitive: false, doc: "Bytes a source Fetch waits for, bytes." },
+    ConfigKey { name: "fetch.response.max.bytes", default: Some("10485760"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "Largest source Fetch response, bytes." },
+    ConfigKey { name: "fetch.max.bytes", default: Some("1048576"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "Largest data per partition in a source Fetch, bytes." },
+    ConfigKey { name: "socket.timeout.ms", default: Some("30000"), kind: ConfigType::Long { min: 1, max: I32 }, sensitive: false, doc: "Socket read timeout towards the source, ms." },
+    ConfigKey { name: "socket.receive.buffer.bytes", default: Some("65536"), kind: ConfigType::Long { min: -1, max: I32 }, sensitive: false, doc: "TCP receive buffer, bytes (-1 = OS default)." },
+    ConfigKey { name: "socket.send.buffer.bytes", default: Some("131072"), kind: ConfigType::Long { min: -1, max: I32 }, sensitive: false, doc: "TCP send buffer, bytes (-1 = OS default)." },
+    ConfigKey { name: "mirror.metadata.refresh.interval.ms", default: Some("30000"), kind: ConfigType::Long { min: 1000, max: i64::MAX }, sensitive: false, doc: "Period of topic, config, group offset and ACL sync, ms." },
+    ConfigKey { name: "mirror.failed.retry.initial.backoff.ms", default: Some("100"), kind: ConfigType::Long { min: 1, max: i64::MAX }, sensitive: false, doc: "First retry backoff of a FAILED partition, ms (full jitter)." },
+    ConfigKey { name: "mirror.failed.retry.max.backoff.ms", default: Some("300000"), kind: ConfigType::Long { min: 1, max: i64::MAX }, sensitive: false, doc: "Largest retry backoff of a FAILED partition, ms." },
+    ConfigKey { name: "mirror.failed.retry.max.attempts", default: Some("20"), kind: ConfigType::Long { min: 0, max: 32767 }, sensitive: false, doc: "Automatic retries of a FAILED partition (0 = none)." },
+    ConfigKey { name: "topic.properties.exclude", default: Some(DEFAULT_TOPIC_PROPERTIES_EXCLUDE), kind: ConfigType::List, sensitive: false, doc: "Topic configs never copied from the source." },
+    ConfigKey { name: "topics.include", default: Some(""), kind: ConfigType::RegexList, sensitive: false, doc: "Source topics started automatically (full-match regexes; empty = explicit only)." },
+    ConfigKey { name: "topics.exclude", default: Some("__.*"), kind: ConfigType::RegexList, sensitive: false, doc: "Source topics never mirrored (wins over include)." },
+    ConfigKey { name: "groups.include", default: Some(".*"), kind: ConfigType::RegexList, sensitive: false, doc: "Consumer groups whose offsets are synced." },
+    ConfigKey { name: "groups.exclude", default: Some(""), kind: ConfigType::RegexList, sensitive: false, doc: "Consumer groups never synced (wins over include)." },
+    ConfigKey { name: "acls.include", default: Some("*"), kind: ConfigType::AclRules, sensitive: false, doc: "ACL include rules resourceType;resourceName;operation;permissionType;principal." },
+    ConfigKey { name: "security.protocol", default: Some("PLAINTEXT"), kind: ConfigType::Choice(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]), sensitive: false, doc: "Protocol towards the source." },
+    ConfigKey { name: "sasl.mechanism", default: Some("PLAIN"), kind: ConfigType::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), sensitive: false, doc: "SASL mechanism towards the source." },
+    ConfigKey { name: "sasl.jaas.config", default: None, kind: ConfigType::String, sensitive: true, doc: "SASL JAAS line with the source credentials (secret)." },
+    ConfigKey { name: "ssl.truststore.location", default: None, kind: ConfigType::String, sensitive: false, doc: "PEM trust store for the source's certificates." },
+    ConfigKey { name: "ssl.truststore.password", default: None, kind: ConfigType::String, sensitive: true, doc: "Trust store password (secret)." },
+    ConfigKey { name: "ssl.keystore.location", default: None, kind: ConfigType::String, sensitive: false, doc: "Client key store for mutual TLS." },
+    ConfigKey { name: "ssl.keystore.password", default: None, kind: ConfigType::String, sensitive: true, doc: "Key store password (secret)." },
+    ConfigKey { name: "ssl.key.password", default: None, kind: ConfigType::String, sensitive: true, doc: "Private key password (secret)." },
+    ConfigKey { name: "ssl.endpoint.identification.algorithm", default: Some("https"), kind: ConfigType::Choice(&["https", ""]), sensitive: false, doc: "Host name verification of the source (https or empty)." },
+    ConfigKey { name: "mirror.fill.max.gap", default: Some("10000"), kind: ConfigType::Long { min: 0, max: i64::MAX }, sensitive: false, doc: "Largest source offset gap filled with placeholders, offsets (larger gaps start a new offset segment)." },
+];
+
+/// The definition of `name`, if known.
+pub fn key(name: &str) -> Option<&'static ConfigKey> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// Whether `name` holds a secret: a sensitive known key, or any key containing `password`
+/// or `jaas` (never returned in clear, never logged).
+pub fn is_sensitive(name: &str) -> bool {
+    key(name).is_some_and(|k| k.sensitive) || name.contains("password") || name.contains("jaas")
+}
+
+/// Why a mirror config is refused (reported as INVALID_CONFIG with this text).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigValueError {
+    /// Not a mirror config key.
+    #[error("unknown mirror config `{0}`")]
+    Unknown(String),
+    /// Bad value for a known key (the value itself is only echoed for non-secrets).
+    #[error("invalid value for mirror config `{key}`: {reason}")]
+    Invalid {
+        /// Key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A required key is missing.
+    #[error("mirror config `{0}` is required")]
+    Missing(String),
+}
+
+/// Checks one key/value pair.
+///
+/// # Errors
+/// [`ConfigValueError::Unknown`] or [`ConfigValueError::Invalid`].
+pub fn validate(name: &str, value: &str) -> Result<(), ConfigValueError> {
+    let k = key(name).ok_or_else(|| ConfigValueError::Unknown(name.to_string()))?;
+    let shown = if k.sensitive { "[hidden]".to_string() } else { format!("`{value}`") };
+    let bad = |reason: String| ConfigValueError::Invalid { key: name.to_string(), reason };
+    match k.kind {
+        ConfigType::String => Ok(()),
+        ConfigType::HostPortList => crate::config::parse_bootstrap(value).map(|_| ()).map_err(bad),
+        ConfigType::Long { min, max } => match value.trim().parse::<i64>() {
+            Ok(v) if v >= min && v <= max => Ok(()),
+            Ok(v) => Err(bad(format!("{v} is outside [{min}, {max}]"))),
+            Err(_) => Err(bad(format!("{shown} is not an integer"))),
+        },
+        ConfigType::RegexList => {
+            for p in split_list(value) {
+                regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| bad(format!("`{p}` is not a regex: {e}")))?;
+            }
+            Ok(())
+        }
+        ConfigType::List => Ok(()),
+        ConfigType::Choice(options) => {
+            if options.contains(&value) {
+                Ok(())
+            } else {
+                Err(bad(format!("{shown} is not one of {}", options.join(", "))))
+            }
+        }
+        ConfigType::AclRules => {
+            for rule in split_list(value) {
+                let fields = rule.split(';').count();
+                if fields > 5 {
+                    return Err(bad(format!(
+                        "rule `{rule}` has {fields} fields; at most 5 (resourceType;resourceName;operation;permissionType;principal)"
+                    )));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Checks a whole mirror config map as given to CreateClusterMirror.
+///
+/// # Errors
+/// The first invalid key, or [`ConfigValueError::Missing`] for `bootstrap.servers`.
+pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValueError> {
+    for (k, v) in configs {
+        validate(k, v)?;
+    }
+    if !configs.contains_key("bootstrap.servers") {
+        return Err(ConfigValueError::Missing("bootstrap.servers".into()));
+    }
+    Ok(())
+}
+
+/// The effective value of `name`: the set value, else the default.
+pub fn effective<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    configs.get(name).map(String::as_str).or_else(|| key(name).and_then(|k| k.default))
+}
+
+/// Splits a comma-separated list, trimming blanks.
+pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// A value fit for display: secrets become `None` (DescribeConfigs returns null for them,
+/// as Kafka does for sensitive configs).
+pub fn displayed(name: &str, value: &str) -> Option<String> {
+    (!is_sensitive(name)).then(|| value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_known_keys_and_refuses_unknown_ones() {
+        assert_eq!(validate("fetch.max.bytes", "1024"), Ok(()));
+        assert!(matches!(validate("fetch.max.bytes", "lots"), Err(ConfigValueError::Invalid { .. })));
+        assert!(matches!(validate("fetch.max.bytes", "0"), Err(ConfigValueError::Invalid { .. })));
+        assert_eq!(validate("no.such.key", "1"), Err(ConfigValueError::Unknown("no.such.key".into())));
+        assert!(validate("topics.include", "orders.*,(bad").is_err());
+        assert_eq!(validate("bootstrap.servers", "a:1,b:2"), Ok(()));
+        assert!(validate("bootstrap.servers", "nope").is_err());
+        assert!(validate("security.protocol", "TLS").is_err());
+    }
+
+    #[test]
+    fn secrets_are_never_echoed() {
+        let err = validate("sasl.mechanism", "secret-value").unwrap_err().to_string();
+        assert!(err.contains("secret-value"), "non-secret values may be echoed: {err}");
+        assert!(is_sensitive("sasl.jaas.config") && is_sensitive("ssl.key.password"));
+        assert_eq!(displayed("sasl.jaas.config", "x"), None);
+        assert_eq!(displayed("fetch.max.bytes", "5"), Some("5".into()));
+    }
+
+    #[test]
+    fn bootstrap_servers_is_required() {
+        let mut m = BTreeMap::new();
+        m.insert("fetch.max.bytes".to_string(), "100".to_string());
+        assert_eq!(validate_all(&m), Err(ConfigValueError::Missing("bootstrap.servers".into())));
+    }
+}
