@@ -4,3 +4,5 @@
 pub mod model;
 pub mod configs;
 pub mod state_machine;
+pub mod topics;
+pub mod control;

@@ -1,0 +1,612 @@
+//! The control plane: mirror definitions, mirror topics and partition states held in memory,
+//! changed only through the operations below, each persisted to `__mirror_state` before it
+//! takes effect in memory. Start, Stop, Pause and Resume set a topic's desired state; the
+//! partitions then step towards it (KIP-1279 §4.3) — driven by the data plane when it runs,
+//! or straight through here for steps that need no data movement.
+//!
+//! The proxy reads [`ControlPlane::read_only_mirror`] to keep mirror topics read-only.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use regex::Regex;
+
+use crate::wire::mirror::{MirrorErrorCode, MirrorPartitionState};
+
+use super::configs;
+use super::model::{now_ms, DesiredState, MirrorDefinition, MirrorTopic, PartitionStateRecord};
+use super::state_machine;
+use super::topics::{ClusterAccess, TopicInfo};
+
+/// One write to `__mirror_state`.
+#[derive(Debug, Clone)]
+pub enum StateWrite {
+    /// Create or replace a mirror definition.
+    Mirror(MirrorDefinition),
+    /// Delete a mirror definition (tombstone).
+    DeleteMirror(String),
+    /// Create or replace a mirror topic.
+    Topic(MirrorTopic),
+    /// Delete a mirror topic `(mirror, topic)`.
+    DeleteTopic(String, String),
+    /// Create or replace a partition state.
+    Partition(PartitionStateRecord),
+    /// Delete a partition state `(mirror, topic, partition)`.
+    DeletePartition(String, String, i32),
+}
+
+/// Boxed future returned by [`Persist::write`].
+pub type PersistFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Durable storage of control-plane writes (the `__mirror_state` topic in production).
+pub trait Persist: Send + Sync {
+    /// Writes one record durably (acks=all); resolves once acknowledged.
+    fn write(&self, w: StateWrite) -> PersistFuture<'_>;
+}
+
+/// A control-plane failure with the KIP error it maps to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", code_name(*code))]
+pub struct MirrorError {
+    /// Kafka / KIP-1279 error code.
+    pub code: i16,
+    /// Human-readable message naming the mirror or topic.
+    pub message: String,
+}
+
+/// Kafka error INVALID_CONFIG (40).
+pub const INVALID_CONFIG: i16 = 40;
+/// Kafka error UNKNOWN_SERVER_ERROR (-1).
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+/// Kafka error UNKNOWN_TOPIC_OR_PARTITION (3).
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// Kafka error COORDINATOR_LOAD_IN_PROGRESS (14).
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+
+fn code_name(code: i16) -> &'static str {
+    match MirrorErrorCode::from_code(code) {
+        Some(c) => c.name(),
+        None => match code {
+            INVALID_CONFIG => "INVALID_CONFIG",
+            UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
+            COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
+            _ => "UNKNOWN_SERVER_ERROR",
+        },
+    }
+}
+
+fn err(code: MirrorErrorCode, message: impl Into<String>) -> MirrorError {
+    MirrorError { code: code.code(), message: message.into() }
+}
+
+/// Checks a mirror name against the KIP rules (topic-name rules): 1–249 characters of
+/// `[a-zA-Z0-9._-]`, not `.` or `..`.
+///
+/// # Errors
+/// INVALID_CLUSTER_MIRROR_NAME with the reason.
+pub fn validate_mirror_name(name: &str) -> Result<(), MirrorError> {
+    let bad = |why: &str| err(MirrorErrorCode::InvalidClusterMirrorName, format!("invalid mirror name `{name}`: {why}"));
+    if name.is_empty() {
+        return Err(bad("empty"));
+    }
+    if name.len() > 249 {
+        return Err(bad("longer than 249 characters"));
+    }
+    if name == "." || name == ".." {
+        return Err(bad("`.` and `..` are not allowed"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return Err(bad("only ASCII letters, digits, `.`, `_` and `-` are allowed"));
+    }
+    Ok(())
+}
+
+/// Everything the control plane holds.
+#[derive(Debug, Default, Clone)]
+pub struct ControlState {
+    /// Mirrors by name.
+    pub mirrors: BTreeMap<String, MirrorDefinition>,
+    /// Mirror topics by topic name (a topic belongs to at most one mirror).
+    pub topics: BTreeMap<String, MirrorTopic>,
+    /// Partition states by `(topic, partition)`.
+    pub partitions: BTreeMap<(String, i32), PartitionStateRecord>,
+}
+
+impl ControlState {
+    /// Builds the state from loaded records (mirror-keyed maps as the store returns them).
+    pub fn from_records(
+        mirrors: BTreeMap<String, MirrorDefinition>,
+        topics: impl IntoIterator<Item = MirrorTopic>,
+        partitions: impl IntoIterator<Item = PartitionStateRecord>,
+    ) -> Self {
+        Self {
+            mirrors,
+            topics: topics.into_iter().map(|t| (t.topic.clone(), t)).collect(),
+            partitions: partitions.into_iter().map(|p| ((p.topic.clone(), p.partition), p)).collect(),
+        }
+    }
+}
+
+/// Result of a per-topic operation.
+pub type TopicResults = Vec<(String, Result<(), MirrorError>)>;
+
+/// The control plane of one mirrorgate instance.
+pub struct ControlPlane {
+    state: RwLock<ControlState>,
+    persist: Arc<dyn Persist>,
+    /// Serialises writers so that persist order equals apply order.
+    write_lock: tokio::sync::Mutex<()>,
+    loaded: AtomicBool,
+    destination: ClusterAccess,
+    source_timeouts: (std::time::Duration, std::time::Duration),
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane").field("loaded", &self.loaded.load(Ordering::Relaxed)).finish()
+    }
+}
+
+impl ControlPlane {
+    /// A control plane persisting through `persist`, creating mirror topics on `destination`.
+    /// Not loaded until [`ControlPlane::load`].
+    pub fn new(persist: Arc<dyn Persist>, destination: ClusterAccess) -> Self {
+        let source_timeouts = (destination.connect_timeout, destination.request_timeout);
+        Self {
+            state: RwLock::new(ControlState::default()),
+            persist,
+            write_lock: tokio::sync::Mutex::new(()),
+            loaded: AtomicBool::new(false),
+            destination,
+            source_timeouts,
+        }
+    }
+
+    /// Installs the state loaded from `__mirror_state`; from now on mirror topics are served.
+    pub fn load(&self, state: ControlState) {
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = state;
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// Whether the state has been loaded (before that, mirror APIs answer
+    /// COORDINATOR_LOAD_IN_PROGRESS and no topic is known to be a mirror topic).
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// A copy of the current state.
+    pub fn snapshot(&self) -> ControlState {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn check_loaded(&self) -> Result<(), MirrorError> {
+        if self.is_loaded() {
+            Ok(())
+        } else {
+            Err(MirrorError { code: COORDINATOR_LOAD_IN_PROGRESS, message: "mirrorgate is loading __mirror_state".into() })
+        }
+    }
+
+    async fn persist(&self, w: StateWrite) -> Result<(), MirrorError> {
+        self.persist.write(w).await.map_err(|e| MirrorError {
+            code: UNKNOWN_SERVER_ERROR,
+            message: format!("cannot write __mirror_state: {e}"),
+        })
+    }
+
+    fn with_state<T>(&self, f: impl FnOnce(&ControlState) -> T) -> T {
+        f(&self.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn update_state(&self, f: impl FnOnce(&mut ControlState)) {
+        f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The mirror that makes `topic` read-only, if any: a mirror topic is read-only unless
+    /// every partition state is STOPPED (KIP-1279 §9). `None` for ordinary topics and stopped
+    /// mirror topics.
+    pub fn read_only_mirror(&self, topic: &str) -> Option<String> {
+        self.with_state(|s| {
+            let t = s.topics.get(topic)?;
+            let parts: Vec<_> = s.partitions.range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX)).collect();
+            let writable = !parts.is_empty() && parts.iter().all(|(_, p)| state_machine::is_writable(Some(p.state)));
+            (!writable).then(|| t.mirror.clone())
+        })
+    }
+
+    /// CreateClusterMirror: validates the name and configs and stores the mirror.
+    ///
+    /// # Errors
+    /// INVALID_CLUSTER_MIRROR_NAME, CLUSTER_MIRROR_ALREADY_EXISTS, INVALID_CONFIG, or a
+    /// store failure.
+    pub async fn create_mirror(&self, name: &str, configs_in: BTreeMap<String, String>) -> Result<(), MirrorError> {
+        self.check_loaded()?;
+        validate_mirror_name(name)?;
+        configs::validate_all(&configs_in).map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        let _w = self.write_lock.lock().await;
+        if self.with_state(|s| s.mirrors.contains_key(name)) {
+            return Err(err(MirrorErrorCode::ClusterMirrorAlreadyExists, format!("mirror `{name}` already exists")));
+        }
+        let def = MirrorDefinition {
+            name: name.to_string(),
+            configs: configs_in,
+            created_ms: now_ms(),
+            source_cluster_id: None,
+            include_patterns: Vec::new(),
+            exclude_patterns: Vec::new(),
+        };
+        self.persist(StateWrite::Mirror(def.clone())).await?;
+        self.update_state(|s| {
+            s.mirrors.insert(name.to_string(), def);
+        });
+        tracing::info!(mirror = name, "mirror created");
+        Ok(())
+    }
+
+    /// Changes mirror configs (IncrementalAlterConfigs on CLUSTER_MIRROR): `Some` sets,
+    /// `None` removes (back to the default). All changes are validated before any applies.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR, INVALID_CONFIG, or a store failure.
+    pub async fn alter_mirror_configs(&self, name: &str, changes: Vec<(String, Option<String>)>) -> Result<(), MirrorError> {
+        self.check_loaded()?;
+        let _w = self.write_lock.lock().await;
+        let mut def = self.mirror(name)?;
+        for (k, v) in &changes {
+            match v {
+                Some(v) => configs::validate(k, v),
+                None if configs::key(k).is_none() => Err(configs::ConfigValueError::Unknown(k.clone())),
+                None => Ok(()),
+            }
+            .map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        }
+        for (k, v) in changes {
+            match v {
+                Some(v) => def.configs.insert(k, v),
+                None => def.configs.remove(&k),
+            };
+        }
+        configs::validate_all(&def.configs).map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        self.persist(StateWrite::Mirror(def.clone())).await?;
+        self.update_state(|s| {
+            s.mirrors.insert(name.to_string(), def);
+        });
+        tracing::info!(mirror = name, "mirror configs changed");
+        Ok(())
+    }
+
+    /// The definition of mirror `name`.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR.
+    pub fn mirror(&self, name: &str) -> Result<MirrorDefinition, MirrorError> {
+        self.with_state(|s| s.mirrors.get(name).cloned())
+            .ok_or_else(|| err(MirrorErrorCode::UnknownClusterMirror, format!("mirror `{name}` does not exist")))
+    }
+
+    /// DeleteClusterMirror: only when every topic of the mirror is STOPPED.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR, CLUSTER_MIRROR_NOT_EMPTY naming the non-stopped topics, or a
+    /// store failure.
+    pub async fn delete_mirror(&self, name: &str) -> Result<(), MirrorError> {
+        self.check_loaded()?;
+        let _w = self.write_lock.lock().await;
+        self.mirror(name)?;
+        let (topics, busy): (Vec<String>, Vec<String>) = self.with_state(|s| {
+            let topics: Vec<String> = s.topics.values().filter(|t| t.mirror == name).map(|t| t.topic.clone()).collect();
+            let busy = topics.iter().filter(|t| self.read_only_in(s, t)).cloned().collect();
+            (topics, busy)
+        });
+        if !busy.is_empty() {
+            return Err(err(
+                MirrorErrorCode::ClusterMirrorNotEmpty,
+                format!("mirror `{name}` still has topics that are not STOPPED: {}; stop them first", busy.join(", ")),
+            ));
+        }
+        for topic in &topics {
+            let parts: Vec<i32> = self.with_state(|s| {
+                s.partitions.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect()
+            });
+            for p in parts {
+                self.persist(StateWrite::DeletePartition(name.into(), topic.clone(), p)).await?;
+            }
+            self.persist(StateWrite::DeleteTopic(name.into(), topic.clone())).await?;
+        }
+        self.persist(StateWrite::DeleteMirror(name.into())).await?;
+        self.update_state(|s| {
+            s.mirrors.remove(name);
+            s.topics.retain(|_, t| t.mirror != name);
+            s.partitions.retain(|_, p| p.mirror != name);
+        });
+        tracing::info!(mirror = name, "mirror deleted");
+        Ok(())
+    }
+
+    fn read_only_in(&self, s: &ControlState, topic: &str) -> bool {
+        let parts: Vec<_> = s.partitions.range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX)).collect();
+        parts.is_empty() || !parts.iter().all(|(_, p)| p.state == MirrorPartitionState::Stopped)
+    }
+
+    fn source_access(&self, def: &MirrorDefinition) -> ClusterAccess {
+        let bootstrap = configs::effective(&def.configs, "bootstrap.servers")
+            .map(|b| configs::split_list(b).map(String::from).collect())
+            .unwrap_or_default();
+        let ms = |k: &str, d: std::time::Duration| {
+            configs::effective(&def.configs, k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_millis)
+                .unwrap_or(d)
+        };
+        ClusterAccess {
+            bootstrap,
+            connect_timeout: ms("socket.connection.setup.timeout.ms", self.source_timeouts.0),
+            request_timeout: ms("request.timeout.ms", self.source_timeouts.1),
+        }
+    }
+
+    /// StartMirrorTopics: resolves `include` (topic names or full-match regexes) minus
+    /// `exclude` against the source's topics, saves the patterns to the mirror, creates each
+    /// matched topic on the destination with the source's partition count, and sets it to
+    /// mirroring. Topics already in this mirror are resumed from STOPPED (failback) or left
+    /// as they are.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR, INVALID_CONFIG for a bad pattern, TOPIC_ALREADY_IN_CLUSTER_MIRROR
+    /// naming the other mirror, an unreachable source (with the address), or a store failure.
+    /// Returns the topics started.
+    pub async fn start_topics(&self, mirror: &str, include: &[String], exclude: &[String]) -> Result<Vec<String>, MirrorError> {
+        self.check_loaded()?;
+        let def = self.mirror(mirror)?;
+        let compile = |p: &String| {
+            Regex::new(&format!("^(?:{p})$"))
+                .map_err(|e| MirrorError { code: INVALID_CONFIG, message: format!("`{p}` is not a valid pattern: {e}") })
+        };
+        let inc = include.iter().map(compile).collect::<Result<Vec<_>, _>>()?;
+        let mut exc = exclude.iter().map(compile).collect::<Result<Vec<_>, _>>()?;
+        let default_exclude = configs::effective(&def.configs, "topics.exclude").unwrap_or("");
+        for p in configs::split_list(default_exclude) {
+            exc.push(compile(&p.to_string())?);
+        }
+        let access = self.source_access(&def);
+        let (cluster_id, source_topics) = access.topics().await.map_err(|e| MirrorError {
+            code: UNKNOWN_SERVER_ERROR,
+            message: format!("source cluster of mirror `{mirror}` unreachable: {e}"),
+        })?;
+        let matched: Vec<TopicInfo> = source_topics
+            .values()
+            .filter(|t| !t.internal)
+            .filter(|t| inc.iter().any(|r| r.is_match(&t.name)) && !exc.iter().any(|r| r.is_match(&t.name)))
+            .cloned()
+            .collect();
+        let _w = self.write_lock.lock().await;
+        if let Some(expected) = configs::effective(&def.configs, "source.cluster.id") {
+            if cluster_id.as_deref() != Some(expected) {
+                return Err(MirrorError {
+                    code: INVALID_CONFIG,
+                    message: format!("source cluster id is {cluster_id:?}, mirror `{mirror}` expects `{expected}`"),
+                });
+            }
+        }
+        for t in &matched {
+            if let Some(owner) = self.with_state(|s| s.topics.get(&t.name).map(|x| x.mirror.clone())) {
+                if owner != mirror {
+                    return Err(err(
+                        MirrorErrorCode::TopicAlreadyInClusterMirror,
+                        format!("topic `{}` already belongs to mirror `{owner}`", t.name),
+                    ));
+                }
+            }
+        }
+        let mut def = self.mirror(mirror)?;
+        for p in include {
+            if !def.include_patterns.contains(p) {
+                def.include_patterns.push(p.clone());
+            }
+        }
+        for p in exclude {
+            if !def.exclude_patterns.contains(p) {
+                def.exclude_patterns.push(p.clone());
+            }
+        }
+        if def.source_cluster_id.is_none() {
+            def.source_cluster_id = cluster_id;
+        }
+        self.persist(StateWrite::Mirror(def.clone())).await?;
+        self.update_state(|s| {
+            s.mirrors.insert(mirror.to_string(), def.clone());
+        });
+        let broker_count = self.destination.broker_count().await.unwrap_or(1).max(1);
+        let mut started = Vec::new();
+        for t in matched {
+            let mut dest_configs = BTreeMap::new();
+            dest_configs.insert("compression.type".to_string(), "producer".to_string());
+            let rf = broker_count.min(3) as i16;
+            self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await.map_err(|e| MirrorError {
+                code: UNKNOWN_SERVER_ERROR,
+                message: format!("cannot create mirror topic `{}` on the destination: {e}", t.name),
+            })?;
+            let topic = MirrorTopic {
+                mirror: mirror.to_string(),
+                topic: t.name.clone(),
+                source_topic_id: Some(t.topic_id.clone()),
+                desired: DesiredState::Mirroring,
+                partitions: Some(t.partitions),
+                updated_ms: now_ms(),
+            };
+            self.persist(StateWrite::Topic(topic.clone())).await?;
+            self.update_state(|s| {
+                s.topics.insert(t.name.clone(), topic);
+            });
+            self.step_partitions(&t.name, t.partitions).await?;
+            started.push(t.name);
+        }
+        tracing::info!(mirror, topics = ?started, "mirror topics started");
+        Ok(started)
+    }
+
+    /// Moves every partition of `topic` one or more steps towards the topic's desired state,
+    /// as far as the control plane can go without the data plane (which owns LOG_ALIGNMENT →
+    /// MIRRORING and the in-flight drain of STOPPING). Every transition is persisted.
+    async fn step_partitions(&self, topic: &str, partitions: i32) -> Result<(), MirrorError> {
+        let Some(t) = self.with_state(|s| s.topics.get(topic).cloned()) else { return Ok(()) };
+        for p in 0..partitions {
+            loop {
+                let current = self.with_state(|s| s.partitions.get(&(topic.to_string(), p)).cloned());
+                let Some(next) = state_machine::next_step(current.as_ref().map(|c| c.state), t.desired) else { break };
+                let rec = match current {
+                    Some(mut c) => {
+                        c.previous_state = Some(c.state);
+                        c.state = next;
+                        c.state_epoch += 1;
+                        c.updated_ms = now_ms();
+                        if next == MirrorPartitionState::LogAlignment {
+                            c.error_message = None;
+                            c.retry_attempt = 0;
+                        }
+                        c
+                    }
+                    None => PartitionStateRecord {
+                        mirror: t.mirror.clone(),
+                        topic: topic.to_string(),
+                        partition: p,
+                        state: next,
+                        state_epoch: 0,
+                        last_mirrored_offset: -1,
+                        error_message: None,
+                        retry_attempt: 0,
+                        retryable: false,
+                        previous_state: None,
+                        segments: Vec::new(),
+                        producer_id: None,
+                        producer_epoch: None,
+                        updated_ms: now_ms(),
+                    },
+                };
+                self.persist(StateWrite::Partition(rec.clone())).await?;
+                tracing::info!(mirror = %t.mirror, topic, partition = p, state = rec.state.as_str(), "mirror partition state");
+                self.update_state(|s| {
+                    s.partitions.insert((topic.to_string(), p), rec);
+                });
+                // Steps the data plane must take stop here.
+                if matches!(next, MirrorPartitionState::LogAlignment | MirrorPartitionState::Mirroring) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop / Pause / Resume: sets the desired state of the named topics of `mirror`.
+    ///
+    /// Per topic: TOPIC_NOT_IN_CLUSTER_MIRROR if the topic is not in this mirror;
+    /// MIRROR_TOPIC_ALREADY_PAUSED / MIRROR_TOPIC_NOT_PAUSED for a pause of a paused topic or a
+    /// resume of one that is not paused; MIRROR_TOPIC_BEING_STOPPED for a pause or resume of a
+    /// stopped topic.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR for the whole request.
+    pub async fn set_desired(&self, mirror: &str, topics: &[String], desired: DesiredState) -> Result<TopicResults, MirrorError> {
+        self.check_loaded()?;
+        self.mirror(mirror)?;
+        let _w = self.write_lock.lock().await;
+        let mut results = Vec::new();
+        for name in topics {
+            let current = self.with_state(|s| s.topics.get(name).cloned());
+            let r = match current {
+                Some(t) if t.mirror == mirror => {
+                    let check = match (desired, t.desired) {
+                        (DesiredState::Paused, DesiredState::Paused) => Err(err(MirrorErrorCode::MirrorTopicAlreadyPaused, format!("topic `{name}` is already paused"))),
+                        (DesiredState::Mirroring, DesiredState::Mirroring) => Err(err(MirrorErrorCode::MirrorTopicNotPaused, format!("topic `{name}` is not paused"))),
+                        (DesiredState::Paused | DesiredState::Mirroring, DesiredState::Stopped) => Err(err(MirrorErrorCode::MirrorTopicBeingStopped, format!("topic `{name}` is stopped; use --start to mirror it again"))),
+                        _ => Ok(()),
+                    };
+                    match check {
+                        Err(e) => Err(e),
+                        Ok(()) if desired == t.desired => Ok(()),
+                        Ok(()) => {
+                            let mut t = t.clone();
+                            t.desired = desired;
+                            t.updated_ms = now_ms();
+                            let partitions = t.partitions.unwrap_or(0);
+                            self.persist(StateWrite::Topic(t.clone())).await?;
+                            self.update_state(|s| {
+                                s.topics.insert(name.clone(), t);
+                            });
+                            self.step_partitions(name, partitions).await?;
+                            Ok(())
+                        }
+                    }
+                }
+                _ => Err(err(MirrorErrorCode::TopicNotInClusterMirror, format!("topic `{name}` is not in mirror `{mirror}`"))),
+            };
+            results.push((name.clone(), r));
+        }
+        tracing::info!(mirror, ?desired, topics = ?topics, "mirror topics desired state set");
+        Ok(results)
+    }
+
+    /// Topics of `mirror` matching `patterns` (names or full-match regexes).
+    ///
+    /// # Errors
+    /// INVALID_CONFIG for a bad pattern.
+    pub fn resolve_topics(&self, mirror: &str, patterns: &[String]) -> Result<Vec<String>, MirrorError> {
+        let regs = patterns
+            .iter()
+            .map(|p| {
+                Regex::new(&format!("^(?:{p})$"))
+                    .map_err(|e| MirrorError { code: INVALID_CONFIG, message: format!("`{p}` is not a valid pattern: {e}") })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.with_state(|s| {
+            let mut out: BTreeSet<String> = s
+                .topics
+                .values()
+                .filter(|t| t.mirror == mirror && regs.iter().any(|r| r.is_match(&t.topic)))
+                .map(|t| t.topic.clone())
+                .collect();
+            // Names that match nothing are reported per topic by the caller.
+            for p in patterns {
+                if regex::escape(p) == *p {
+                    out.insert(p.clone());
+                }
+            }
+            out.into_iter().collect()
+        }))
+    }
+
+    /// Mirrors with their topics and partition states, for List/Describe.
+    pub fn mirrors_view(&self) -> Vec<(MirrorDefinition, Vec<MirrorTopic>, HashMap<String, Vec<PartitionStateRecord>>)> {
+        self.with_state(|s| {
+            s.mirrors
+                .values()
+                .map(|m| {
+                    let topics: Vec<MirrorTopic> = s.topics.values().filter(|t| t.mirror == m.name).cloned().collect();
+                    let mut parts: HashMap<String, Vec<PartitionStateRecord>> = HashMap::new();
+                    for p in s.partitions.values().filter(|p| p.mirror == m.name) {
+                        parts.entry(p.topic.clone()).or_default().push(p.clone());
+                    }
+                    (m.clone(), topics, parts)
+                })
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_names_follow_topic_rules() {
+        assert!(validate_mirror_name("a-to-b_1.x").is_ok());
+        for bad in ["", ".", "..", "has space", "ü", &"x".repeat(250)] {
+            let e = validate_mirror_name(bad).unwrap_err();
+            assert_eq!(e.code, MirrorErrorCode::InvalidClusterMirrorName.code(), "{bad}");
+        }
+        assert!(validate_mirror_name(&"x".repeat(249)).is_ok());
+    }
+}
