@@ -6,3 +6,4 @@ pub mod configs;
 pub mod state_machine;
 pub mod topics;
 pub mod control;
+pub mod admin;
