@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
+use crate::wire::mirror::MirrorApiTable;
 
 /// Everything `mirrorgate run` needs, validated.
 #[derive(Debug, Clone, Deserialize)]
@@ -29,6 +30,45 @@ pub struct ProxyConfig {
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
+    /// Api keys of the KIP-1279 mirror RPCs (the prototype's numbers by default; upstream may
+    /// renumber them).
+    #[serde(default)]
+    pub mirror_api_keys: MirrorApiTable,
+    /// The `__mirror_state` topic on the destination.
+    #[serde(default)]
+    pub mirror_state: MirrorStateConfig,
+}
+
+/// Where mirrorgate keeps its state (KIP-1279 `mirror.state.topic.*` broker configs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorStateConfig {
+    /// Compacted state topic name (default `__mirror_state`).
+    #[serde(default = "default_state_topic")]
+    pub topic: String,
+    /// Partitions when mirrorgate creates it (`mirror.state.topic.num.partitions`, default 50).
+    #[serde(default = "default_state_partitions")]
+    pub num_partitions: i32,
+    /// Replication factor when mirrorgate creates it (`mirror.state.topic.replication.factor`,
+    /// default 3; lowered to the destination's broker count with a warning).
+    #[serde(default = "default_state_rf")]
+    pub replication_factor: i16,
+}
+
+impl Default for MirrorStateConfig {
+    fn default() -> Self {
+        Self { topic: default_state_topic(), num_partitions: default_state_partitions(), replication_factor: default_state_rf() }
+    }
+}
+
+fn default_state_topic() -> String {
+    "__mirror_state".into()
+}
+fn default_state_partitions() -> i32 {
+    50
+}
+fn default_state_rf() -> i16 {
+    3
 }
 
 /// How to reach the destination cluster.
@@ -188,6 +228,10 @@ pub struct Settings {
     pub max_in_flight_requests: usize,
     /// Logging.
     pub log: LogConfig,
+    /// Mirror RPC api keys.
+    pub mirror_api_keys: MirrorApiTable,
+    /// State topic settings.
+    pub mirror_state: MirrorStateConfig,
 }
 
 impl ProxyConfig {
@@ -278,6 +322,16 @@ impl ProxyConfig {
                 return Err(invalid(k, "must be greater than 0 ms"));
             }
         }
+        self.mirror_api_keys.validate().map_err(|e| invalid("mirror_api_keys", e.to_string()))?;
+        if self.mirror_state.topic.is_empty() {
+            return Err(invalid("mirror_state.topic", "must not be empty"));
+        }
+        if self.mirror_state.num_partitions < 1 {
+            return Err(invalid("mirror_state.num_partitions", "must be at least 1"));
+        }
+        if self.mirror_state.replication_factor < 1 {
+            return Err(invalid("mirror_state.replication_factor", "must be at least 1"));
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", format!("`{}`: {e}", self.log.level)))?;
         Ok(Settings {
@@ -289,6 +343,8 @@ impl ProxyConfig {
             max_frame_bytes: self.max_frame_bytes,
             max_in_flight_requests: self.max_in_flight_requests,
             log: self.log,
+            mirror_api_keys: self.mirror_api_keys,
+            mirror_state: self.mirror_state,
         })
     }
 }
