@@ -18,6 +18,7 @@ use crate::wire::frame::{length_prefix, FrameDecoder};
 use crate::wire::header::{self, RequestPrefix};
 
 use super::rewrite::AddressMap;
+use super::mirror_gate::GateDecision;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
 
@@ -30,13 +31,18 @@ pub enum Target {
     Broker(i32),
 }
 
-/// A request sent upstream whose response is still due.
+/// A response still due to the client, in request order.
 #[derive(Debug)]
-struct Pending {
-    api_key: i16,
-    api_version: i16,
-    correlation_id: i32,
-    action: ResponseAction,
+enum Pending {
+    /// The destination broker will answer this request.
+    Upstream {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+        action: ResponseAction,
+    },
+    /// mirrorgate answered it itself.
+    Local(Bytes),
 }
 
 /// Advertised addresses of one listener.
@@ -99,7 +105,7 @@ async fn pump(client: TcpStream, upstream: TcpStream, listener: &Listener, share
     let (client_r, client_w) = client.into_split();
     let (up_r, up_w) = upstream.into_split();
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests);
-    let requests = requests(client_r, up_w, tx, shared);
+    let requests = requests(client_r, up_w, tx, shared, listener.admin);
     let responses = responses(up_r, client_w, rx, listener, shared);
     tokio::select! {
         r = requests => r,
@@ -115,7 +121,7 @@ async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::
 }
 
 /// Client → upstream. Returns the close reason.
-async fn requests<R, W>(mut client_r: R, up_w: W, tx: mpsc::Sender<Pending>, shared: &Shared) -> String
+async fn requests<R, W>(mut client_r: R, up_w: W, tx: mpsc::Sender<Pending>, shared: &Shared, admin: bool) -> String
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -137,11 +143,31 @@ where
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
             };
-            match route::decide(&prefix, frame, |k| shared.directory.supports_api(k)) {
+            let decision = match &shared.gate {
+                None => GateDecision::Pass,
+                Some(gate) => match gate.intercept(&prefix, &frame, admin).await {
+                    Ok(d) => d,
+                    Err(reason) => return reason,
+                },
+            };
+            let decision = match decision {
+                GateDecision::Pass => route::decide(&prefix, frame, |k| shared.directory.supports_api(k)),
+                GateDecision::Drop => continue,
+                GateDecision::Local(response) => {
+                    if tx.send(Pending::Local(response)).await.is_err() {
+                        return "response path closed".into();
+                    }
+                    continue;
+                }
+                GateDecision::ForwardProduce { frame, expect_response, rejected } => {
+                    Decision::Upstream { frame, expect_response, action: ResponseAction::ProduceMerge(rejected) }
+                }
+            };
+            match decision {
                 Decision::Close(reason) => return reason,
                 Decision::Upstream { frame, expect_response, action } => {
                     if expect_response {
-                        let pending = Pending {
+                        let pending = Pending::Upstream {
                             api_key: prefix.api_key,
                             api_version: prefix.api_version,
                             correlation_id: prefix.correlation_id,
@@ -193,6 +219,22 @@ where
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
+        let (api_key, api_version, correlation_id, action) = match pending {
+            Pending::Local(frame) => {
+                if let Err(e) = write_frame(&mut client_w, &frame).await {
+                    return format!("write to client failed: {e}");
+                }
+                if rx.is_empty() {
+                    if let Err(e) = client_w.flush().await {
+                        return format!("write to client failed: {e}");
+                    }
+                }
+                continue;
+            }
+            Pending::Upstream { api_key, api_version, correlation_id, action } => {
+                (api_key, api_version, correlation_id, action)
+            }
+        };
         let frame = loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(f)) => break f,
@@ -206,20 +248,19 @@ where
             }
         };
         match header::response_correlation_id(&frame) {
-            Ok(id) if id == pending.correlation_id => {}
-            Ok(id) => {
-                return format!("destination broker answered correlation id {id}, expected {}", pending.correlation_id)
-            }
+            Ok(id) if id == correlation_id => {}
+            Ok(id) => return format!("destination broker answered correlation id {id}, expected {correlation_id}"),
             Err(e) => return format!("bad response from destination broker: {e}"),
         }
         let frame = match intercept::apply(
-            pending.action,
-            pending.api_key,
-            pending.api_version,
+            action,
+            api_key,
+            api_version,
             frame,
             &map,
             &shared.directory,
             &shared.extra_apis,
+            shared.gate.as_deref(),
         ) {
             Ok(f) => f,
             Err(e) => return format!("cannot rewrite response: {e}"),

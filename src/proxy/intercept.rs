@@ -12,6 +12,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::wire::header;
 
 use super::brokers::BrokerDirectory;
+use super::mirror_gate::{self, MirrorGate};
 use super::rewrite::{self, AddressMap};
 use super::route::ResponseAction;
 use super::versions;
@@ -34,12 +35,13 @@ pub fn apply(
     map: &impl AddressMap,
     directory: &BrokerDirectory,
     extra_apis: &ExtraApis,
+    gate: Option<&MirrorGate>,
 ) -> Result<Bytes, String> {
-    if action == ResponseAction::Forward {
+    if matches!(action, ResponseAction::Forward) {
         return Ok(frame);
     }
     let key = ApiKey::try_from(api_key).map_err(|_| format!("api key {api_key} not decodable"))?;
-    let (decode_version, header_version) = match action {
+    let (decode_version, header_version) = match &action {
         ResponseAction::ApiVersions { fallback: true } => (0, 0),
         _ => (api_version, key.response_header_version(api_version)),
     };
@@ -69,6 +71,13 @@ pub fn apply(
             for (node_id, host, port) in rewrite::metadata(&mut resp, map) {
                 directory.observe(node_id, &host, port);
             }
+            if let Some(gate) = gate {
+                for t in &resp.topics {
+                    if let Some(name) = &t.name {
+                        gate.learn_topic_id(t.topic_id.as_bytes(), name);
+                    }
+                }
+            }
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
         ResponseAction::FindCoordinator => {
@@ -86,6 +95,12 @@ pub fn apply(
             if !rewrite::produce(&mut resp, map) {
                 return Ok(frame);
             }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::ProduceMerge(rejected) => {
+            let mut resp = ProduceResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            rewrite::produce(&mut resp, map);
+            let resp = mirror_gate::produce_rejections(resp, rejected.as_slice());
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
         ResponseAction::Fetch => {

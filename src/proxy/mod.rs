@@ -6,6 +6,7 @@ pub mod brokers;
 pub mod connection;
 pub mod intercept;
 pub mod listener;
+pub mod mirror_gate;
 pub mod rewrite;
 pub mod route;
 pub mod versions;
@@ -35,6 +36,8 @@ pub struct Shared {
     pub directory: BrokerDirectory,
     /// Api keys served by mirrorgate itself, advertised in ApiVersions: `(key, min, max)`.
     pub extra_apis: Vec<(i16, i16, i16)>,
+    /// The mirror side: admin RPCs and read-only mirror topics (absent in a bare proxy).
+    pub gate: Option<Arc<mirror_gate::MirrorGate>>,
 }
 
 /// What mirrorgate learned about the destination cluster at startup.
@@ -90,6 +93,66 @@ async fn discover_one(addr: &str, settings: &Settings) -> Result<DestinationInfo
     })
 }
 
+/// Api keys of the mirror RPCs that the destination already uses for APIs of its own.
+fn shared_table_conflicts(settings: &Settings, info: &DestinationInfo) -> Vec<String> {
+    settings
+        .mirror_api_keys
+        .entries()
+        .iter()
+        .filter(|e| info.api_ranges.contains_key(&e.api_key))
+        .map(|e| {
+            format!(
+                "the destination cluster already uses api key {} that mirrorgate would serve for {}; \
+                 move it with `mirror_api_keys.{}` in proxy.yaml",
+                e.api_key,
+                e.api.name(),
+                e.api.config_key()
+            )
+        })
+        .collect()
+}
+
+/// Opens `__mirror_state` (creating it if needed), loads every mirror and partition state,
+/// and returns the gate the connections use.
+///
+/// # Errors
+/// The state topic cannot be created, read or parsed.
+async fn open_mirror_gate(settings: &Settings) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
+    use crate::client::cluster::{ClusterClient, ClusterOptions};
+    use crate::mirror::control::{ControlPlane, ControlState};
+    use crate::mirror::store::{StateStore, StateStoreSettings};
+    use crate::mirror::topics::ClusterAccess;
+
+    let client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
+    let store_settings = StateStoreSettings {
+        topic: settings.mirror_state.topic.clone(),
+        num_partitions: settings.mirror_state.num_partitions,
+        replication_factor: settings.mirror_state.replication_factor,
+        ..StateStoreSettings::default()
+    };
+    let store = StateStore::open(client, store_settings).await?;
+    let snapshot = store.load().await?;
+    tracing::info!(
+        topic = %settings.mirror_state.topic,
+        mirrors = snapshot.mirrors.len(),
+        topics = snapshot.topics.len(),
+        partitions = snapshot.partitions.len(),
+        "mirror state loaded"
+    );
+    let destination = ClusterAccess {
+        bootstrap: settings.destination_bootstrap.clone(),
+        connect_timeout: settings.connect_timeout,
+        request_timeout: settings.request_timeout,
+    };
+    let control = Arc::new(ControlPlane::new(Arc::new(store), destination.clone()));
+    control.load(ControlState::from_records(
+        snapshot.mirrors,
+        snapshot.topics.into_values(),
+        snapshot.partitions.into_values(),
+    ));
+    Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination)))
+}
+
 /// Waits for the destination to answer (retrying every 2 s within `deadline`), opens every
 /// listener, and serves until `shutdown` is cancelled.
 ///
@@ -121,10 +184,16 @@ pub async fn run(
         }
     };
     tracing::info!(cluster_id = ?info.cluster_id, brokers = info.brokers.len(), "connected to destination cluster");
+    for entry in shared_table_conflicts(&settings, &info) {
+        anyhow::bail!("{entry}");
+    }
+    let gate = Some(open_mirror_gate(&settings).await?);
+    let extra_apis: Vec<(i16, i16, i16)> =
+        extra_apis.into_iter().chain(gate.iter().flat_map(|g| g.advertised())).collect();
     let (new_tx, mut new_rx) = mpsc::unbounded_channel();
     let directory = BrokerDirectory::new(settings.destination_bootstrap.clone(), new_tx);
     directory.set_api_ranges(info.api_ranges.clone());
-    let shared = Arc::new(Shared { settings, directory, extra_apis });
+    let shared = Arc::new(Shared { settings, directory, extra_apis, gate });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
             .await?;

@@ -10,7 +10,7 @@ use crate::wire::header::{self, RequestPrefix};
 use super::versions;
 
 /// What to do with a response from the destination before it goes back to the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum ResponseAction {
     /// Forward unchanged.
     Forward,
@@ -30,6 +30,20 @@ pub enum ResponseAction {
     Produce,
     /// Rewrite KIP-951 `node_endpoints` (Fetch v16+).
     Fetch,
+    /// Add READ_ONLY_TOPIC results for the mirror partitions taken out of the request (and
+    /// rewrite `node_endpoints`).
+    ProduceMerge(std::sync::Arc<Vec<super::mirror_gate::Rejected>>),
+}
+
+impl PartialEq for ResponseAction {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && match (self, other) {
+                (Self::ApiVersions { fallback: a }, Self::ApiVersions { fallback: b }) => a == b,
+                (Self::ProduceMerge(a), Self::ProduceMerge(b)) => std::sync::Arc::ptr_eq(a, b),
+                _ => true,
+            }
+    }
 }
 
 /// The routing decision for one request.

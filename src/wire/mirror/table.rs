@@ -59,6 +59,20 @@ impl MirrorApi {
         }
     }
 
+    /// The key of this RPC in `mirror_api_keys` (proxy.yaml), e.g. `create_cluster_mirror`.
+    pub fn config_key(self) -> &'static str {
+        match self {
+            MirrorApi::CreateClusterMirror => "create_cluster_mirror",
+            MirrorApi::DeleteClusterMirror => "delete_cluster_mirror",
+            MirrorApi::ListClusterMirrors => "list_cluster_mirrors",
+            MirrorApi::DescribeClusterMirrors => "describe_cluster_mirrors",
+            MirrorApi::StartMirrorTopics => "start_mirror_topics",
+            MirrorApi::StopMirrorTopics => "stop_mirror_topics",
+            MirrorApi::PauseMirrorTopics => "pause_mirror_topics",
+            MirrorApi::ResumeMirrorTopics => "resume_mirror_topics",
+        }
+    }
+
     /// The api key the authors' prototype assigns (`"apiKey"` in showuon/kafka
     /// `clients/src/main/resources/common/message/<Name>Request.json`).
     pub const fn prototype_api_key(self) -> i16 {

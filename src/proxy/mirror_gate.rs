@@ -1,0 +1,448 @@
+//! Where the proxy meets the control plane: mirror admin RPCs and CLUSTER_MIRROR configs are
+//! answered locally, and writes to mirror topics are refused (DESIGN §4 "Read-only means").
+//!
+//! Every request that could touch a mirror topic is first walked with `wire::scan` (no
+//! allocation from unchecked wire counts, no record payload parsed); only then, and only if
+//! it names a mirror topic or a mirror resource, is it decoded with kafka-protocol. Requests
+//! that touch no mirror topic are forwarded as the client's own bytes.
+//!
+//! Errors per API (the closest each API's clients understand, always with a message where the
+//! response has a message field): Produce → READ_ONLY_TOPIC (134) per partition, the other
+//! partitions of the request are written; AddPartitionsToTxn → TOPIC_AUTHORIZATION_FAILED
+//! (clients abort the transaction); DeleteRecords, CreatePartitions, DeleteTopics,
+//! AlterConfigs and IncrementalAlterConfigs on a mirror topic → POLICY_VIOLATION with the
+//! mirror named. A mixed admin request (mirror and other topics) is refused as a whole, each
+//! other topic with INVALID_REQUEST and a message saying to send it separately.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use dashmap::DashMap;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResult;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncResult;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnResponse, AlterConfigsResponse, ApiKey, CreatePartitionsResponse, DeleteRecordsResponse,
+    DeleteTopicsResponse, DescribeConfigsRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ProduceResponse, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+use crate::mirror::configs::CLUSTER_MIRROR_RESOURCE_TYPE;
+use crate::mirror::control::ControlPlane;
+use crate::mirror::topics::{base64_uuid, ClusterAccess};
+use crate::mirror::{admin, config_rpc};
+use crate::wire::header::{self, RequestPrefix};
+use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable, MirrorErrorCode};
+use crate::wire::scan::{self, TopicRef};
+
+/// Kafka error POLICY_VIOLATION (44).
+pub const POLICY_VIOLATION: i16 = 44;
+/// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+/// Kafka error INVALID_REQUEST (42).
+pub const INVALID_REQUEST: i16 = 42;
+
+/// A partition of a Produce request refused because its topic is a mirror topic.
+#[derive(Debug, Clone)]
+pub struct Rejected {
+    /// The topic as the request named it.
+    pub topic: TopicRef,
+    /// Partition index.
+    pub partition: i32,
+    /// The message returned to the client.
+    pub message: String,
+}
+
+/// What the proxy does with a request after the gate looked at it.
+#[derive(Debug)]
+pub enum GateDecision {
+    /// Not the gate's business: route as usual.
+    Pass,
+    /// Answer with this response frame (header + body); nothing goes upstream.
+    Local(Bytes),
+    /// Nothing is sent upstream and no response is due (Produce acks=0, all refused).
+    Drop,
+    /// Send `frame` (the request without the refused partitions) and add `rejected` to the
+    /// broker's Produce response.
+    ForwardProduce {
+        /// The filtered request frame.
+        frame: Bytes,
+        /// Whether the broker will answer (acks != 0).
+        expect_response: bool,
+        /// Partitions to add to the response with READ_ONLY_TOPIC.
+        rejected: Arc<Vec<Rejected>>,
+    },
+}
+
+/// The mirror side of the proxy.
+pub struct MirrorGate {
+    /// The control plane.
+    pub control: Arc<ControlPlane>,
+    /// Mirror RPC api keys.
+    pub table: MirrorApiTable,
+    destination: ClusterAccess,
+    /// Destination topic id (Kafka's base64) → name, for Produce v13 and DeleteTopics v6.
+    topic_names: DashMap<String, String>,
+}
+
+impl std::fmt::Debug for MirrorGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorGate").field("table", &self.table).finish()
+    }
+}
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn read_only_message(topic: &str, mirror: &str) -> String {
+    format!("topic {topic} is a read-only mirror topic of mirror {mirror}; writes are refused until the mirror is stopped (failover)")
+}
+
+impl MirrorGate {
+    /// A gate over `control`, answering mirror RPCs on the keys of `table`.
+    pub fn new(control: Arc<ControlPlane>, table: MirrorApiTable, destination: ClusterAccess) -> Self {
+        Self { control, table, destination, topic_names: DashMap::new() }
+    }
+
+    /// `(api_key, min_version, max_version)` of the mirror RPCs, for ApiVersions.
+    pub fn advertised(&self) -> Vec<(i16, i16, i16)> {
+        self.table.entries().iter().map(|e| (e.api_key, e.versions.min, e.versions.max)).collect()
+    }
+
+    /// Records a topic id seen in a Metadata response.
+    pub fn learn_topic_id(&self, id: &[u8; 16], name: &str) {
+        if *id != [0; 16] {
+            self.topic_names.insert(base64_uuid(id), name.to_string());
+        }
+    }
+
+    async fn topic_name_for_id(&self, id: &KafkaUuid) -> Option<String> {
+        let key = base64_uuid(&id.0);
+        if let Some(n) = self.topic_names.get(&key) {
+            return Some(n.clone());
+        }
+        if let Ok((_, topics)) = self.destination.topics().await {
+            for t in topics.values() {
+                self.topic_names.insert(t.topic_id.clone(), t.name.clone());
+            }
+        }
+        self.topic_names.get(&key).map(|n| n.clone())
+    }
+
+    async fn resolve(&self, topic: &TopicRef) -> Option<String> {
+        match topic {
+            TopicRef::Name(n) => Some(n.0.to_string()),
+            TopicRef::Id(id) => self.topic_name_for_id(id).await,
+        }
+    }
+
+    /// Looks at one client request. `admin_listener` says whether the listener answers
+    /// mirror admin RPCs.
+    ///
+    /// # Errors
+    /// A reason to close the connection (a request that cannot be walked safely).
+    pub async fn intercept(&self, prefix: &RequestPrefix, frame: &Bytes, admin_listener: bool) -> Result<GateDecision, String> {
+        if let Some(api) = self.table.lookup(prefix.api_key) {
+            return self.mirror_admin(api, prefix, frame, admin_listener).await.map(GateDecision::Local);
+        }
+        let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
+        let bad = |e: scan::ScanError| format!("malformed {key:?} v{} request: {e}", prefix.api_version);
+        // Versions the walker does not cover are forwarded as they are; ApiVersions only
+        // advertises what the proxy decodes for the APIs it intercepts.
+        if scan::supported_versions(prefix.api_key).is_some_and(|r| prefix.api_version < r.min || prefix.api_version > r.max) {
+            return Ok(GateDecision::Pass);
+        }
+        match key {
+            ApiKey::Produce => self.produce(prefix, frame).await,
+            ApiKey::DescribeConfigs => {
+                let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let (any, _) = config_rpc::mirror_resources(res.iter().map(|r| r.resource_type));
+                if !any {
+                    return Ok(GateDecision::Pass);
+                }
+                let req: DescribeConfigsRequest = decode_body(key, prefix, frame)?;
+                let resp = config_rpc::describe(&self.control, &req);
+                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
+            }
+            ApiKey::IncrementalAlterConfigs => {
+                let res = scan::incremental_alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let (any, _) = config_rpc::mirror_resources(res.iter().map(|r| r.resource_type));
+                if any {
+                    let req: IncrementalAlterConfigsRequest = decode_body(key, prefix, frame)?;
+                    let resp = config_rpc::incremental_alter(&self.control, &req).await;
+                    return Ok(GateDecision::Local(encode_response(key, prefix, &resp)?));
+                }
+                let names: Vec<(i8, String)> = res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
+                self.refuse_configs(key, prefix, names, |responses| {
+                    encode_any(IncrementalAlterConfigsResponse::default().with_responses(
+                        responses.into_iter().map(|(t, n, c, m)| IncResult::default().with_resource_type(t).with_resource_name(s(n)).with_error_code(c).with_error_message(m)).collect(),
+                    ))
+                })
+            }
+            ApiKey::AlterConfigs => {
+                let res = scan::alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let names: Vec<(i8, String)> = res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
+                self.refuse_configs(key, prefix, names, |responses| {
+                    encode_any(AlterConfigsResponse::default().with_responses(
+                        responses.into_iter().map(|(t, n, c, m)| AlterResult::default().with_resource_type(t).with_resource_name(s(n)).with_error_code(c).with_error_message(m)).collect(),
+                    ))
+                })
+            }
+            ApiKey::CreatePartitions => {
+                let topics: Vec<String> = scan::create_partitions_topics(frame, prefix.api_version).map_err(bad)?.into_iter().map(|t| t.0.to_string()).collect();
+                let Some(results) = self.refusals(&topics, "add partitions to") else { return Ok(GateDecision::Pass) };
+                let resp = CreatePartitionsResponse::default().with_results(
+                    results.into_iter().map(|(n, c, m)| CreatePartitionsTopicResult::default().with_name(TopicName(s(n))).with_error_code(c).with_error_message(Some(s(m)))).collect(),
+                );
+                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
+            }
+            ApiKey::DeleteTopics => {
+                let entries = scan::delete_topics_topics(frame, prefix.api_version).map_err(bad)?;
+                let mut topics = Vec::new();
+                for e in &entries {
+                    let name = match (&e.name, &e.topic_id) {
+                        (Some(n), _) => Some(n.0.to_string()),
+                        (None, Some(id)) => self.topic_name_for_id(id).await,
+                        (None, None) => None,
+                    };
+                    topics.push(name.unwrap_or_default());
+                }
+                let Some(results) = self.refusals(&topics, "delete") else { return Ok(GateDecision::Pass) };
+                let resp = DeleteTopicsResponse::default().with_responses(
+                    results
+                        .into_iter()
+                        .zip(&entries)
+                        .map(|((n, c, m), e)| {
+                            DeletableTopicResult::default()
+                                .with_name(Some(TopicName(s(n))))
+                                .with_topic_id(e.topic_id.map(|u| uuid_of(&u)).unwrap_or_default())
+                                .with_error_code(c)
+                                .with_error_message(Some(s(m)))
+                        })
+                        .collect(),
+                );
+                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
+            }
+            ApiKey::DeleteRecords => {
+                let tps = scan::delete_records_topics(frame, prefix.api_version).map_err(bad)?;
+                let names: Vec<String> = tps.iter().map(|t| t.name.0.to_string()).collect();
+                let Some(results) = self.refusals(&names, "delete records of") else { return Ok(GateDecision::Pass) };
+                for (n, _, m) in &results {
+                    tracing::warn!(topic = %n, "DeleteRecords refused: {m}");
+                }
+                let resp = DeleteRecordsResponse::default().with_topics(
+                    results
+                        .into_iter()
+                        .zip(&tps)
+                        .map(|((n, c, _), t)| {
+                            DeleteRecordsTopicResult::default().with_name(TopicName(s(n))).with_partitions(
+                                t.partitions.iter().map(|p| DeleteRecordsPartitionResult::default().with_partition_index(*p).with_low_watermark(-1).with_error_code(c)).collect(),
+                            )
+                        })
+                        .collect(),
+                );
+                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
+            }
+            ApiKey::AddPartitionsToTxn => {
+                let txns = scan::add_partitions_to_txn_topics(frame, prefix.api_version).map_err(bad)?;
+                let mut hit = None;
+                for t in txns.iter().flat_map(|t| &t.topics) {
+                    if let Some(m) = self.control.read_only_mirror(&t.name.0) {
+                        hit = Some((t.name.0.to_string(), m));
+                        break;
+                    }
+                }
+                let Some((topic, mirror)) = hit else { return Ok(GateDecision::Pass) };
+                tracing::warn!(topic = %topic, mirror = %mirror, "AddPartitionsToTxn refused: mirror topics are read-only");
+                let topic_results = |t: &scan::TxnTopics| -> Vec<AddPartitionsToTxnTopicResult> {
+                    t.topics
+                        .iter()
+                        .map(|tp| {
+                            let code = if self.control.read_only_mirror(&tp.name.0).is_some() { TOPIC_AUTHORIZATION_FAILED } else { OPERATION_NOT_ATTEMPTED };
+                            AddPartitionsToTxnTopicResult::default().with_name(tp.name.clone()).with_results_by_partition(
+                                tp.partitions.iter().map(|p| AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(code)).collect(),
+                            )
+                        })
+                        .collect()
+                };
+                let mut resp = AddPartitionsToTxnResponse::default();
+                if prefix.api_version >= 4 {
+                    resp.results_by_transaction = txns
+                        .iter()
+                        .map(|t| AddPartitionsToTxnResult::default().with_transactional_id(TransactionalId(t.transactional_id.clone())).with_topic_results(topic_results(t)))
+                        .collect();
+                } else if let Some(t) = txns.first() {
+                    resp.results_by_topic_v3_and_below = topic_results(t);
+                }
+                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
+            }
+            _ => Ok(GateDecision::Pass),
+        }
+    }
+
+    /// `None` when no topic is a read-only mirror topic; otherwise one `(name, code, message)`
+    /// per topic in request order.
+    fn refusals(&self, topics: &[String], verb: &str) -> Option<Vec<(String, i16, String)>> {
+        let mirrors: Vec<Option<String>> = topics.iter().map(|t| self.control.read_only_mirror(t)).collect();
+        let first = mirrors.iter().zip(topics).find_map(|(m, t)| m.as_ref().map(|m| (t.clone(), m.clone())))?;
+        Some(
+            topics
+                .iter()
+                .zip(mirrors)
+                .map(|(t, m)| match m {
+                    Some(m) => (t.clone(), POLICY_VIOLATION, format!("cannot {verb} topic {t}: {}", read_only_message(t, &m))),
+                    None => (
+                        t.clone(),
+                        INVALID_REQUEST,
+                        format!("not attempted: the same request names mirror topic {} of mirror {}; send requests for other topics separately", first.0, first.1),
+                    ),
+                })
+                .collect(),
+        )
+    }
+
+    fn refuse_configs(
+        &self,
+        key: ApiKey,
+        prefix: &RequestPrefix,
+        resources: Vec<(i8, String)>,
+        build: impl FnOnce(Vec<(i8, String, i16, Option<StrBytes>)>) -> Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>>,
+    ) -> Result<GateDecision, String> {
+        const TOPIC: i8 = 2;
+        let topics: Vec<String> = resources.iter().map(|(t, n)| if *t == TOPIC { n.clone() } else { String::new() }).collect();
+        let Some(results) = self.refusals(&topics, "change the configs of") else { return Ok(GateDecision::Pass) };
+        let rows = resources.into_iter().zip(results).map(|((t, n), (_, c, m))| (t, n, c, Some(s(m)))).collect();
+        let enc = build(rows);
+        let mut out = BytesMut::new();
+        let hv = key.response_header_version(prefix.api_version);
+        header::put_response_header(&mut out, prefix.correlation_id, hv);
+        enc(&mut out, prefix.api_version).map_err(|e| format!("cannot encode {key:?} response: {e}"))?;
+        Ok(GateDecision::Local(out.freeze()))
+    }
+
+    async fn produce(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<GateDecision, String> {
+        let scan = scan::produce_topics(frame, prefix.api_version)
+            .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
+        let mut rejected = Vec::new();
+        for t in &scan.topics {
+            let Some(name) = self.resolve(&t.topic).await else { continue };
+            if let Some(mirror) = self.control.read_only_mirror(&name) {
+                for p in &t.partitions {
+                    rejected.push(Rejected { topic: t.topic.clone(), partition: p.index, message: read_only_message(&name, &mirror) });
+                }
+            }
+        }
+        if rejected.is_empty() {
+            return Ok(GateDecision::Pass);
+        }
+        let expect_response = scan.acks != 0;
+        if !expect_response {
+            for r in &rejected {
+                tracing::warn!(partition = r.partition, "acks=0 Produce to a mirror partition dropped: {}", r.message);
+            }
+        }
+        if rejected.len() == scan.partition_count() {
+            if !expect_response {
+                return Ok(GateDecision::Drop);
+            }
+            let resp = produce_rejections(ProduceResponse::default(), &rejected);
+            return Ok(GateDecision::Local(encode_response(ApiKey::Produce, prefix, &resp)?));
+        }
+        let filtered = scan::produce_without(frame, prefix.api_version, &scan, |t, p| {
+            rejected.iter().any(|r| &r.topic == t && r.partition == p)
+        })
+        .map_err(|e| format!("cannot filter Produce request: {e}"))?;
+        Ok(GateDecision::ForwardProduce { frame: filtered, expect_response, rejected: Arc::new(rejected) })
+    }
+
+    async fn mirror_admin(&self, api: mwire::MirrorApi, prefix: &RequestPrefix, frame: &Bytes, admin_listener: bool) -> Result<Bytes, String> {
+        let start = header::request_header_len(frame, 2).map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
+        let mut body = frame.slice(start..);
+        let response = if !admin_listener {
+            tracing::warn!(api = api.name(), "mirror admin request refused on a listener without `admin: true`");
+            admin::unauthorized(api)
+        } else {
+            match mwire::decode_request(api, prefix.api_version, &mut body) {
+                Ok(req) => {
+                    let resp = admin::handle(&self.control, req).await;
+                    if resp.error_code() != 0 {
+                        tracing::info!(api = api.name(), error_code = resp.error_code(), "mirror admin request failed");
+                    }
+                    resp
+                }
+                Err(mwire::WireError::UnsupportedVersion { .. }) => admin::error_response(api, UNSUPPORTED_VERSION, "unsupported version"),
+                Err(e) => return Err(format!("malformed {} request: {e}", api.name())),
+            }
+        };
+        let mut out = BytesMut::new();
+        header::put_response_header(&mut out, prefix.correlation_id, 1);
+        mwire::encode_response(&response, 0, &mut out).map_err(|e| format!("cannot encode {} response: {e}", api.name()))?;
+        Ok(out.freeze())
+    }
+}
+
+const UNSUPPORTED_VERSION: i16 = 35;
+/// Kafka error OPERATION_NOT_ATTEMPTED (55).
+const OPERATION_NOT_ATTEMPTED: i16 = 55;
+
+fn uuid_of(u: &KafkaUuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(u.0)
+}
+
+/// Adds READ_ONLY_TOPIC entries for `rejected` to a Produce response.
+pub fn produce_rejections(mut resp: ProduceResponse, rejected: &[Rejected]) -> ProduceResponse {
+    for r in rejected {
+        let part = PartitionProduceResponse::default()
+            .with_index(r.partition)
+            .with_error_code(MirrorErrorCode::ReadOnlyTopic.code())
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1)
+            .with_error_message(Some(s(r.message.clone())));
+        let matches = |t: &TopicProduceResponse| match &r.topic {
+            TopicRef::Name(n) => t.name == *n,
+            TopicRef::Id(id) => t.topic_id == uuid_of(id),
+        };
+        if let Some(t) = resp.responses.iter_mut().find(|t| matches(t)) {
+            t.partition_responses.push(part);
+        } else {
+            let mut t = TopicProduceResponse::default().with_partition_responses(vec![part]);
+            match &r.topic {
+                TopicRef::Name(n) => t.name = n.clone(),
+                TopicRef::Id(id) => t.topic_id = uuid_of(id),
+            }
+            resp.responses.push(t);
+        }
+    }
+    resp
+}
+
+fn decode_body<T: Decodable>(key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<T, String> {
+    let hv = key.request_header_version(prefix.api_version);
+    let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+    T::decode(&mut frame.slice(start..), prefix.api_version).map_err(|e| format!("malformed {key:?} request: {e}"))
+}
+
+fn encode_response<T: Encodable>(key: ApiKey, prefix: &RequestPrefix, resp: &T) -> Result<Bytes, String> {
+    let mut out = BytesMut::new();
+    header::put_response_header(&mut out, prefix.correlation_id, key.response_header_version(prefix.api_version));
+    resp.encode(&mut out, prefix.api_version).map_err(|e| format!("cannot encode {key:?} response: {e}"))?;
+    Ok(out.freeze())
+}
+
+fn encode_any<T: Encodable + 'static>(resp: T) -> Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>> {
+    Box::new(move |out, v| resp.encode(out, v))
+}
+
+/// Whether a DescribeConfigs / IncrementalAlterConfigs resource is a cluster mirror.
+pub fn is_mirror_resource(resource_type: i8) -> bool {
+    resource_type == CLUSTER_MIRROR_RESOURCE_TYPE
+}
