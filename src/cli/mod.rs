@@ -1,4 +1,6 @@
-//! Command line: `run` starts the proxy.
+//! Command line: `run` starts the proxy; `mirrors` manages KIP-1279 cluster mirrors.
+
+mod mirrors;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +33,8 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         startup_timeout_secs: u64,
     },
+    /// Manage KIP-1279 cluster mirrors through a mirrorgate listener (like kafka-cluster-mirrors.sh).
+    Mirrors(mirrors::MirrorsArgs),
 }
 
 /// Parses arguments and runs the chosen command.
@@ -38,6 +42,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { config, check, startup_timeout_secs } => run(config, check, startup_timeout_secs),
+        Command::Mirrors(args) => mirrors::main(args),
     }
 }
 
