@@ -5,3 +5,4 @@
 pub mod frame;
 pub mod header;
 pub mod mirror;
+pub mod scan;

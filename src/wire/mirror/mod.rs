@@ -14,7 +14,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::protocol::VersionRange;
 
-mod codec;
+pub(crate) mod codec;
 mod error;
 mod error_code;
 mod state;

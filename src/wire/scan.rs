@@ -1,0 +1,1632 @@
+//! Validating walks over the client requests that can write to a topic: Produce, DeleteRecords,
+//! CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs and AddPartitionsToTxn
+//! (plus DescribeConfigs, for the read-only view). Each walk reads a whole request frame (request
+//! header and body, without the 4-byte length prefix) field by field, checks every length and
+//! count against the bytes that remain, requires the walk to end exactly at the end of the frame,
+//! and returns only what the read-only rule needs: topic names or ids, partitions, and for
+//! Produce the byte range of every partition entry so that [`produce_without`] can cut entries
+//! out by copying slices. It never decodes or copies a record payload, never allocates from a
+//! count it has not checked, never panics, and never touches a socket or a clock.
+//!
+//! **Check, then decode.** kafka-protocol 0.18 reserves `Vec` capacity straight from array
+//! counts read off the wire, so decoding an unchecked client request with it lets a hostile count
+//! abort the process. Once a frame has passed the walk for its api key and version here, every
+//! count, length and string in it is proven to describe bytes that are really there, and it is
+//! safe to decode the same frame with kafka-protocol's `RequestHeader` and request `Decodable`
+//! at that version (the tests check this on mutated frames). That does **not** extend to the
+//! record batches inside Produce's `records` bytes: those are opaque here and must never be
+//! decoded with kafka-protocol's record decoder.
+//!
+//! Memory: no walk pre-reserves more than [`PREALLOC_MAX`] elements per array; beyond that the
+//! result grows only as elements are actually read, so its size is bounded by the frame's.
+
+use std::ops::Range;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::frame::FrameError;
+use super::header::{self, HeaderError, RequestPrefix};
+use super::mirror::codec;
+use super::mirror::{KafkaUuid, WireError, MAX_STRING_BYTES};
+
+/// Most elements a walk reserves room for from one wire count before it has read them.
+pub const PREALLOC_MAX: usize = 256;
+
+/// `ConfigResource.Type.TOPIC` in DescribeConfigs / AlterConfigs / IncrementalAlterConfigs.
+pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
+
+/// One request type a walk understands: api key, versions, first flexible version.
+#[derive(Debug, Clone, Copy)]
+struct Api {
+    key: i16,
+    name: &'static str,
+    min: i16,
+    max: i16,
+    first_flexible: i16,
+}
+
+// Version ranges are those of Apache Kafka 4.x's message specs, which are also the ranges
+// kafka-protocol 0.18 decodes, so a request that passes a walk can always be decoded with it.
+const PRODUCE: Api = Api { key: 0, name: "ProduceRequest", min: 3, max: 13, first_flexible: 9 };
+const DELETE_TOPICS: Api = Api { key: 20, name: "DeleteTopicsRequest", min: 1, max: 6, first_flexible: 4 };
+const DELETE_RECORDS: Api = Api { key: 21, name: "DeleteRecordsRequest", min: 0, max: 2, first_flexible: 2 };
+const ADD_PARTITIONS_TO_TXN: Api =
+    Api { key: 24, name: "AddPartitionsToTxnRequest", min: 0, max: 5, first_flexible: 3 };
+const DESCRIBE_CONFIGS: Api = Api { key: 32, name: "DescribeConfigsRequest", min: 1, max: 4, first_flexible: 4 };
+const ALTER_CONFIGS: Api = Api { key: 33, name: "AlterConfigsRequest", min: 0, max: 2, first_flexible: 2 };
+const CREATE_PARTITIONS: Api = Api { key: 37, name: "CreatePartitionsRequest", min: 0, max: 3, first_flexible: 2 };
+const INCREMENTAL_ALTER_CONFIGS: Api =
+    Api { key: 44, name: "IncrementalAlterConfigsRequest", min: 0, max: 1, first_flexible: 1 };
+
+const APIS: [Api; 8] = [
+    PRODUCE,
+    DELETE_TOPICS,
+    DELETE_RECORDS,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    INCREMENTAL_ALTER_CONFIGS,
+];
+
+/// The request versions this module can walk for `api_key`, or `None` if it has no walk for
+/// that api key. A request of a scanned api key outside this range fails with
+/// [`ScanError::UnsupportedVersion`]; the proxy must not forward such a request unchecked.
+pub fn supported_versions(api_key: i16) -> Option<VersionRange> {
+    APIS.iter().find(|a| a.key == api_key).map(|a| VersionRange { min: a.min, max: a.max })
+}
+
+/// Why a request frame did not pass its walk. Every variant means the frame is not a valid
+/// request of the expected api key and version; none of them is retryable.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    /// The api version is outside [`supported_versions`] for the request type.
+    #[error("{api} version {version} is not supported")]
+    UnsupportedVersion {
+        /// Request name, e.g. `ProduceRequest`.
+        api: &'static str,
+        /// The version asked for.
+        version: i16,
+    },
+    /// The frame's `request_api_key` / `request_api_version` are not those the walk was asked for.
+    #[error("frame carries api key {found_key} v{found_version}, expected {expected_key} v{expected_version}")]
+    HeaderMismatch {
+        /// Api key the caller expected.
+        expected_key: i16,
+        /// Api version the caller expected.
+        expected_version: i16,
+        /// `request_api_key` in the frame.
+        found_key: i16,
+        /// `request_api_version` in the frame.
+        found_version: i16,
+    },
+    /// The frame is shorter than the 8-byte request prefix.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The request header (client id, tagged fields) is malformed or truncated.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// A body field is truncated or malformed (also: trailing bytes after the body, a count
+    /// larger than the remaining bytes could hold, invalid UTF-8, a null where none is allowed).
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// A non-flexible string, bytes or array length below -1.
+    #[error("{what}: negative length {len}")]
+    NegativeLength {
+        /// Field being read.
+        what: &'static str,
+        /// The length read.
+        len: i32,
+    },
+    /// [`produce_without`] was given a [`ProduceScan`] made from another frame or version.
+    #[error("the Produce scan does not belong to this frame")]
+    ScanMismatch,
+}
+
+/// A cursor over one request frame; `rest` is always a suffix of `frame`.
+struct Walk<'a> {
+    frame: &'a [u8],
+    rest: &'a [u8],
+    api: Api,
+    flexible: bool,
+}
+
+impl<'a> Walk<'a> {
+    /// Checks the version and the request prefix and skips the request header.
+    fn start(frame: &'a [u8], api: Api, version: i16) -> Result<Self, ScanError> {
+        if version < api.min || version > api.max {
+            return Err(ScanError::UnsupportedVersion { api: api.name, version });
+        }
+        let prefix = RequestPrefix::parse(frame)?;
+        if prefix.api_key != api.key || prefix.api_version != version {
+            return Err(ScanError::HeaderMismatch {
+                expected_key: api.key,
+                expected_version: version,
+                found_key: prefix.api_key,
+                found_version: prefix.api_version,
+            });
+        }
+        let header_version = header::request_header_version(api.key, version)
+            .ok_or(ScanError::UnsupportedVersion { api: api.name, version })?;
+        let body = header::request_header_len(frame, header_version)?;
+        // `request_header_len` bounds `client_id` but does not check its UTF-8; kafka-protocol's
+        // `RequestHeader` decoder refuses invalid UTF-8, so the walk does too.
+        if header_version >= 1 && header::request_client_id(frame, header_version).is_none() {
+            let null = frame.get(8..10) == Some(&[0xff, 0xff][..]);
+            if !null {
+                return Err(WireError::InvalidUtf8 { what: "client_id" }.into());
+            }
+        }
+        let rest = frame.get(body..).ok_or(HeaderError::Truncated)?;
+        Ok(Self { frame, rest, api, flexible: version >= api.first_flexible })
+    }
+
+    /// Offset of the next unread byte within the frame.
+    fn pos(&self) -> usize {
+        self.frame.len() - self.rest.len()
+    }
+
+    /// Smallest encoding of a string length, an array count and a tagged-field section.
+    fn min_str(&self) -> usize {
+        if self.flexible {
+            1
+        } else {
+            2
+        }
+    }
+    fn min_array(&self) -> usize {
+        if self.flexible {
+            1
+        } else {
+            4
+        }
+    }
+    fn min_tags(&self) -> usize {
+        usize::from(self.flexible)
+    }
+
+    fn skip(&mut self, n: usize, what: &'static str) -> Result<Range<usize>, ScanError> {
+        let start = self.pos();
+        match self.rest.get(n..) {
+            Some(rest) => {
+                self.rest = rest;
+                Ok(start..start + n)
+            }
+            None => Err(WireError::Truncated { what, needed: n, remaining: self.rest.len() }.into()),
+        }
+    }
+
+    fn i8(&mut self, what: &'static str) -> Result<i8, ScanError> {
+        let r = self.skip(1, what)?;
+        Ok(self.frame.get(r.start).map_or(0, |b| *b as i8))
+    }
+    fn i16(&mut self, what: &'static str) -> Result<i16, ScanError> {
+        Ok(codec::get_i16(&mut self.rest, what)?)
+    }
+    fn i32(&mut self, what: &'static str) -> Result<i32, ScanError> {
+        Ok(codec::get_i32(&mut self.rest, what)?)
+    }
+    fn i64(&mut self, what: &'static str) -> Result<i64, ScanError> {
+        Ok(codec::get_i64(&mut self.rest, what)?)
+    }
+    fn bool(&mut self, what: &'static str) -> Result<bool, ScanError> {
+        Ok(codec::get_bool(&mut self.rest, what)?)
+    }
+    fn uuid(&mut self, what: &'static str) -> Result<KafkaUuid, ScanError> {
+        Ok(codec::get_uuid(&mut self.rest, what)?)
+    }
+
+    /// A string (compact from the first flexible version, `INT16`-prefixed before), checked
+    /// for length and UTF-8 without copying; `None` for null.
+    fn str_slice(&mut self, what: &'static str) -> Result<Option<&'a str>, ScanError> {
+        let len = if self.flexible {
+            match codec::get_uvarint(&mut self.rest, what)? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match codec::get_i16(&mut self.rest, what)? {
+                -1 => return Ok(None),
+                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
+                n => n as usize,
+            }
+        };
+        if len > MAX_STRING_BYTES {
+            return Err(WireError::StringTooLong { what, len }.into());
+        }
+        let r = self.skip(len, what)?;
+        let raw = self.frame.get(r).unwrap_or_default();
+        std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
+    }
+
+    /// A non-nullable string, validated and skipped.
+    fn skip_str(&mut self, what: &'static str) -> Result<(), ScanError> {
+        self.str_slice(what)?.ok_or(WireError::UnexpectedNull { what })?;
+        Ok(())
+    }
+
+    /// A nullable string, validated and skipped.
+    fn skip_nullable_str(&mut self, what: &'static str) -> Result<(), ScanError> {
+        self.str_slice(what).map(|_| ())
+    }
+
+    /// A nullable string, copied out.
+    fn nullable_string(&mut self, what: &'static str) -> Result<Option<StrBytes>, ScanError> {
+        if self.flexible {
+            // The colleague's compact reader: same checks as `str_slice`, returns an owned copy.
+            return Ok(codec::get_compact_nullable_string(&mut self.rest, what)?);
+        }
+        Ok(self.str_slice(what)?.map(|s| StrBytes::from_string(s.to_owned())))
+    }
+
+    /// A non-nullable string, copied out.
+    fn string(&mut self, what: &'static str) -> Result<StrBytes, ScanError> {
+        Ok(self.nullable_string(what)?.ok_or(WireError::UnexpectedNull { what })?)
+    }
+
+    fn topic_name(&mut self, what: &'static str) -> Result<TopicName, ScanError> {
+        self.string(what).map(TopicName)
+    }
+
+    /// A nullable array's element count (compact from the first flexible version, `INT32`
+    /// before), refused unless `count × min_elem` bytes remain.
+    fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
+        if self.flexible {
+            return Ok(codec::get_compact_nullable_array_len(&mut self.rest, min_elem, what)?);
+        }
+        let count = match codec::get_i32(&mut self.rest, what)? {
+            -1 => return Ok(None),
+            n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
+            n => n as usize,
+        };
+        let remaining = self.rest.len();
+        if count.saturating_mul(min_elem.max(1)) > remaining {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining }.into());
+        }
+        Ok(Some(count))
+    }
+
+    /// A non-nullable array's element count; see [`Walk::nullable_array_len`].
+    fn array_len(&mut self, min_elem: usize, what: &'static str) -> Result<usize, ScanError> {
+        Ok(self.nullable_array_len(min_elem, what)?.ok_or(WireError::UnexpectedNull { what })?)
+    }
+
+    /// Nullable `bytes`: skipped, returning the byte range of the payload (`None` for null).
+    fn nullable_bytes(&mut self, what: &'static str) -> Result<Option<Range<usize>>, ScanError> {
+        let len = if self.flexible {
+            match codec::get_uvarint(&mut self.rest, what)? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match codec::get_i32(&mut self.rest, what)? {
+                -1 => return Ok(None),
+                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
+                n => n as usize,
+            }
+        };
+        self.skip(len, what).map(Some)
+    }
+
+    /// A tagged-field section (flexible versions only), skipped without copying: none of the
+    /// requests walked here has a known tagged field, so every field is opaque.
+    fn tagged_fields(&mut self, what: &'static str) -> Result<(), ScanError> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = codec::get_uvarint(&mut self.rest, what)? as usize;
+        let remaining = self.rest.len();
+        // Each field takes at least two bytes: its tag and its size.
+        if count.saturating_mul(2) > remaining {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining }.into());
+        }
+        for _ in 0..count {
+            let tag = codec::get_uvarint(&mut self.rest, what)?;
+            if i32::try_from(tag).is_err() {
+                return Err(WireError::InvalidTag { what, tag }.into());
+            }
+            let size = codec::get_uvarint(&mut self.rest, what)? as usize;
+            self.skip(size, what)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the request's own tagged fields and requires the frame to end there.
+    fn finish(mut self) -> Result<(), ScanError> {
+        self.tagged_fields(self.api.name)?;
+        if !self.rest.is_empty() {
+            return Err(WireError::TrailingBytes { what: self.api.name, remaining: self.rest.len() }.into());
+        }
+        Ok(())
+    }
+}
+
+/// A `Vec` for `count` elements read off the wire, reserving at most [`PREALLOC_MAX`] up front.
+fn vec_for<T>(count: usize) -> Vec<T> {
+    Vec::with_capacity(count.min(PREALLOC_MAX))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Produce
+// ---------------------------------------------------------------------------------------------
+
+/// How a Produce request names a topic: by `name` up to v12, by `topic_id` from v13 (KIP-516).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TopicRef {
+    /// `name` (Produce v3–v12).
+    Name(TopicName),
+    /// `topic_id` (Produce v13+); the proxy maps it to a name from Metadata.
+    Id(KafkaUuid),
+}
+
+/// The result of walking a Produce request: what the read-only rule needs, plus the byte
+/// layout [`produce_without`] uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceScan {
+    /// The request's api version.
+    pub api_version: i16,
+    /// `acks`: 0 (no response is sent), 1 (leader) or -1 (all in-sync replicas).
+    pub acks: i16,
+    /// `topic_data`, in request order (a topic may appear more than once).
+    pub topics: Vec<ProduceTopicScan>,
+    /// Byte range of the `topic_data` count within the frame.
+    topics_count: Range<usize>,
+    /// Length of the scanned frame, in bytes.
+    frame_len: usize,
+}
+
+impl ProduceScan {
+    /// Number of partition entries in the request, over all topics.
+    pub fn partition_count(&self) -> usize {
+        self.topics.iter().map(|t| t.partitions.len()).sum()
+    }
+}
+
+/// One `topic_data` entry of a Produce request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceTopicScan {
+    /// The topic's `name` (v3–v12) or `topic_id` (v13).
+    pub topic: TopicRef,
+    /// Byte range of the whole entry (name or id, partitions, tagged fields) within the frame.
+    pub range: Range<usize>,
+    /// `partition_data`, in request order.
+    pub partitions: Vec<ProducePartitionScan>,
+    /// Byte range of the `partition_data` count within the frame.
+    partitions_count: Range<usize>,
+}
+
+/// One `partition_data` entry of a Produce request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducePartitionScan {
+    /// `index`: the partition.
+    pub index: i32,
+    /// Byte range of the whole entry (index, records with their length, tagged fields) within
+    /// the frame.
+    pub range: Range<usize>,
+    /// Byte range of the `records` payload (the record batches, not parsed) within the frame;
+    /// `None` for null records.
+    pub records: Option<Range<usize>>,
+}
+
+/// Walks a Produce request frame (request header and body, no length prefix) of
+/// `api_version` 3–13 and returns its acks, topics, partitions and their byte ranges. Record
+/// payloads are skipped, never parsed or copied.
+///
+/// # Errors
+/// [`ScanError::UnsupportedVersion`] outside v3–v13, [`ScanError::HeaderMismatch`] if the frame
+/// is not a Produce request of `api_version`; any other [`ScanError`] for a truncated or
+/// malformed frame, including bytes after the end of the request.
+pub fn produce_topics(frame: &[u8], api_version: i16) -> Result<ProduceScan, ScanError> {
+    let mut w = Walk::start(frame, PRODUCE, api_version)?;
+    w.skip_nullable_str("transactional_id")?;
+    let acks = w.i16("acks")?;
+    w.i32("timeout_ms")?;
+    let by_id = api_version >= 13;
+    let topic_min = if by_id { 16 } else { w.min_str() } + w.min_array() + w.min_tags();
+    let partition_min = 4 + w.min_array() + w.min_tags(); // index, records length, tags
+    let count_start = w.pos();
+    let n = w.array_len(topic_min, "topic_data")?;
+    let topics_count = count_start..w.pos();
+    let mut topics = vec_for(n);
+    for _ in 0..n {
+        let start = w.pos();
+        let topic = if by_id {
+            TopicRef::Id(w.uuid("topic_data.topic_id")?)
+        } else {
+            TopicRef::Name(w.topic_name("topic_data.name")?)
+        };
+        let count_start = w.pos();
+        let pn = w.array_len(partition_min, "topic_data.partition_data")?;
+        let partitions_count = count_start..w.pos();
+        let mut partitions = vec_for(pn);
+        for _ in 0..pn {
+            let start = w.pos();
+            let index = w.i32("partition_data.index")?;
+            let records = w.nullable_bytes("partition_data.records")?;
+            w.tagged_fields("partition_data")?;
+            partitions.push(ProducePartitionScan { index, range: start..w.pos(), records });
+        }
+        w.tagged_fields("topic_data")?;
+        topics.push(ProduceTopicScan { topic, range: start..w.pos(), partitions, partitions_count });
+    }
+    w.finish()?;
+    Ok(ProduceScan { api_version, acks, topics, topics_count, frame_len: frame.len() })
+}
+
+/// Rebuilds the Produce request `frame` without the partition entries for which
+/// `drop(topic, partition)` is true, and without the topics that this leaves with no partition
+/// (a topic that had none to begin with is kept). The header, `transactional_id`, `acks`,
+/// `timeout_ms`, every kept entry and every tagged-field section are copied byte for byte; only
+/// the two array counts are re-encoded. If nothing is dropped, returns `frame` itself (no copy).
+/// The result may have no topics left; the caller decides whether to send it.
+///
+/// # Errors
+/// [`ScanError::ScanMismatch`] if `scan` was not made from a frame of this length and version.
+pub fn produce_without(
+    frame: &Bytes,
+    api_version: i16,
+    scan: &ProduceScan,
+    mut drop: impl FnMut(&TopicRef, i32) -> bool,
+) -> Result<Bytes, ScanError> {
+    if frame.len() != scan.frame_len || api_version != scan.api_version {
+        return Err(ScanError::ScanMismatch);
+    }
+    let keep: Vec<Vec<bool>> =
+        scan.topics.iter().map(|t| t.partitions.iter().map(|p| !drop(&t.topic, p.index)).collect()).collect();
+    if keep.iter().flatten().all(|k| *k) {
+        return Ok(frame.clone());
+    }
+    let flexible = api_version >= PRODUCE.first_flexible;
+    let topic_kept = |t: &ProduceTopicScan, k: &[bool]| t.partitions.is_empty() || k.iter().any(|k| *k);
+
+    let mut out = BytesMut::with_capacity(frame.len());
+    out.put_slice(slice(frame, 0..scan.topics_count.start)?);
+    let kept_topics = scan.topics.iter().zip(&keep).filter(|(t, k)| topic_kept(t, k)).count();
+    put_array_len(&mut out, kept_topics, flexible)?;
+    for (t, k) in scan.topics.iter().zip(&keep) {
+        if !topic_kept(t, k) {
+            continue;
+        }
+        out.put_slice(slice(frame, t.range.start..t.partitions_count.start)?);
+        put_array_len(&mut out, k.iter().filter(|k| **k).count(), flexible)?;
+        for (p, _) in t.partitions.iter().zip(k).filter(|(_, k)| **k) {
+            out.put_slice(slice(frame, p.range.clone())?);
+        }
+        let tail = t.partitions.last().map_or(t.partitions_count.end, |p| p.range.end);
+        out.put_slice(slice(frame, tail..t.range.end)?);
+    }
+    let tail = scan.topics.last().map_or(scan.topics_count.end, |t| t.range.end);
+    out.put_slice(slice(frame, tail..frame.len())?);
+    Ok(out.freeze())
+}
+
+fn slice(frame: &[u8], r: Range<usize>) -> Result<&[u8], ScanError> {
+    frame.get(r).ok_or(ScanError::ScanMismatch)
+}
+
+/// Writes an array count: compact (`count + 1` as uvarint) when flexible, `INT32` otherwise.
+fn put_array_len(out: &mut BytesMut, count: usize, flexible: bool) -> Result<(), ScanError> {
+    if flexible {
+        codec::put_compact_array_len(out, Some(count), "array")?;
+    } else {
+        let count = i32::try_from(count).map_err(|_| WireError::CountTooLarge { what: "array", count })?;
+        out.put_i32(count);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topic-level admin requests
+// ---------------------------------------------------------------------------------------------
+
+/// A topic named in a request, with the partitions the request names for it (in request order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicPartitions {
+    /// The topic's name.
+    pub name: TopicName,
+    /// Partition indexes.
+    pub partitions: Vec<i32>,
+}
+
+/// Walks a DeleteRecords request frame (api key 21, v0–v2) and returns its topics and the
+/// partitions whose log start offset it would move.
+///
+/// # Errors
+/// As [`produce_topics`], for DeleteRecords.
+pub fn delete_records_topics(frame: &[u8], api_version: i16) -> Result<Vec<TopicPartitions>, ScanError> {
+    let mut w = Walk::start(frame, DELETE_RECORDS, api_version)?;
+    let topic_min = w.min_str() + w.min_array() + w.min_tags();
+    let partition_min = 4 + 8 + w.min_tags();
+    let n = w.array_len(topic_min, "topics")?;
+    let mut topics = vec_for(n);
+    for _ in 0..n {
+        let name = w.topic_name("topics.name")?;
+        let pn = w.array_len(partition_min, "topics.partitions")?;
+        let mut partitions = vec_for(pn);
+        for _ in 0..pn {
+            partitions.push(w.i32("partitions.partition_index")?);
+            w.i64("partitions.offset")?;
+            w.tagged_fields("partitions")?;
+        }
+        w.tagged_fields("topics")?;
+        topics.push(TopicPartitions { name, partitions });
+    }
+    w.i32("timeout_ms")?;
+    w.finish()?;
+    Ok(topics)
+}
+
+/// Walks a CreatePartitions request frame (api key 37, v0–v3) and returns the names of the
+/// topics it would add partitions to.
+///
+/// # Errors
+/// As [`produce_topics`], for CreatePartitions.
+pub fn create_partitions_topics(frame: &[u8], api_version: i16) -> Result<Vec<TopicName>, ScanError> {
+    let mut w = Walk::start(frame, CREATE_PARTITIONS, api_version)?;
+    let topic_min = w.min_str() + 4 + w.min_array() + w.min_tags();
+    let assignment_min = w.min_array() + w.min_tags();
+    let n = w.array_len(topic_min, "topics")?;
+    let mut topics = vec_for(n);
+    for _ in 0..n {
+        topics.push(w.topic_name("topics.name")?);
+        w.i32("topics.count")?;
+        let an = w.nullable_array_len(assignment_min, "topics.assignments")?.unwrap_or(0);
+        for _ in 0..an {
+            let bn = w.array_len(4, "assignments.broker_ids")?;
+            for _ in 0..bn {
+                w.i32("assignments.broker_ids")?;
+            }
+            w.tagged_fields("assignments")?;
+        }
+        w.tagged_fields("topics")?;
+    }
+    w.i32("timeout_ms")?;
+    w.bool("validate_only")?;
+    w.finish()?;
+    Ok(topics)
+}
+
+/// A topic a DeleteTopics request would delete: by name (v1–v5), or by name and/or id (v6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteTopicsEntry {
+    /// `name` (`topic_names` before v6); may be null in v6.
+    pub name: Option<TopicName>,
+    /// `topic_id` (v6); `None` before v6 and for the all-zero "no id".
+    pub topic_id: Option<KafkaUuid>,
+}
+
+/// Walks a DeleteTopics request frame (api key 20, v1–v6) and returns the topics it would delete.
+///
+/// # Errors
+/// As [`produce_topics`], for DeleteTopics.
+pub fn delete_topics_topics(frame: &[u8], api_version: i16) -> Result<Vec<DeleteTopicsEntry>, ScanError> {
+    let mut w = Walk::start(frame, DELETE_TOPICS, api_version)?;
+    let mut topics;
+    if api_version >= 6 {
+        let n = w.array_len(1 + 16 + 1, "topics")?;
+        topics = vec_for(n);
+        for _ in 0..n {
+            let name = w.nullable_string("topics.name")?.map(TopicName);
+            let id = w.uuid("topics.topic_id")?;
+            w.tagged_fields("topics")?;
+            topics.push(DeleteTopicsEntry { name, topic_id: (id != KafkaUuid::ZERO).then_some(id) });
+        }
+    } else {
+        let n = w.array_len(w.min_str(), "topic_names")?;
+        topics = vec_for(n);
+        for _ in 0..n {
+            topics.push(DeleteTopicsEntry { name: Some(w.topic_name("topic_names")?), topic_id: None });
+        }
+    }
+    w.i32("timeout_ms")?;
+    w.finish()?;
+    Ok(topics)
+}
+
+/// A config resource named by DescribeConfigs, AlterConfigs or IncrementalAlterConfigs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigResourceRef {
+    /// `resource_type` (`ConfigResource.Type`: 2 topic, 4 broker, 8 broker logger, 16 client
+    /// metrics, 32 group).
+    pub resource_type: i8,
+    /// `resource_name`: the topic name for topics, the broker id for brokers, …
+    pub resource_name: StrBytes,
+}
+
+impl ConfigResourceRef {
+    /// The topic name if this resource is a topic ([`CONFIG_RESOURCE_TOPIC`]).
+    pub fn topic(&self) -> Option<TopicName> {
+        (self.resource_type == CONFIG_RESOURCE_TOPIC).then(|| TopicName(self.resource_name.clone()))
+    }
+}
+
+/// Walks an AlterConfigs request frame (api key 33, v0–v2) and returns its resources.
+///
+/// # Errors
+/// As [`produce_topics`], for AlterConfigs.
+pub fn alter_configs_resources(frame: &[u8], api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    alter_configs_walk(frame, ALTER_CONFIGS, api_version)
+}
+
+/// Walks an IncrementalAlterConfigs request frame (api key 44, v0–v1) and returns its resources.
+///
+/// # Errors
+/// As [`produce_topics`], for IncrementalAlterConfigs.
+pub fn incremental_alter_configs_resources(
+    frame: &[u8],
+    api_version: i16,
+) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    alter_configs_walk(frame, INCREMENTAL_ALTER_CONFIGS, api_version)
+}
+
+/// AlterConfigs and IncrementalAlterConfigs share one layout, except that each incremental
+/// config carries a `config_operation` (`INT8`) between its name and its value.
+fn alter_configs_walk(frame: &[u8], api: Api, api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    let incremental = api.key == INCREMENTAL_ALTER_CONFIGS.key;
+    let mut w = Walk::start(frame, api, api_version)?;
+    let resource_min = 1 + w.min_str() + w.min_array() + w.min_tags();
+    let config_min = 2 * w.min_str() + usize::from(incremental) + w.min_tags();
+    let n = w.array_len(resource_min, "resources")?;
+    let mut resources = vec_for(n);
+    for _ in 0..n {
+        let resource_type = w.i8("resources.resource_type")?;
+        let resource_name = w.string("resources.resource_name")?;
+        let cn = w.array_len(config_min, "resources.configs")?;
+        for _ in 0..cn {
+            w.skip_str("configs.name")?;
+            if incremental {
+                w.i8("configs.config_operation")?;
+            }
+            w.skip_nullable_str("configs.value")?;
+            w.tagged_fields("configs")?;
+        }
+        w.tagged_fields("resources")?;
+        resources.push(ConfigResourceRef { resource_type, resource_name });
+    }
+    w.bool("validate_only")?;
+    w.finish()?;
+    Ok(resources)
+}
+
+/// Walks a DescribeConfigs request frame (api key 32, v1–v4) and returns its resources.
+///
+/// # Errors
+/// As [`produce_topics`], for DescribeConfigs.
+pub fn describe_configs_resources(frame: &[u8], api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    let mut w = Walk::start(frame, DESCRIBE_CONFIGS, api_version)?;
+    let resource_min = 1 + w.min_str() + w.min_array() + w.min_tags();
+    let n = w.array_len(resource_min, "resources")?;
+    let mut resources = vec_for(n);
+    for _ in 0..n {
+        let resource_type = w.i8("resources.resource_type")?;
+        let resource_name = w.string("resources.resource_name")?;
+        let kn = w.nullable_array_len(w.min_str(), "resources.configuration_keys")?.unwrap_or(0);
+        for _ in 0..kn {
+            w.skip_str("resources.configuration_keys")?;
+        }
+        w.tagged_fields("resources")?;
+        resources.push(ConfigResourceRef { resource_type, resource_name });
+    }
+    w.bool("include_synonyms")?;
+    if api_version >= 3 {
+        w.bool("include_documentation")?;
+    }
+    w.finish()?;
+    Ok(resources)
+}
+
+/// One transaction of an AddPartitionsToTxn request and the partitions it would add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnTopics {
+    /// `transactional_id` (`v3_and_below_transactional_id` before v4).
+    pub transactional_id: StrBytes,
+    /// `producer_id`.
+    pub producer_id: i64,
+    /// `producer_epoch`.
+    pub producer_epoch: i16,
+    /// `verify_only` (v4+, sent by brokers): check membership instead of adding; `false` before v4.
+    pub verify_only: bool,
+    /// The topics and partitions to add.
+    pub topics: Vec<TopicPartitions>,
+}
+
+/// Walks an AddPartitionsToTxn request frame (api key 24, v0–v5) and returns its transactions:
+/// exactly one for v0–v3 (clients), the batched `transactions` array for v4+ (brokers).
+///
+/// # Errors
+/// As [`produce_topics`], for AddPartitionsToTxn.
+pub fn add_partitions_to_txn_topics(frame: &[u8], api_version: i16) -> Result<Vec<TxnTopics>, ScanError> {
+    let mut w = Walk::start(frame, ADD_PARTITIONS_TO_TXN, api_version)?;
+    let topic_min = w.min_str() + w.min_array() + w.min_tags();
+    let read_topics = |w: &mut Walk<'_>| -> Result<Vec<TopicPartitions>, ScanError> {
+        let n = w.array_len(topic_min, "topics")?;
+        let mut topics = vec_for(n);
+        for _ in 0..n {
+            let name = w.topic_name("topics.name")?;
+            let pn = w.array_len(4, "topics.partitions")?;
+            let mut partitions = vec_for(pn);
+            for _ in 0..pn {
+                partitions.push(w.i32("topics.partitions")?);
+            }
+            w.tagged_fields("topics")?;
+            topics.push(TopicPartitions { name, partitions });
+        }
+        Ok(topics)
+    };
+    let mut transactions;
+    if api_version >= 4 {
+        let txn_min = w.min_str() + 8 + 2 + 1 + w.min_array() + w.min_tags();
+        let n = w.array_len(txn_min, "transactions")?;
+        transactions = vec_for(n);
+        for _ in 0..n {
+            let transactional_id = w.string("transactions.transactional_id")?;
+            let producer_id = w.i64("transactions.producer_id")?;
+            let producer_epoch = w.i16("transactions.producer_epoch")?;
+            let verify_only = w.bool("transactions.verify_only")?;
+            let topics = read_topics(&mut w)?;
+            w.tagged_fields("transactions")?;
+            transactions.push(TxnTopics { transactional_id, producer_id, producer_epoch, verify_only, topics });
+        }
+    } else {
+        let transactional_id = w.string("v3_and_below_transactional_id")?;
+        let producer_id = w.i64("v3_and_below_producer_id")?;
+        let producer_epoch = w.i16("v3_and_below_producer_epoch")?;
+        let topics = read_topics(&mut w)?;
+        transactions = vec![TxnTopics { transactional_id, producer_id, producer_epoch, verify_only: false, topics }];
+    }
+    w.finish()?;
+    Ok(transactions)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fmt::Debug;
+    use std::str::FromStr;
+
+    use bytes::Buf;
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsRequest, AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsRequest, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::{DeleteTopicState, DeleteTopicsRequest};
+    use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
+    use kafka_protocol::messages::incremental_alter_configs_request as inc;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
+    use kafka_protocol::messages::{BrokerId, ProducerId, RequestHeader, TransactionalId};
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+
+    use super::*;
+
+    fn name(s: &str) -> TopicName {
+        TopicName(StrBytes::from_string(s.to_owned()))
+    }
+
+    fn sb(s: &str) -> StrBytes {
+        StrBytes::from_string(s.to_owned())
+    }
+
+    /// A kafka-protocol `Uuid` (the crate does not depend on `uuid` directly) of 16 × `b`.
+    fn uuid<U: FromStr>(b: u8) -> U
+    where
+        U::Err: Debug,
+    {
+        format!("{b:02x}").repeat(16).parse().unwrap()
+    }
+
+    /// One unknown tagged field in flexible versions, none before.
+    fn tags(flexible: bool) -> BTreeMap<i32, Bytes> {
+        let mut m = BTreeMap::new();
+        if flexible {
+            m.insert(7, Bytes::from_static(b"tag"));
+        }
+        m
+    }
+
+    /// A request frame: header (client id "scan-test") and body, no length prefix.
+    fn encode<T: Encodable + HeaderVersion>(api_key: i16, version: i16, body: &T) -> Bytes {
+        let header = RequestHeader::default()
+            .with_request_api_key(api_key)
+            .with_request_api_version(version)
+            .with_correlation_id(42)
+            .with_client_id(Some(sb("scan-test")));
+        let mut out = BytesMut::new();
+        header.encode(&mut out, T::header_version(version)).unwrap();
+        body.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    /// Decodes a frame with kafka-protocol, requiring it to consume every byte.
+    fn decode<T: Decodable + HeaderVersion>(frame: &[u8], version: i16) -> anyhow::Result<T> {
+        let mut b = Bytes::copy_from_slice(frame);
+        RequestHeader::decode(&mut b, T::header_version(version))?;
+        let body = T::decode(&mut b, version)?;
+        anyhow::ensure!(!b.has_remaining(), "{} trailing bytes", b.remaining());
+        Ok(body)
+    }
+
+    /// The robustness contract for one valid frame: the walk matches what kafka-protocol decodes;
+    /// every truncation and a trailing byte are errors; byte mutations and huge counts never
+    /// panic, and whenever the walk accepts a mutant, kafka-protocol decodes it to the same
+    /// answer (the "safe to decode after the walk" claim). Returns how many mutants passed.
+    fn assert_robust<T, O>(
+        frame: &[u8],
+        version: i16,
+        walk: impl Fn(&[u8]) -> Result<O, ScanError>,
+        expect: impl Fn(&T) -> O,
+    ) -> usize
+    where
+        T: Decodable + HeaderVersion,
+        O: PartialEq + Debug,
+    {
+        let got = walk(frame).expect("valid frame passes");
+        assert_eq!(got, expect(&decode::<T>(frame, version).expect("kafka-protocol decodes the original")));
+        for len in 0..frame.len() {
+            assert!(walk(&frame[..len]).is_err(), "truncated to {len} of {} bytes", frame.len());
+        }
+        let mut longer = frame.to_vec();
+        longer.push(0);
+        assert!(matches!(walk(&longer), Err(ScanError::Wire(WireError::TrailingBytes { remaining: 1, .. }))));
+
+        let mut accepted = 0;
+        let mut check = |m: &[u8]| {
+            if let Ok(got) = walk(m) {
+                let decoded = decode::<T>(m, version)
+                    .unwrap_or_else(|e| panic!("walk accepted a frame kafka-protocol refuses: {e}: {m:02x?}"));
+                assert_eq!(got, expect(&decoded), "walk and kafka-protocol disagree on {m:02x?}");
+                accepted += 1;
+            }
+        };
+        for i in 0..frame.len() {
+            let b = frame[i];
+            for v in [0x00, 0x01, 0x02, 0x7f, 0x80, 0xfe, 0xff, b.wrapping_add(1), b.wrapping_sub(1), b ^ 0x80] {
+                let mut m = frame.to_vec();
+                m[i] = v;
+                check(&m);
+            }
+            if i + 4 <= frame.len() {
+                let mut m = frame.to_vec();
+                m[i..i + 4].copy_from_slice(&0x7fff_ffffi32.to_be_bytes());
+                check(&m);
+            }
+            let mut m = frame[..i].to_vec();
+            m.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]); // uvarint 0x7fffffff
+            m.extend_from_slice(&frame[i + 1..]);
+            check(&m);
+        }
+        assert!(accepted > 0, "mutating the correlation id alone keeps a frame valid");
+        accepted
+    }
+
+    /// Overwrites the array count at `at` (as its encoding at `flexible`) with 0x7fffffff.
+    fn with_huge_count(frame: &[u8], at: Range<usize>, flexible: bool) -> Vec<u8> {
+        let mut m = frame[..at.start].to_vec();
+        if flexible {
+            m.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+        } else {
+            m.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        }
+        m.extend_from_slice(&frame[at.end..]);
+        m
+    }
+
+    fn is_count_error(r: &Result<impl Debug, ScanError>) -> bool {
+        // A compact array's count is the uvarint minus one.
+        matches!(r, Err(ScanError::Wire(WireError::CountExceedsRemaining { count, .. })) if *count >= 0x7fff_fffe)
+    }
+
+    // --- Produce ------------------------------------------------------------------------------
+
+    fn produce_topic(version: i16, topic: &str, id: u8, parts: &[(i32, Option<&[u8]>)]) -> TopicProduceData {
+        let flexible = version >= 9;
+        let partitions = parts
+            .iter()
+            .map(|(index, records)| {
+                PartitionProduceData::default()
+                    .with_index(*index)
+                    .with_records(records.map(Bytes::copy_from_slice))
+                    .with_unknown_tagged_fields(tags(flexible))
+            })
+            .collect();
+        let t = TopicProduceData::default().with_partition_data(partitions).with_unknown_tagged_fields(tags(flexible));
+        if version >= 13 {
+            t.with_topic_id(uuid(id))
+        } else {
+            t.with_name(name(topic))
+        }
+    }
+
+    fn produce_request(version: i16) -> ProduceRequest {
+        let big = vec![0xab; 300]; // a records length that needs a 2-byte uvarint
+        ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(sb("txn-1"))))
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![
+                produce_topic(version, "orders", 1, &[(0, Some(b"batch-o0")), (1, Some(b"batch-o1")), (2, None)]),
+                produce_topic(version, "mirror.payments", 2, &[(0, Some(&big)), (5, Some(b"p5"))]),
+                produce_topic(version, "empty", 3, &[]),
+                produce_topic(version, "audit", 4, &[(7, Some(b"a7"))]),
+            ])
+            .with_unknown_tagged_fields(tags(version >= 9))
+    }
+
+    /// Many minimal elements, so that an overestimated minimum element size would be caught.
+    fn produce_minimal(version: i16) -> ProduceRequest {
+        let mut topics: Vec<_> = (0..60).map(|_| produce_topic(version, "", 0, &[])).collect();
+        let nulls: Vec<(i32, Option<&[u8]>)> = (0..60).map(|i| (i, None)).collect();
+        topics.push(produce_topic(version, "", 0, &nulls));
+        ProduceRequest::default().with_acks(0).with_topic_data(topics)
+    }
+
+    fn topic_ref(version: i16, t: &TopicProduceData) -> TopicRef {
+        if version >= 13 {
+            TopicRef::Id(KafkaUuid(*t.topic_id.as_bytes()))
+        } else {
+            TopicRef::Name(t.name.clone())
+        }
+    }
+
+    type ProduceSummary = (i16, Vec<(TopicRef, Vec<i32>)>);
+
+    fn produce_summary(scan: &ProduceScan) -> ProduceSummary {
+        let topics =
+            scan.topics.iter().map(|t| (t.topic.clone(), t.partitions.iter().map(|p| p.index).collect())).collect();
+        (scan.acks, topics)
+    }
+
+    fn produce_expected(version: i16) -> impl Fn(&ProduceRequest) -> ProduceSummary {
+        move |r| {
+            let topics = r
+                .topic_data
+                .iter()
+                .map(|t| (topic_ref(version, t), t.partition_data.iter().map(|p| p.index).collect()))
+                .collect();
+            (r.acks, topics)
+        }
+    }
+
+    #[test]
+    fn produce_scan_reports_topics_partitions_and_byte_ranges() {
+        for version in 3..=13 {
+            let req = produce_request(version);
+            let frame = encode(0, version, &req);
+            let scan = produce_topics(&frame, version).unwrap();
+            assert_eq!(scan.api_version, version);
+            assert_eq!(scan.acks, -1);
+            assert_eq!(scan.topics.len(), 4);
+            assert_eq!(scan.partition_count(), 6);
+            for (t, want) in scan.topics.iter().zip(&req.topic_data) {
+                assert_eq!(t.topic, topic_ref(version, want), "v{version}");
+                // Each range holds exactly the encoded entry.
+                let mut b = Bytes::copy_from_slice(&frame[t.range.clone()]);
+                assert_eq!(&TopicProduceData::decode(&mut b, version).unwrap(), want);
+                assert!(b.is_empty());
+                for (p, want) in t.partitions.iter().zip(&want.partition_data) {
+                    assert_eq!(p.index, want.index);
+                    let mut b = Bytes::copy_from_slice(&frame[p.range.clone()]);
+                    assert_eq!(&PartitionProduceData::decode(&mut b, version).unwrap(), want);
+                    assert!(b.is_empty());
+                    let records = p.records.clone().map(|r| Bytes::copy_from_slice(&frame[r]));
+                    assert_eq!(records, want.records, "v{version} partition {}", p.index);
+                }
+            }
+            assert_eq!(scan.topics.last().unwrap().range.end, frame.len() - if version >= 9 { 6 } else { 0 });
+        }
+    }
+
+    #[test]
+    fn produce_minimal_elements_are_accepted() {
+        for version in 3..=13 {
+            let req = produce_minimal(version);
+            let frame = encode(0, version, &req);
+            let scan = produce_topics(&frame, version).unwrap();
+            assert_eq!(produce_summary(&scan), produce_expected(version)(&req), "v{version}");
+            assert_eq!(scan.acks, 0);
+        }
+    }
+
+    #[test]
+    fn produce_without_drops_partitions_and_emptied_topics() {
+        for version in 3..=13 {
+            let req = produce_request(version);
+            let frame = encode(0, version, &req);
+            let scan = produce_topics(&frame, version).unwrap();
+            let payments = topic_ref(version, &req.topic_data[1]);
+            let orders = topic_ref(version, &req.topic_data[0]);
+            let drop = |t: &TopicRef, p: i32| *t == payments || (*t == orders && p == 1);
+            let out = produce_without(&frame, version, &scan, drop).unwrap();
+
+            let mut want = req.clone();
+            want.topic_data.remove(1); // every partition of mirror.payments dropped
+            want.topic_data[0].partition_data.remove(1);
+            assert_eq!(decode::<ProduceRequest>(&out, version).unwrap(), want, "v{version}");
+            // The header is untouched and the result scans cleanly.
+            let header_len = header::request_header_len(&frame, ProduceRequest::header_version(version)).unwrap();
+            assert_eq!(out[..header_len], frame[..header_len]);
+            let rescan = produce_topics(&out, version).unwrap();
+            assert_eq!(produce_summary(&rescan), produce_expected(version)(&want));
+
+            // Dropping everything removes every topic that had partitions; the one that was sent
+            // with none is not "left empty" by the cut and stays.
+            let out = produce_without(&frame, version, &scan, |_, _| true).unwrap();
+            let all = decode::<ProduceRequest>(&out, version).unwrap();
+            assert_eq!(all.topic_data.len(), 1, "only the topic that had no partitions stays");
+            assert!(all.topic_data[0].partition_data.is_empty());
+            assert_eq!(all.transactional_id, req.transactional_id);
+            assert_eq!(all.unknown_tagged_fields, req.unknown_tagged_fields);
+        }
+    }
+
+    #[test]
+    fn produce_without_returns_the_frame_itself_when_nothing_is_dropped() {
+        for version in [3, 9, 13] {
+            let frame = encode(0, version, &produce_request(version));
+            let scan = produce_topics(&frame, version).unwrap();
+            let out = produce_without(&frame, version, &scan, |_, _| false).unwrap();
+            assert_eq!(out.as_ptr(), frame.as_ptr(), "no copy");
+            assert_eq!(out, frame);
+        }
+    }
+
+    #[test]
+    fn produce_without_refuses_a_scan_of_another_frame() {
+        let frame = encode(0, 9, &produce_request(9));
+        let scan = produce_topics(&frame, 9).unwrap();
+        let other = encode(0, 9, &produce_minimal(9));
+        assert_eq!(produce_without(&other, 9, &scan, |_, _| true), Err(ScanError::ScanMismatch));
+        assert_eq!(produce_without(&frame, 8, &scan, |_, _| true), Err(ScanError::ScanMismatch));
+    }
+
+    #[test]
+    fn produce_without_output_is_smaller_and_keeps_records_bytes() {
+        // Large flexible request where the count shrinks from a 2-byte to a 1-byte uvarint.
+        let parts: Vec<(i32, Option<&[u8]>)> = (0..200).map(|i| (i, Some(&b"records"[..]))).collect();
+        let req = ProduceRequest::default().with_acks(1).with_topic_data(vec![produce_topic(9, "t", 0, &parts)]);
+        let frame = encode(0, 9, &req);
+        let scan = produce_topics(&frame, 9).unwrap();
+        let out = produce_without(&frame, 9, &scan, |_, p| p >= 10).unwrap();
+        let got = decode::<ProduceRequest>(&out, 9).unwrap();
+        assert_eq!(got.topic_data[0].partition_data, req.topic_data[0].partition_data[..10]);
+        assert!(out.len() < frame.len());
+    }
+
+    #[test]
+    fn produce_refuses_huge_counts_and_wrong_headers() {
+        for version in 3..=13 {
+            let frame = encode(0, version, &produce_request(version));
+            let scan = produce_topics(&frame, version).unwrap();
+            let flexible = version >= 9;
+            let m = with_huge_count(&frame, scan.topics_count.clone(), flexible);
+            assert!(is_count_error(&produce_topics(&m, version)), "v{version}");
+            let m = with_huge_count(&frame, scan.topics[0].partitions_count.clone(), flexible);
+            assert!(is_count_error(&produce_topics(&m, version)), "v{version}");
+        }
+        let frame = encode(0, 9, &produce_request(9));
+        assert!(matches!(produce_topics(&frame, 8), Err(ScanError::HeaderMismatch { found_version: 9, .. })));
+        assert!(matches!(produce_topics(&frame, 2), Err(ScanError::UnsupportedVersion { version: 2, .. })));
+        assert!(matches!(produce_topics(&frame, 14), Err(ScanError::UnsupportedVersion { .. })));
+        let fetch = encode(1, 12, &kafka_protocol::messages::FetchRequest::default());
+        assert!(matches!(produce_topics(&fetch, 12), Err(ScanError::HeaderMismatch { found_key: 1, .. })));
+        assert!(matches!(produce_topics(&[0, 0, 0], 9), Err(ScanError::Frame(FrameError::TooShort(3)))));
+        // A negative (non-null) records length.
+        let frame = encode(0, 3, &produce_request(3));
+        let scan = produce_topics(&frame, 3).unwrap();
+        let at = scan.topics[0].partitions[0].range.start + 4;
+        let mut m = frame.to_vec();
+        m[at..at + 4].copy_from_slice(&(-2i32).to_be_bytes());
+        assert!(matches!(produce_topics(&m, 3), Err(ScanError::NegativeLength { len: -2, .. })));
+    }
+
+    #[test]
+    fn produce_fuzz_never_panics_and_agrees_with_kafka_protocol() {
+        for version in 3..=13 {
+            let frame = encode(0, version, &produce_request(version));
+            let walk = |f: &[u8]| produce_topics(f, version).map(|s| produce_summary(&s));
+            assert_robust::<ProduceRequest, _>(&frame, version, walk, produce_expected(version));
+        }
+    }
+
+    #[test]
+    fn produce_without_on_mutants_never_panics() {
+        // Whatever frame passes the walk, cutting it rebuilds a frame that passes again.
+        let frame = encode(0, 9, &produce_request(9));
+        for i in 0..frame.len() {
+            for v in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                let mut m = frame.to_vec();
+                m[i] = v;
+                let m = Bytes::from(m);
+                if let Ok(scan) = produce_topics(&m, 9) {
+                    let out = produce_without(&m, 9, &scan, |_, p| p % 2 == 1).unwrap();
+                    produce_topics(&out, 9).unwrap();
+                }
+            }
+        }
+    }
+
+    // --- DeleteRecords ------------------------------------------------------------------------
+
+    fn delete_records_request(version: i16, minimal: bool) -> DeleteRecordsRequest {
+        let f = version >= 2;
+        let topic = |n: &str, parts: &[i32]| {
+            DeleteRecordsTopic::default()
+                .with_name(name(n))
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|p| {
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(*p)
+                                .with_offset(1000 + i64::from(*p))
+                                .with_unknown_tagged_fields(tags(f && !minimal))
+                        })
+                        .collect(),
+                )
+                .with_unknown_tagged_fields(tags(f && !minimal))
+        };
+        let topics = if minimal {
+            (0..60).map(|_| topic("", &[])).chain([topic("", &(0..60).collect::<Vec<_>>())]).collect()
+        } else {
+            vec![topic("mirror.a", &[0, 3]), topic("b", &[]), topic("c", &[9])]
+        };
+        DeleteRecordsRequest::default().with_topics(topics).with_timeout_ms(5000).with_unknown_tagged_fields(tags(f))
+    }
+
+    fn delete_records_expected(r: &DeleteRecordsRequest) -> Vec<TopicPartitions> {
+        r.topics
+            .iter()
+            .map(|t| TopicPartitions {
+                name: t.name.clone(),
+                partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn delete_records_topics_all_versions() {
+        for version in 0..=2 {
+            let frame = encode(21, version, &delete_records_request(version, false));
+            let got = delete_records_topics(&frame, version).unwrap();
+            assert_eq!(got[0], TopicPartitions { name: name("mirror.a"), partitions: vec![0, 3] });
+            assert_eq!(got.len(), 3);
+            assert_robust::<DeleteRecordsRequest, _>(
+                &frame,
+                version,
+                |f| delete_records_topics(f, version),
+                delete_records_expected,
+            );
+            let req = delete_records_request(version, true);
+            let frame = encode(21, version, &req);
+            assert_eq!(delete_records_topics(&frame, version).unwrap(), delete_records_expected(&req));
+        }
+        assert!(matches!(
+            delete_records_topics(&encode(21, 2, &delete_records_request(2, false)), 3),
+            Err(ScanError::UnsupportedVersion { .. })
+        ));
+    }
+
+    // --- CreatePartitions ---------------------------------------------------------------------
+
+    fn create_partitions_request(version: i16, minimal: bool) -> CreatePartitionsRequest {
+        let f = version >= 2;
+        let topic = |n: &str, assignments: Option<Vec<Vec<i32>>>| {
+            CreatePartitionsTopic::default()
+                .with_name(name(n))
+                .with_count(6)
+                .with_assignments(assignments.map(|a| {
+                    a.into_iter()
+                        .map(|ids| {
+                            CreatePartitionsAssignment::default()
+                                .with_broker_ids(ids.into_iter().map(BrokerId).collect())
+                                .with_unknown_tagged_fields(tags(f && !minimal))
+                        })
+                        .collect()
+                }))
+                .with_unknown_tagged_fields(tags(f && !minimal))
+        };
+        let topics = if minimal {
+            (0..60).map(|_| topic("", None)).chain([topic("", Some(vec![vec![]; 60]))]).collect()
+        } else {
+            vec![topic("mirror.a", Some(vec![vec![1, 2], vec![3]])), topic("b", None), topic("c", Some(vec![]))]
+        };
+        CreatePartitionsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(5000)
+            .with_validate_only(true)
+            .with_unknown_tagged_fields(tags(f))
+    }
+
+    fn create_partitions_expected(r: &CreatePartitionsRequest) -> Vec<TopicName> {
+        r.topics.iter().map(|t| t.name.clone()).collect()
+    }
+
+    #[test]
+    fn create_partitions_topics_all_versions() {
+        for version in 0..=3 {
+            let frame = encode(37, version, &create_partitions_request(version, false));
+            assert_eq!(
+                create_partitions_topics(&frame, version).unwrap(),
+                vec![name("mirror.a"), name("b"), name("c")]
+            );
+            assert_robust::<CreatePartitionsRequest, _>(
+                &frame,
+                version,
+                |f| create_partitions_topics(f, version),
+                create_partitions_expected,
+            );
+            let req = create_partitions_request(version, true);
+            let frame = encode(37, version, &req);
+            assert_eq!(create_partitions_topics(&frame, version).unwrap(), create_partitions_expected(&req));
+        }
+    }
+
+    // --- DeleteTopics -------------------------------------------------------------------------
+
+    fn delete_topics_request(version: i16, minimal: bool) -> DeleteTopicsRequest {
+        let f = version >= 4;
+        let r = DeleteTopicsRequest::default().with_timeout_ms(5000).with_unknown_tagged_fields(tags(f));
+        if version >= 6 {
+            let topics = if minimal {
+                (0..60).map(|_| DeleteTopicState::default()).collect()
+            } else {
+                vec![
+                    DeleteTopicState::default().with_name(Some(name("mirror.a"))).with_unknown_tagged_fields(tags(f)),
+                    DeleteTopicState::default().with_topic_id(uuid(9)),
+                    DeleteTopicState::default().with_name(Some(name("b"))).with_topic_id(uuid(7)),
+                ]
+            };
+            r.with_topics(topics)
+        } else if minimal {
+            r.with_topic_names(vec![name(""); 60])
+        } else {
+            r.with_topic_names(vec![name("mirror.a"), name("b")])
+        }
+    }
+
+    fn delete_topics_expected(version: i16) -> impl Fn(&DeleteTopicsRequest) -> Vec<DeleteTopicsEntry> {
+        move |r| {
+            if version >= 6 {
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        let id = KafkaUuid(*t.topic_id.as_bytes());
+                        DeleteTopicsEntry { name: t.name.clone(), topic_id: (id != KafkaUuid::ZERO).then_some(id) }
+                    })
+                    .collect()
+            } else {
+                r.topic_names.iter().map(|n| DeleteTopicsEntry { name: Some(n.clone()), topic_id: None }).collect()
+            }
+        }
+    }
+
+    #[test]
+    fn delete_topics_topics_all_versions() {
+        for version in 1..=6 {
+            let frame = encode(20, version, &delete_topics_request(version, false));
+            let got = delete_topics_topics(&frame, version).unwrap();
+            assert_eq!(got[0], DeleteTopicsEntry { name: Some(name("mirror.a")), topic_id: None });
+            if version >= 6 {
+                assert_eq!(got[1], DeleteTopicsEntry { name: None, topic_id: Some(KafkaUuid([9; 16])) });
+                assert_eq!(got[2], DeleteTopicsEntry { name: Some(name("b")), topic_id: Some(KafkaUuid([7; 16])) });
+            } else {
+                assert_eq!(got.len(), 2);
+            }
+            assert_robust::<DeleteTopicsRequest, _>(
+                &frame,
+                version,
+                |f| delete_topics_topics(f, version),
+                delete_topics_expected(version),
+            );
+            let req = delete_topics_request(version, true);
+            let frame = encode(20, version, &req);
+            assert_eq!(delete_topics_topics(&frame, version).unwrap(), delete_topics_expected(version)(&req));
+        }
+        // v0 has v1's layout but kafka-protocol 0.18 (and Kafka 4) no longer decode it.
+        let mut v0 = encode(20, 1, &delete_topics_request(1, false)).to_vec();
+        v0[3] = 0;
+        assert!(matches!(delete_topics_topics(&v0, 0), Err(ScanError::UnsupportedVersion { version: 0, .. })));
+    }
+
+    // --- AlterConfigs / IncrementalAlterConfigs / DescribeConfigs -----------------------------
+
+    fn resource_expected<'a>(it: impl Iterator<Item = (i8, &'a StrBytes)>) -> Vec<ConfigResourceRef> {
+        it.map(|(t, n)| ConfigResourceRef { resource_type: t, resource_name: n.clone() }).collect()
+    }
+
+    fn alter_configs_request(version: i16, minimal: bool) -> AlterConfigsRequest {
+        let f = version >= 2;
+        let res = |t: i8, n: &str, configs: Vec<AlterableConfig>| {
+            AlterConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(sb(n))
+                .with_configs(configs)
+                .with_unknown_tagged_fields(tags(f && !minimal))
+        };
+        let resources = if minimal {
+            let nulls = vec![AlterableConfig::default().with_name(sb("")).with_value(None); 60];
+            (0..60).map(|_| res(0, "", vec![])).chain([res(0, "", nulls)]).collect()
+        } else {
+            vec![
+                res(
+                    2,
+                    "mirror.a",
+                    vec![
+                        AlterableConfig::default().with_name(sb("retention.ms")).with_value(Some(sb("1000"))),
+                        AlterableConfig::default()
+                            .with_name(sb("cleanup.policy"))
+                            .with_value(None)
+                            .with_unknown_tagged_fields(tags(f)),
+                    ],
+                ),
+                res(4, "1", vec![]),
+            ]
+        };
+        AlterConfigsRequest::default().with_resources(resources).with_unknown_tagged_fields(tags(f))
+    }
+
+    fn alter_configs_expected(r: &AlterConfigsRequest) -> Vec<ConfigResourceRef> {
+        resource_expected(r.resources.iter().map(|r| (r.resource_type, &r.resource_name)))
+    }
+
+    #[test]
+    fn alter_configs_resources_all_versions() {
+        for version in 0..=2 {
+            let frame = encode(33, version, &alter_configs_request(version, false));
+            let got = alter_configs_resources(&frame, version).unwrap();
+            assert_eq!(got[0].topic(), Some(name("mirror.a")));
+            assert_eq!((got[1].resource_type, got[1].topic()), (4, None));
+            assert_robust::<AlterConfigsRequest, _>(
+                &frame,
+                version,
+                |f| alter_configs_resources(f, version),
+                alter_configs_expected,
+            );
+            let req = alter_configs_request(version, true);
+            let frame = encode(33, version, &req);
+            assert_eq!(alter_configs_resources(&frame, version).unwrap(), alter_configs_expected(&req));
+        }
+        // Same layout but another api key: refused.
+        let frame = encode(33, 1, &alter_configs_request(1, false));
+        assert!(matches!(incremental_alter_configs_resources(&frame, 1), Err(ScanError::HeaderMismatch { .. })));
+    }
+
+    fn incremental_request(version: i16, minimal: bool) -> inc::IncrementalAlterConfigsRequest {
+        let f = version >= 1;
+        let res = |t: i8, n: &str, configs: Vec<inc::AlterableConfig>| {
+            inc::AlterConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(sb(n))
+                .with_configs(configs)
+                .with_unknown_tagged_fields(tags(f && !minimal))
+        };
+        let resources = if minimal {
+            let nulls = vec![inc::AlterableConfig::default().with_name(sb("")).with_value(None); 60];
+            (0..60).map(|_| res(0, "", vec![])).chain([res(0, "", nulls)]).collect()
+        } else {
+            vec![
+                res(4, "", vec![inc::AlterableConfig::default().with_name(sb("x")).with_config_operation(1)]),
+                res(
+                    2,
+                    "mirror.a",
+                    vec![inc::AlterableConfig::default()
+                        .with_name(sb("retention.ms"))
+                        .with_config_operation(0)
+                        .with_value(Some(sb("1000")))
+                        .with_unknown_tagged_fields(tags(f))],
+                ),
+            ]
+        };
+        inc::IncrementalAlterConfigsRequest::default()
+            .with_resources(resources)
+            .with_validate_only(true)
+            .with_unknown_tagged_fields(tags(f))
+    }
+
+    fn incremental_expected(r: &inc::IncrementalAlterConfigsRequest) -> Vec<ConfigResourceRef> {
+        resource_expected(r.resources.iter().map(|r| (r.resource_type, &r.resource_name)))
+    }
+
+    #[test]
+    fn incremental_alter_configs_resources_all_versions() {
+        for version in 0..=1 {
+            let frame = encode(44, version, &incremental_request(version, false));
+            let got = incremental_alter_configs_resources(&frame, version).unwrap();
+            assert_eq!(got.iter().filter_map(ConfigResourceRef::topic).collect::<Vec<_>>(), vec![name("mirror.a")]);
+            assert_robust::<inc::IncrementalAlterConfigsRequest, _>(
+                &frame,
+                version,
+                |f| incremental_alter_configs_resources(f, version),
+                incremental_expected,
+            );
+            let req = incremental_request(version, true);
+            let frame = encode(44, version, &req);
+            assert_eq!(incremental_alter_configs_resources(&frame, version).unwrap(), incremental_expected(&req));
+        }
+    }
+
+    fn describe_configs_request(version: i16, minimal: bool) -> DescribeConfigsRequest {
+        let f = version >= 4;
+        let res = |t: i8, n: &str, keys: Option<Vec<StrBytes>>| {
+            DescribeConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(sb(n))
+                .with_configuration_keys(keys)
+                .with_unknown_tagged_fields(tags(f && !minimal))
+        };
+        let resources = if minimal {
+            (0..60).map(|_| res(0, "", None)).chain([res(0, "", Some(vec![sb(""); 60]))]).collect()
+        } else {
+            vec![res(2, "mirror.a", Some(vec![sb("retention.ms"), sb("cleanup.policy")])), res(2, "b", None)]
+        };
+        DescribeConfigsRequest::default()
+            .with_resources(resources)
+            .with_include_synonyms(true)
+            .with_include_documentation(version >= 3)
+            .with_unknown_tagged_fields(tags(f))
+    }
+
+    fn describe_configs_expected(r: &DescribeConfigsRequest) -> Vec<ConfigResourceRef> {
+        resource_expected(r.resources.iter().map(|r| (r.resource_type, &r.resource_name)))
+    }
+
+    #[test]
+    fn describe_configs_resources_all_versions() {
+        for version in 1..=4 {
+            let frame = encode(32, version, &describe_configs_request(version, false));
+            let got = describe_configs_resources(&frame, version).unwrap();
+            assert_eq!(
+                got.iter().filter_map(ConfigResourceRef::topic).collect::<Vec<_>>(),
+                vec![name("mirror.a"), name("b")]
+            );
+            assert_robust::<DescribeConfigsRequest, _>(
+                &frame,
+                version,
+                |f| describe_configs_resources(f, version),
+                describe_configs_expected,
+            );
+            let req = describe_configs_request(version, true);
+            let frame = encode(32, version, &req);
+            assert_eq!(describe_configs_resources(&frame, version).unwrap(), describe_configs_expected(&req));
+        }
+    }
+
+    // --- AddPartitionsToTxn -------------------------------------------------------------------
+
+    fn txn_topic(f: bool, n: &str, parts: Vec<i32>) -> AddPartitionsToTxnTopic {
+        AddPartitionsToTxnTopic::default().with_name(name(n)).with_partitions(parts).with_unknown_tagged_fields(tags(f))
+    }
+
+    fn add_partitions_request(version: i16, minimal: bool) -> AddPartitionsToTxnRequest {
+        let f = version >= 3 && !minimal;
+        let topics = if minimal {
+            (0..60).map(|_| txn_topic(f, "", vec![])).chain([txn_topic(f, "", vec![0; 60])]).collect()
+        } else {
+            vec![txn_topic(f, "mirror.a", vec![0, 2]), txn_topic(f, "b", vec![])]
+        };
+        let r = AddPartitionsToTxnRequest::default().with_unknown_tagged_fields(tags(version >= 3));
+        if version >= 4 {
+            let mut transactions = vec![AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(sb("t1")))
+                .with_producer_id(ProducerId(11))
+                .with_producer_epoch(2)
+                .with_verify_only(true)
+                .with_topics(topics)
+                .with_unknown_tagged_fields(tags(f))];
+            if minimal {
+                transactions.extend(
+                    (0..60).map(|_| {
+                        AddPartitionsToTxnTransaction::default().with_transactional_id(TransactionalId(sb("")))
+                    }),
+                );
+            } else {
+                transactions.push(
+                    AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(TransactionalId(sb("t2")))
+                        .with_producer_id(ProducerId(12))
+                        .with_topics(vec![txn_topic(f, "c", vec![5])]),
+                );
+            }
+            r.with_transactions(transactions)
+        } else {
+            r.with_v3_and_below_transactional_id(TransactionalId(sb("t1")))
+                .with_v3_and_below_producer_id(ProducerId(11))
+                .with_v3_and_below_producer_epoch(2)
+                .with_v3_and_below_topics(topics)
+        }
+    }
+
+    fn add_partitions_expected(version: i16) -> impl Fn(&AddPartitionsToTxnRequest) -> Vec<TxnTopics> {
+        move |r| {
+            let topics = |ts: &[AddPartitionsToTxnTopic]| {
+                ts.iter().map(|t| TopicPartitions { name: t.name.clone(), partitions: t.partitions.clone() }).collect()
+            };
+            if version >= 4 {
+                r.transactions
+                    .iter()
+                    .map(|t| TxnTopics {
+                        transactional_id: t.transactional_id.0.clone(),
+                        producer_id: t.producer_id.0,
+                        producer_epoch: t.producer_epoch,
+                        verify_only: t.verify_only,
+                        topics: topics(&t.topics),
+                    })
+                    .collect()
+            } else {
+                vec![TxnTopics {
+                    transactional_id: r.v3_and_below_transactional_id.0.clone(),
+                    producer_id: r.v3_and_below_producer_id.0,
+                    producer_epoch: r.v3_and_below_producer_epoch,
+                    verify_only: false,
+                    topics: topics(&r.v3_and_below_topics),
+                }]
+            }
+        }
+    }
+
+    #[test]
+    fn add_partitions_to_txn_topics_all_versions() {
+        for version in 0..=5 {
+            let frame = encode(24, version, &add_partitions_request(version, false));
+            let got = add_partitions_to_txn_topics(&frame, version).unwrap();
+            assert_eq!(got[0].transactional_id, sb("t1"));
+            assert_eq!((got[0].producer_id, got[0].producer_epoch, got[0].verify_only), (11, 2, version >= 4));
+            assert_eq!(got[0].topics[0], TopicPartitions { name: name("mirror.a"), partitions: vec![0, 2] });
+            assert_eq!(got.len(), if version >= 4 { 2 } else { 1 });
+            assert_robust::<AddPartitionsToTxnRequest, _>(
+                &frame,
+                version,
+                |f| add_partitions_to_txn_topics(f, version),
+                add_partitions_expected(version),
+            );
+            let req = add_partitions_request(version, true);
+            let frame = encode(24, version, &req);
+            assert_eq!(add_partitions_to_txn_topics(&frame, version).unwrap(), add_partitions_expected(version)(&req));
+        }
+    }
+
+    // --- Shared ---------------------------------------------------------------------------------
+
+    #[test]
+    fn supported_versions_match_kafka_protocol() {
+        use kafka_protocol::protocol::Message;
+        let cases: [(i16, VersionRange); 8] = [
+            (0, ProduceRequest::VERSIONS),
+            (20, DeleteTopicsRequest::VERSIONS),
+            (21, DeleteRecordsRequest::VERSIONS),
+            (24, AddPartitionsToTxnRequest::VERSIONS),
+            (32, DescribeConfigsRequest::VERSIONS),
+            (33, AlterConfigsRequest::VERSIONS),
+            (37, CreatePartitionsRequest::VERSIONS),
+            (44, inc::IncrementalAlterConfigsRequest::VERSIONS),
+        ];
+        for (key, range) in cases {
+            assert_eq!(supported_versions(key), Some(range), "api key {key}");
+        }
+        assert_eq!(supported_versions(1), None);
+    }
+
+    #[test]
+    fn hostile_header_and_tagged_fields_are_errors() {
+        let frame = encode(0, 9, &produce_request(9));
+        // A client_id length running past the frame.
+        let mut m = frame.to_vec();
+        m[8..10].copy_from_slice(&0x7fffi16.to_be_bytes());
+        assert!(matches!(produce_topics(&m, 9), Err(ScanError::Header(HeaderError::Truncated))));
+        // A request-level tagged-field count of 0x7fffffff.
+        let scan = produce_topics(&frame, 9).unwrap();
+        let tags_at = scan.topics.last().unwrap().range.end;
+        let m = with_huge_count(&frame, tags_at..tags_at + 1, true);
+        assert!(matches!(
+            produce_topics(&m, 9),
+            Err(ScanError::Wire(WireError::CountExceedsRemaining { count: 0x7fff_ffff, .. }))
+        ));
+    }
+}
