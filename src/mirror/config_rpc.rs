@@ -50,6 +50,7 @@ pub fn describe(cp: &ControlPlane, req: &DescribeConfigsRequest) -> DescribeConf
         .iter()
         .map(|r| {
             let mut out = DescribeConfigsResult::default()
+                .with_error_message(None)
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             if r.resource_type != CLUSTER_MIRROR_RESOURCE_TYPE {
@@ -61,7 +62,10 @@ pub fn describe(cp: &ControlPlane, req: &DescribeConfigsRequest) -> DescribeConf
                 Ok(d) => d,
                 Err(e) => return out.with_error_code(e.code).with_error_message(Some(s(e.message))),
             };
-            let wanted = |name: &str| r.configuration_keys.as_ref().is_none_or(|keys| keys.iter().any(|k| k.as_str() == name));
+            // Null (and, leniently, an empty list) asks for every config.
+            let wanted = |name: &str| {
+                r.configuration_keys.as_ref().is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
+            };
             let mut entries = Vec::new();
             for key in configs::KEYS.iter().filter(|k| wanted(k.name)) {
                 let set = def.configs.get(key.name);
@@ -93,6 +97,7 @@ pub async fn incremental_alter(cp: &ControlPlane, req: &IncrementalAlterConfigsR
     let mut responses = Vec::new();
     for r in &req.resources {
         let base = AlterConfigsResourceResponse::default()
+            .with_error_message(None)
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
         if r.resource_type != CLUSTER_MIRROR_RESOURCE_TYPE {

@@ -117,11 +117,16 @@ pub struct MirrorgateOptions<'a> {
     pub advertised_host: &'a str,
     /// Extra YAML appended at the top level.
     pub extra_yaml: &'a str,
+    /// Name of the state topic; `None` = a fresh unique one, so tests do not see each
+    /// other's mirrors. Pass the same name to a restarted instance.
+    pub state_topic: Option<&'a str>,
+    /// Whether the listener answers mirror admin RPCs.
+    pub admin: bool,
 }
 
 impl Default for MirrorgateOptions<'_> {
     fn default() -> Self {
-        Self { advertised_host: "127.0.0.1", extra_yaml: "" }
+        Self { advertised_host: "127.0.0.1", extra_yaml: "", state_topic: None, admin: true }
     }
 }
 
@@ -139,12 +144,14 @@ impl Mirrorgate {
         let id = unique_name("mg");
         let config_path = dir.join(format!("{id}.yaml"));
         let log_path = dir.join(format!("{id}.log"));
+        let state_topic = opts.state_topic.map(String::from).unwrap_or_else(|| unique_name("__mirror_state-test"));
         let yaml = format!(
-            "destination:\n  bootstrap_servers: {}\n  metadata_refresh_interval_ms: 5000\nlisteners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: true\nlog:\n  level: info,mirrorgate=debug\n{}\n",
+            "destination:\n  bootstrap_servers: {}\n  metadata_refresh_interval_ms: 5000\nlisteners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\nmirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
             destination.bootstrap,
             opts.advertised_host,
             first_port,
             first_port + 11,
+            opts.admin,
             opts.extra_yaml
         );
         std::fs::write(&config_path, yaml).unwrap();
@@ -209,6 +216,22 @@ impl Drop for Mirrorgate {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `mirrorgate mirrors --bootstrap-server BOOTSTRAP ARGS...` (the operator CLI).
+pub fn mirrors_cli(bootstrap: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mirrorgate"));
+    cmd.args(["mirrors", "--bootstrap-server", bootstrap]).args(args);
+    run(cmd, None, Duration::from_secs(60))
+}
+
+/// Writes a mirror config properties file pointing at `source` and returns its path.
+pub fn mirror_config_file(source: &Cluster, extra: &str) -> PathBuf {
+    let dir = repo().join("target/test-mirrorgate");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.properties", unique_name("mirror")));
+    std::fs::write(&path, format!("bootstrap.servers={}\n{extra}", source.bootstrap)).unwrap();
+    path
 }
 
 /// Last `n` lines of `s`.

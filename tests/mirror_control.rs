@@ -1,0 +1,279 @@
+//! The mirror control plane through mirrorgate, against real Kafka 4.1 source and destination
+//! clusters: the `mirrorgate mirrors` CLI and the KIP-1279 admin RPCs, state that survives a
+//! restart, mirror configs through DescribeConfigs / IncrementalAlterConfigs (type 64), and
+//! read-only mirror topics for Java clients, librdkafka and raw Produce requests.
+
+mod support;
+
+use std::process::Output;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use mirrorgate::client::BrokerConnection;
+use support::*;
+
+const V: &str = "4.1.1";
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Creates a mirror from `source` and starts `topics` on it; returns the mirror name.
+fn mirror_with_topics(mg: &Mirrorgate, source: &Cluster, topics: &[&str]) -> String {
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(source, "");
+    ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topics.join(",")]), "--start");
+    for t in topics {
+        assert!(out.contains(t), "--start did not start {t}: {out}");
+    }
+    mirror
+}
+
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", &partitions.to_string(), "--replication-factor", "1"], None);
+}
+
+#[test]
+fn mirrors_survive_a_restart_and_errors_are_named() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let state_topic = unique_name("__mirror_state-restart");
+    let opts = || MirrorgateOptions { state_topic: Some(&state_topic), ..Default::default() };
+    let topic = unique_name("orders");
+    create_topic(&source.bootstrap, &topic, 2);
+
+    let mg = Mirrorgate::start_with(&dest, opts());
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(&source, "fetch.max.bytes=2097152\nsasl.jaas.config=org.example.Login required password=\"s3cret\";\n");
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    assert!(out.contains(&format!("Created mirror {mirror}")), "{out}");
+    assert!(!out.contains("s3cret"));
+
+    // Errors, each with its KIP name.
+    let again = mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("CLUSTER_MIRROR_ALREADY_EXISTS"), "{}", stderr(&again));
+    let bad = mirrors_cli(&mg.bootstrap, &["--create", "--mirror", "bad/name", "--mirror-config", cfg.to_str().unwrap()]);
+    assert!(stderr(&bad).contains("INVALID_CLUSTER_MIRROR_NAME"), "{}", stderr(&bad));
+    let unknown = mirrors_cli(&mg.bootstrap, &["--delete", "--mirror", "no-such-mirror"]);
+    assert!(stderr(&unknown).contains("UNKNOWN_CLUSTER_MIRROR"), "{}", stderr(&unknown));
+
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    let busy = mirrors_cli(&mg.bootstrap, &["--delete", "--mirror", &mirror]);
+    assert!(stderr(&busy).contains("CLUSTER_MIRROR_NOT_EMPTY"), "{}", stderr(&busy));
+
+    let list = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list");
+    let row = list.lines().find(|l| l.starts_with(&mirror)).unwrap_or_else(|| panic!("{list}"));
+    assert!(row.contains(&source.bootstrap) && row.split_whitespace().nth(1) == Some("1"), "{row}");
+
+    // Restart: same state topic, everything is still there, with its configs.
+    drop(mg);
+    let mg = Mirrorgate::start_with(&dest, opts());
+    let list = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list after restart");
+    assert!(list.lines().any(|l| l.starts_with(&mirror)), "{list}");
+    let json = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe --json");
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{json}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["mirror"], mirror.as_str());
+        assert_eq!(r["topic"], topic.as_str());
+        assert_eq!(r["partition"], i as i64);
+        assert!(r["state"].as_str().unwrap() != "STOPPED", "{r}");
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let configs = rt.block_on(describe_mirror_configs(&mg, &mirror));
+    assert_eq!(configs.get("fetch.max.bytes").cloned().flatten().as_deref(), Some("2097152"));
+    assert_eq!(configs.get("bootstrap.servers").cloned().flatten().as_deref(), Some(source.bootstrap.as_str()));
+    assert_eq!(configs.get("sasl.jaas.config"), Some(&None), "secrets are never returned in clear");
+
+    // IncrementalAlterConfigs on resource type 64, then DescribeConfigs shows it.
+    let codes = rt.block_on(alter_mirror_config(&mg, &mirror, "fetch.max.bytes", "4096"));
+    assert_eq!(codes, (0, None));
+    let codes = rt.block_on(alter_mirror_config(&mg, &mirror, "no.such.config", "1"));
+    assert_eq!(codes.0, 40, "INVALID_CONFIG for an unknown key: {codes:?}");
+    assert!(codes.1.unwrap().contains("no.such.config"));
+    let codes = rt.block_on(alter_mirror_config(&mg, &mirror, "fetch.max.bytes", "lots"));
+    assert_eq!(codes.0, 40, "INVALID_CONFIG for a bad value");
+    let configs = rt.block_on(describe_mirror_configs(&mg, &mirror));
+    assert_eq!(configs.get("fetch.max.bytes").cloned().flatten().as_deref(), Some("4096"));
+    assert!(!mg.log().contains("s3cret"), "a secret reached the log");
+
+    // Stop every topic, then the mirror can be deleted.
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", ".*"]), "--stop");
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--delete", "--mirror", &mirror]), "--delete");
+    assert!(out.contains(&mirror), "{out}");
+    let list = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list after delete");
+    assert!(!list.contains(&mirror), "{list}");
+}
+
+async fn connect(mg: &Mirrorgate) -> BrokerConnection {
+    BrokerConnection::connect(&format!("127.0.0.1:{}", mg.first_port), Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
+        .await
+        .unwrap()
+}
+
+async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::collections::HashMap<String, Option<String>> {
+    let mut conn = connect(mg).await;
+    let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+        .with_resource_type(64)
+        .with_resource_name(StrBytes::from_string(mirror.into()))
+        .with_configuration_keys(None)]);
+    let resp = conn.send(&req, 4).await.unwrap();
+    let r = &resp.results[0];
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect()
+}
+
+async fn alter_mirror_config(mg: &Mirrorgate, mirror: &str, key: &str, value: &str) -> (i16, Option<String>) {
+    let mut conn = connect(mg).await;
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(64)
+        .with_resource_name(StrBytes::from_string(mirror.into()))
+        .with_configs(vec![AlterableConfig::default()
+            .with_name(StrBytes::from_string(key.into()))
+            .with_config_operation(0)
+            .with_value(Some(StrBytes::from_string(value.into())))])]);
+    let resp = conn.send(&req, 1).await.unwrap();
+    let r = &resp.responses[0];
+    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()))
+}
+
+fn batch(value: &str) -> Bytes {
+    let rec = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::copy_from_slice(value.as_bytes())),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, [&rec], &RecordEncodeOptions { version: 2, compression: Compression::None }).unwrap();
+    buf.freeze()
+}
+
+#[test]
+fn produce_to_a_mirror_topic_is_refused_and_other_topics_are_written() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let mirrored = unique_name("mirrored");
+    let plain = unique_name("plain");
+    create_topic(&source.bootstrap, &mirrored, 1);
+    create_topic(&mg.bootstrap, &plain, 1);
+    let mirror = mirror_with_topics(&mg, &source, &[&mirrored]);
+
+    // Kafka's console producer: refused with a message naming the topic and the mirror.
+    let out = kafka_tool(V, "console-producer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored], Some("refused\n"));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("topic {mirrored} is a read-only mirror topic of mirror {mirror}")),
+        "console producer: {err}"
+    );
+    // librdkafka: error 134 (READ_ONLY_TOPIC) on the mirror topic's partition.
+    let out = python_client(&["produce", "--bootstrap", &mg.bootstrap, "--topic", &mirrored, "--count", "1"]);
+    assert!(!out.status.success());
+    let text = stdout(&out) + &stderr(&out);
+    assert!(text.contains(&format!("ERROR {mirrored}[")) && text.contains("134"), "librdkafka: {text}");
+
+    // One Produce request for both topics: the mirror partition gets READ_ONLY_TOPIC with the
+    // message, the other topic is written.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let resp = rt.block_on(async {
+        let mut conn = BrokerConnection::connect(&format!("127.0.0.1:{}", mg.first_port + 2), Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
+            .await
+            .unwrap();
+        let topic = |name: &str, v: &str| {
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(name.into())))
+                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch(v)))])
+        };
+        let req = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic(&mirrored, "no"), topic(&plain, "yes")]);
+        conn.send(&req, 11).await.unwrap()
+    });
+    let by_topic = |n: &str| resp.responses.iter().find(|t| t.name.0.as_str() == n).unwrap_or_else(|| panic!("{n} missing: {resp:?}"));
+    let refused = &by_topic(&mirrored).partition_responses[0];
+    assert_eq!(refused.error_code, 134);
+    assert!(refused.error_message.as_ref().unwrap().contains("read-only mirror topic"));
+    let written = &by_topic(&plain).partition_responses[0];
+    assert_eq!((written.error_code, written.base_offset), (0, 0), "{written:?}");
+    let consumed = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &plain, "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"], None);
+    assert_eq!(consumed.trim(), "yes");
+
+    // After --stop (failover) the topic is writable.
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &mirrored]), "--stop");
+    let describe = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror]), "--describe");
+    assert!(describe.contains("STOPPED"), "{describe}");
+    kafka_tool_ok(V, "console-producer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored], Some("after-failover\n"));
+    let consumed = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored, "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"], None);
+    assert_eq!(consumed.trim(), "after-failover");
+}
+
+#[test]
+fn admin_writes_on_a_mirror_topic_are_refused_and_work_elsewhere() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let mirrored = unique_name("mirrored-admin");
+    let plain = unique_name("plain-admin");
+    create_topic(&source.bootstrap, &mirrored, 1);
+    create_topic(&mg.bootstrap, &plain, 1);
+    mirror_with_topics(&mg, &source, &[&mirrored]);
+    let bs = mg.bootstrap.as_str();
+    let ops: [&[&str]; 4] = [
+        &["create-partitions", "TOPIC", "3"],
+        &["delete-records", "TOPIC", "0", "0"],
+        &["incremental-alter-config", "TOPIC", "retention.ms=1000"],
+        &["delete-topic", "TOPIC"],
+    ];
+    for op in ops {
+        let on = |t: &str| -> Vec<String> {
+            let mut v: Vec<String> = op.iter().map(|a| if *a == "TOPIC" { t.to_string() } else { a.to_string() }).collect();
+            v.extend(["--bootstrap-server".to_string(), bs.to_string()]);
+            v
+        };
+        let args = on(&mirrored);
+        let out = java_program(V, "AdminOps.java", &args.iter().map(String::as_str).collect::<Vec<_>>());
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{op:?} on a mirror topic must fail: {text} {}", stderr(&out));
+        assert!(text.starts_with("ERROR "), "{text}");
+        if op[0] != "delete-records" {
+            // DeleteRecords responses have no message field; the others carry ours.
+            assert!(text.contains("read-only mirror topic"), "{op:?}: {text}");
+        }
+        let args = on(&plain);
+        let out = java_program(V, "AdminOps.java", &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(stdout(&out).trim(), "OK", "{op:?} on an ordinary topic: {} {}", stdout(&out), stderr(&out));
+    }
+    // The mirror topic is still there, with one partition.
+    let describe = kafka_tool_ok(V, "topics", &["--bootstrap-server", bs, "--describe", "--topic", &mirrored], None);
+    assert!(describe.contains("PartitionCount: 1"), "{describe}");
+}
+
+#[test]
+fn mirror_admin_rpcs_need_an_admin_listener() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { admin: false, ..Default::default() });
+    let out = mirrors_cli(&mg.bootstrap, &["--list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("CLUSTER_MIRROR_AUTHORIZATION_FAILED"), "{}", stderr(&out));
+}
