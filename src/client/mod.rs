@@ -2,6 +2,11 @@
 //! now; the data plane's fetchers and writers later), built on `kafka-protocol` messages.
 //! It never decodes record payloads.
 
+pub mod cluster;
 pub mod conn;
 
+pub use cluster::{
+    Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome, FetchedPartition,
+    KafkaErrorCode, PartitionInfo, PartitionLeader, TopicInfo,
+};
 pub use conn::{BrokerConnection, ClientError};
