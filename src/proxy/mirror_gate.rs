@@ -155,10 +155,15 @@ impl MirrorGate {
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
         let bad = |e: scan::ScanError| format!("malformed {key:?} v{} request: {e}", prefix.api_version);
-        // Versions the walker does not cover are forwarded as they are; ApiVersions only
-        // advertises what the proxy decodes for the APIs it intercepts.
-        if scan::supported_versions(prefix.api_key).is_some_and(|r| prefix.api_version < r.min || prefix.api_version > r.max) {
-            return Ok(GateDecision::Pass);
+        // ApiVersions advertises only the versions the walker covers for these APIs; a client
+        // that sends another one anyway is closed rather than let past the read-only check.
+        if let Some(r) = scan::supported_versions(prefix.api_key) {
+            if prefix.api_version < r.min || prefix.api_version > r.max {
+                return Err(format!(
+                    "{key:?} v{} is not supported by mirrorgate (supported: v{}-v{})",
+                    prefix.api_version, r.min, r.max
+                ));
+            }
         }
         match key {
             ApiKey::Produce => self.produce(prefix, frame).await,

@@ -24,12 +24,20 @@ pub const INTERCEPTED: &[ApiKey] = &[
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
 /// Versions of `api_key` mirrorgate can decode, `None` if it does not intercept that API.
+/// APIs that can write to a topic (Produce, DeleteRecords, CreatePartitions, DeleteTopics,
+/// AlterConfigs, IncrementalAlterConfigs, DescribeConfigs, AddPartitionsToTxn) are limited to
+/// the versions `wire::scan` walks, so the read-only check sees every such request.
 pub fn intercepted_range(api_key: i16) -> Option<(i16, i16)> {
     let key = ApiKey::try_from(api_key).ok()?;
-    INTERCEPTED.contains(&key).then(|| {
+    let decoded = INTERCEPTED.contains(&key).then(|| {
         let r = key.valid_versions();
         (r.min, r.max)
-    })
+    });
+    let walked = crate::wire::scan::supported_versions(api_key).map(|r| (r.min, r.max));
+    match (decoded, walked) {
+        (Some((a, b)), Some((c, d))) => Some((a.max(c), b.min(d))),
+        (x, None) | (None, x) => x,
+    }
 }
 
 /// Highest ApiVersions request version mirrorgate decodes; above it, the KIP-511 fallback

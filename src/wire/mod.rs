@@ -2,6 +2,7 @@
 //! RPC messages and the record-batch toolkit. Nothing here touches a socket or a clock; every
 //! length or count read from the wire is checked against a limit before it sizes anything.
 
+pub mod batch;
 pub mod frame;
 pub mod header;
 pub mod mirror;

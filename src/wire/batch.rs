@@ -1,0 +1,481 @@
+//! The zero-copy record-batch toolkit (Kafka message format v2, `RecordBatch`): iterate
+//! batches by header, read header fields, patch producer id / epoch / base sequence and the
+//! transactional bit with a fresh CRC32C, and build the two kinds of batch mirrorgate writes
+//! itself — placeholder batches and synthesised control batches (DESIGN §4.3).
+//!
+//! Never decompresses and never copies a payload: a patched header is 61 new bytes, the
+//! payload stays the `Bytes` slice it came in, and the CRC is computed over both in place.
+//!
+//! Layout (Kafka `DefaultRecordBatch`): baseOffset i64 @0, batchLength i32 @8,
+//! partitionLeaderEpoch i32 @12, magic i8 @16, crc u32 @17 (CRC32C of bytes 21..end),
+//! attributes i16 @21, lastOffsetDelta i32 @23, baseTimestamp i64 @27, maxTimestamp i64 @35,
+//! producerId i64 @43, producerEpoch i16 @51, baseSequence i32 @53, recordCount i32 @57,
+//! records @61.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Bytes of a v2 batch header.
+pub const HEADER_LEN: usize = 61;
+/// Bytes before `batchLength`'s count starts (baseOffset + batchLength).
+pub const LOG_OVERHEAD: usize = 12;
+/// Offset of the CRC'd region.
+const CRC_START: usize = 21;
+
+/// Attribute bits.
+pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
+/// Timestamp type bit: 1 = LogAppendTime.
+pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+/// Transactional bit.
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Control batch bit.
+pub const ATTR_CONTROL: i16 = 0x20;
+
+/// The first bytes of every placeholder record key: mirrorgate's magic. A placeholder key is
+/// `PLACEHOLDER_MAGIC ++ nonce (8 bytes) ++ source offset (i64)`: unique per installation and
+/// offset, so placeholders never share a key with each other or (in practice) with real data.
+pub const PLACEHOLDER_MAGIC: &[u8; 8] = b"\x00MGPH\x01\xfe\x00";
+
+/// Why bytes are not a usable record batch.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BatchError {
+    /// Magic byte other than 2 (message format v0/v1 is not supported).
+    #[error("record batch at offset {base_offset} has magic {magic}; only v2 is supported")]
+    UnsupportedMagic {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// Its magic byte.
+        magic: i8,
+    },
+    /// `batchLength` smaller than a header.
+    #[error("record batch at offset {base_offset} has an impossible length {length}")]
+    BadLength {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The announced `batchLength`.
+        length: i32,
+    },
+}
+
+/// A view of one whole v2 batch (header and payload) in a shared buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    bytes: Bytes,
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+impl Batch {
+    /// The whole batch, as received.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+    /// `baseOffset`.
+    pub fn base_offset(&self) -> i64 {
+        be_i64(&self.bytes, 0)
+    }
+    /// `baseOffset + lastOffsetDelta`.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset() + i64::from(self.last_offset_delta())
+    }
+    /// The offset after this batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+    /// `partitionLeaderEpoch` (the source leader epoch that wrote it).
+    pub fn partition_leader_epoch(&self) -> i32 {
+        be_i32(&self.bytes, 12)
+    }
+    /// `crc` as stored.
+    pub fn crc(&self) -> u32 {
+        be_i32(&self.bytes, 17) as u32
+    }
+    /// `attributes`.
+    pub fn attributes(&self) -> i16 {
+        be_i16(&self.bytes, 21)
+    }
+    /// Compression codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    pub fn compression(&self) -> i16 {
+        self.attributes() & ATTR_COMPRESSION_MASK
+    }
+    /// Whether the batch belongs to a transaction.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & ATTR_TRANSACTIONAL != 0
+    }
+    /// Whether it is a control batch (transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes() & ATTR_CONTROL != 0
+    }
+    /// Whether timestamps are LogAppendTime.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes() & ATTR_LOG_APPEND_TIME != 0
+    }
+    /// `lastOffsetDelta`.
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(&self.bytes, 23)
+    }
+    /// `baseTimestamp`, ms.
+    pub fn base_timestamp(&self) -> i64 {
+        be_i64(&self.bytes, 27)
+    }
+    /// `maxTimestamp`, ms.
+    pub fn max_timestamp(&self) -> i64 {
+        be_i64(&self.bytes, 35)
+    }
+    /// `producerId`.
+    pub fn producer_id(&self) -> i64 {
+        be_i64(&self.bytes, 43)
+    }
+    /// `producerEpoch`.
+    pub fn producer_epoch(&self) -> i16 {
+        be_i16(&self.bytes, 51)
+    }
+    /// `baseSequence`.
+    pub fn base_sequence(&self) -> i32 {
+        be_i32(&self.bytes, 53)
+    }
+    /// `recordCount` (a compacted batch may hold fewer records than offsets).
+    pub fn record_count(&self) -> i32 {
+        be_i32(&self.bytes, 57)
+    }
+    /// The records after the header, untouched (compressed if the batch is).
+    pub fn payload(&self) -> Bytes {
+        self.bytes.slice(HEADER_LEN..)
+    }
+    /// Whether the stored CRC matches the content.
+    pub fn crc_is_valid(&self) -> bool {
+        crc32c::crc32c(&self.bytes[CRC_START..]) == self.crc()
+    }
+    /// Whether this is a placeholder batch written by a mirror (first record's key starts
+    /// with [`PLACEHOLDER_MAGIC`]); reads only the first record's header of an uncompressed,
+    /// non-control batch.
+    pub fn is_placeholder(&self) -> bool {
+        if self.compression() != 0 || self.is_control() {
+            return false;
+        }
+        let rec = &self.bytes[HEADER_LEN..];
+        let mut pos = 0;
+        let ok = (|| {
+            let (_len, p) = read_varint(rec, pos)?;
+            pos = p + 1; // attributes
+            let (_ts, p) = read_varlong(rec, pos)?;
+            let (_od, p) = read_varint(rec, p)?;
+            let (klen, p) = read_varint(rec, p)?;
+            pos = p;
+            Some(klen)
+        })();
+        match ok {
+            Some(klen) if klen >= PLACEHOLDER_MAGIC.len() as i64 => {
+                rec.get(pos..pos + PLACEHOLDER_MAGIC.len()) == Some(&PLACEHOLDER_MAGIC[..])
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Iterates the whole batches at the front of a Fetch response's `records` bytes. A partial
+/// batch at the end (the broker cuts at `max_bytes`) ends the iteration; see
+/// [`BatchIter::truncated_at`].
+#[derive(Debug, Clone)]
+pub struct BatchIter {
+    buf: Bytes,
+    pos: usize,
+    failed: bool,
+}
+
+impl BatchIter {
+    /// Batches of `records`.
+    pub fn new(records: Bytes) -> Self {
+        Self { buf: records, pos: 0, failed: false }
+    }
+
+    /// Byte position where iteration stopped at a partial batch, if it did.
+    pub fn truncated_at(&self) -> Option<usize> {
+        (self.pos < self.buf.len()).then_some(self.pos)
+    }
+}
+
+impl Iterator for BatchIter {
+    type Item = Result<Batch, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let rest = &self.buf[self.pos..];
+        if rest.len() < HEADER_LEN {
+            return None;
+        }
+        let base_offset = be_i64(rest, 0);
+        let length = be_i32(rest, 8);
+        if length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+            self.failed = true;
+            return Some(Err(BatchError::BadLength { base_offset, length }));
+        }
+        let magic = rest[16] as i8;
+        if magic != 2 {
+            self.failed = true;
+            return Some(Err(BatchError::UnsupportedMagic { base_offset, magic }));
+        }
+        let total = LOG_OVERHEAD + length as usize;
+        if rest.len() < total {
+            return None;
+        }
+        let bytes = self.buf.slice(self.pos..self.pos + total);
+        self.pos += total;
+        Some(Ok(Batch { bytes }))
+    }
+}
+
+/// New values for a batch header. Fields left `None` keep the batch's own value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeaderPatch {
+    /// `baseOffset` (the broker overwrites it on append; set it for readability).
+    pub base_offset: Option<i64>,
+    /// `producerId`.
+    pub producer_id: Option<i64>,
+    /// `producerEpoch`.
+    pub producer_epoch: Option<i16>,
+    /// `baseSequence`.
+    pub base_sequence: Option<i32>,
+    /// Clear the transactional bit (the mirror writes committed data outside transactions).
+    pub clear_transactional: bool,
+    /// `baseTimestamp` (LogAppendTime sources, DESIGN §4.10).
+    pub base_timestamp: Option<i64>,
+}
+
+/// Returns the patched 61-byte header of `batch` with its CRC32C recomputed over the new
+/// header and the untouched payload. The payload is neither copied nor decompressed: send
+/// `[patched header, batch.payload()]` as two slices.
+pub fn patch_header(batch: &Batch, patch: &HeaderPatch) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h.copy_from_slice(&batch.bytes[..HEADER_LEN]);
+    if let Some(v) = patch.base_offset {
+        h[0..8].copy_from_slice(&v.to_be_bytes());
+    }
+    if patch.clear_transactional {
+        let attrs = batch.attributes() & !ATTR_TRANSACTIONAL;
+        h[21..23].copy_from_slice(&attrs.to_be_bytes());
+    }
+    if let Some(v) = patch.base_timestamp {
+        h[27..35].copy_from_slice(&v.to_be_bytes());
+    }
+    if let Some(v) = patch.producer_id {
+        h[43..51].copy_from_slice(&v.to_be_bytes());
+    }
+    if let Some(v) = patch.producer_epoch {
+        h[51..53].copy_from_slice(&v.to_be_bytes());
+    }
+    if let Some(v) = patch.base_sequence {
+        h[53..57].copy_from_slice(&v.to_be_bytes());
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[CRC_START..]), &batch.bytes[HEADER_LEN..]);
+    h[17..21].copy_from_slice(&crc.to_be_bytes());
+    h
+}
+
+/// Parameters of a batch mirrorgate writes itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnBatch {
+    /// `baseOffset`.
+    pub base_offset: i64,
+    /// Offsets covered (`lastOffsetDelta + 1`), ≥ 1.
+    pub count: i32,
+    /// Timestamp of every record, ms.
+    pub timestamp: i64,
+    /// `producerId`.
+    pub producer_id: i64,
+    /// `producerEpoch`.
+    pub producer_epoch: i16,
+    /// `baseSequence`.
+    pub base_sequence: i32,
+}
+
+fn finish(out: &mut BytesMut, start: usize) {
+    let len = (out.len() - start - LOG_OVERHEAD) as i32;
+    out[start + 8..start + 12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&out[start + CRC_START..]);
+    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn put_header(out: &mut BytesMut, b: &OwnBatch, attributes: i16, last_offset_delta: i32, record_count: i32) {
+    out.put_i64(b.base_offset);
+    out.put_i32(0); // batchLength, set by finish
+    out.put_i32(-1); // partitionLeaderEpoch, set by the broker
+    out.put_i8(2);
+    out.put_u32(0); // crc, set by finish
+    out.put_i16(attributes);
+    out.put_i32(last_offset_delta);
+    out.put_i64(b.timestamp);
+    out.put_i64(b.timestamp);
+    out.put_i64(b.producer_id);
+    out.put_i16(b.producer_epoch);
+    out.put_i32(b.base_sequence);
+    out.put_i32(record_count);
+}
+
+fn put_record(out: &mut BytesMut, offset_delta: i32, key: &[u8], value: Option<&[u8]>) {
+    let mut body = BytesMut::with_capacity(32 + key.len());
+    body.put_i8(0); // attributes
+    put_varlong(&mut body, 0); // timestamp delta
+    put_varint(&mut body, offset_delta as i64);
+    put_varint(&mut body, key.len() as i64);
+    body.put_slice(key);
+    match value {
+        Some(v) => {
+            put_varint(&mut body, v.len() as i64);
+            body.put_slice(v);
+        }
+        None => put_varint(&mut body, -1),
+    }
+    put_varint(&mut body, 0); // headers
+    put_varint(out, body.len() as i64);
+    out.put_slice(&body);
+}
+
+/// A placeholder batch for `b.count` offsets starting at `b.base_offset`: uncompressed, one
+/// record per offset, null values, keys `PLACEHOLDER_MAGIC ++ nonce ++ source offset`
+/// (`source_base` is the source offset of the first record). Appended where the source has
+/// no data record (markers, aborted records, compaction holes, a removed head).
+pub fn placeholder_batch(b: &OwnBatch, nonce: u64, source_base: i64) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_LEN + b.count.max(1) as usize * 32);
+    put_header(&mut out, b, 0, b.count - 1, b.count);
+    for i in 0..b.count {
+        let mut key = [0u8; 24];
+        key[..8].copy_from_slice(PLACEHOLDER_MAGIC);
+        key[8..16].copy_from_slice(&nonce.to_be_bytes());
+        key[16..24].copy_from_slice(&(source_base + i64::from(i)).to_be_bytes());
+        put_record(&mut out, i, &key, None);
+    }
+    finish(&mut out, 0);
+    out.freeze()
+}
+
+/// A COMMIT control batch covering `b.count` offsets from `b.base_offset` with one control
+/// record (key: version 0, type 1 = COMMIT; value: EndTxnMarker version 0, coordinator epoch
+/// 0) and attributes control + transactional. Clients skip it and continue at
+/// `base_offset + count`, exactly as after a transaction marker or a compacted range.
+pub fn control_batch(b: &OwnBatch) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_LEN + 32);
+    put_header(&mut out, b, ATTR_CONTROL | ATTR_TRANSACTIONAL, b.count - 1, 1);
+    put_record(&mut out, 0, &[0, 0, 0, 1], Some(&[0, 0, 0, 0, 0, 0]));
+    finish(&mut out, 0);
+    out.freeze()
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn put_varlong(out: &mut BytesMut, v: i64) {
+    let mut z = zigzag(v);
+    while z >= 0x80 {
+        out.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.put_u8(z as u8);
+}
+
+fn put_varint(out: &mut BytesMut, v: i64) {
+    put_varlong(out, v);
+}
+
+fn read_varlong(b: &[u8], mut pos: usize) -> Option<(i64, usize)> {
+    let mut v: u64 = 0;
+    for shift in (0..70).step_by(7) {
+        let byte = *b.get(pos)?;
+        pos += 1;
+        v |= u64::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some((((v >> 1) as i64) ^ -((v & 1) as i64), pos));
+        }
+    }
+    None
+}
+
+fn read_varint(b: &[u8], pos: usize) -> Option<(i64, usize)> {
+    read_varlong(b, pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own(base: i64, count: i32) -> OwnBatch {
+        OwnBatch { base_offset: base, count, timestamp: 1_700_000_000_000, producer_id: 7, producer_epoch: 0, base_sequence: 3 }
+    }
+
+    #[test]
+    fn own_batches_are_valid_and_recognisable() {
+        let p = placeholder_batch(&own(10, 3), 0xfeed, 110);
+        let mut it = BatchIter::new(p.clone());
+        let b = it.next().unwrap().unwrap();
+        assert!(it.next().is_none() && it.truncated_at().is_none());
+        assert_eq!((b.base_offset(), b.last_offset(), b.record_count()), (10, 12, 3));
+        assert!(b.crc_is_valid() && b.is_placeholder() && !b.is_control());
+        assert_eq!((b.producer_id(), b.base_sequence()), (7, 3));
+
+        let c = Batch { bytes: control_batch(&own(10, 3)) };
+        assert!(c.crc_is_valid() && c.is_control() && c.is_transactional() && !c.is_placeholder());
+        assert_eq!((c.base_offset(), c.next_offset(), c.record_count()), (10, 13, 1));
+    }
+
+    #[test]
+    fn kafka_protocol_decodes_our_batches() {
+        let mut p = placeholder_batch(&own(0, 2), 1, 0);
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut p).unwrap();
+        assert_eq!(set.records.len(), 2);
+        assert_eq!(set.records[1].offset, 1);
+        assert!(set.records[0].value.is_none());
+        assert_eq!(&set.records[1].key.as_ref().unwrap()[..8], PLACEHOLDER_MAGIC);
+        let mut c = control_batch(&own(5, 4));
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut c).unwrap();
+        assert!(set.records[0].control);
+    }
+
+    #[test]
+    fn patch_keeps_payload_and_recomputes_crc() {
+        let p = placeholder_batch(&own(0, 5), 9, 0);
+        let b = Batch { bytes: p };
+        let h = patch_header(&b, &HeaderPatch { producer_id: Some(42), producer_epoch: Some(3), base_sequence: Some(1000), clear_transactional: true, ..Default::default() });
+        let mut whole = BytesMut::from(&h[..]);
+        whole.extend_from_slice(&b.payload());
+        let patched = Batch { bytes: whole.freeze() };
+        assert!(patched.crc_is_valid());
+        assert_eq!((patched.producer_id(), patched.producer_epoch(), patched.base_sequence()), (42, 3, 1000));
+        assert_eq!(patched.payload(), b.payload());
+        assert_ne!(patched.crc(), b.crc());
+    }
+
+    #[test]
+    fn partial_and_bad_batches() {
+        let a = placeholder_batch(&own(0, 2), 1, 0);
+        let b = placeholder_batch(&own(2, 2), 1, 2);
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&a);
+        buf.extend_from_slice(&b[..b.len() - 5]);
+        let mut it = BatchIter::new(buf.freeze());
+        assert_eq!(it.next().unwrap().unwrap().base_offset(), 0);
+        assert!(it.next().is_none());
+        assert_eq!(it.truncated_at(), Some(a.len()));
+
+        let mut bad = BytesMut::from(&a[..]);
+        bad[16] = 1;
+        assert!(matches!(BatchIter::new(bad.freeze()).next(), Some(Err(BatchError::UnsupportedMagic { .. }))));
+        let mut bad = BytesMut::from(&a[..]);
+        bad[8..12].copy_from_slice(&3i32.to_be_bytes());
+        assert!(matches!(BatchIter::new(bad.freeze()).next(), Some(Err(BatchError::BadLength { .. }))));
+        for cut in 0..a.len() {
+            let _ = BatchIter::new(a.slice(..cut)).count();
+        }
+    }
+}
