@@ -1,1 +1,192 @@
-fn main() {}
+//! The pass-through hot path, sans I/O: what mirrorgate does to every client request before
+//! its bytes go upstream unchanged.
+//!
+//! - `decode`: [`FrameDecoder::decode`] splitting a buffer of many pipelined frames (what one
+//!   `read` from a busy client socket holds);
+//! - `prefix_route`: [`RequestPrefix::parse`] and [`route::decide`] on each frame (for Produce
+//!   this includes reading `acks` with [`route::produce_acks`]);
+//! - `pipeline`: both, frame after frame, as `proxy::connection` runs them.
+//!
+//! Inputs are real requests encoded with kafka-protocol: a small Fetch v12 (~100 bytes, a
+//! consumer's long poll) and a large Produce v9 (1 MiB of opaque `records`, a flexible request
+//! header so that `produce_acks` walks the compact `transactional_id`). Throughput is reported
+//! both in bytes and in elements (= frames).
+//!
+//! Future work: an end-to-end side-by-side harness (client → mirrorgate → broker vs.
+//! client → broker, over loopback TCP) needs a real or fake destination that answers
+//! ApiVersions and Metadata at startup; it belongs in its own bench once `proxy::run` can be
+//! pointed at such a fake. These benches measure only the CPU mirrorgate adds per frame.
+//!
+//! `cargo bench --bench passthrough` (add `-- --quick` for a short run).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use mirrorgate::proxy::route::{self, Decision};
+use mirrorgate::wire::frame::{length_prefix, FrameDecoder, DEFAULT_MAX_FRAME_BYTES};
+use mirrorgate::wire::header::RequestPrefix;
+use std::hint::black_box;
+
+/// One frame body (header + request, no length prefix) of `api_key` at `version`.
+fn encode_request(api_key: ApiKey, version: i16, correlation_id: i32, body: &impl Encodable) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("bench")));
+    let mut out = BytesMut::new();
+    header.encode(&mut out, api_key.request_header_version(version)).expect("encode header");
+    body.encode(&mut out, version).expect("encode body");
+    out.freeze()
+}
+
+/// A Fetch v12 request for one partition: the small, frequent request of a consumer.
+fn fetch_frame(correlation_id: i32) -> Bytes {
+    let req = FetchRequest::default()
+        .with_max_wait_ms(500)
+        .with_min_bytes(1)
+        .with_max_bytes(52_428_800)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("bench-topic-small")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(123_456)
+                .with_partition_max_bytes(1_048_576)])]);
+    encode_request(ApiKey::Fetch, 12, correlation_id, &req)
+}
+
+/// A Produce v9 request (flexible header, compact `transactional_id`, acks=-1) carrying
+/// `records_bytes` of opaque record-batch bytes: the large request of a producer.
+fn produce_frame(correlation_id: i32, records_bytes: usize) -> Bytes {
+    let records = Bytes::from(vec![0x5a; records_bytes]);
+    let topic = TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_static_str("bench-topic-large")))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))]);
+    let req = ProduceRequest::default()
+        .with_transactional_id(None)
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![topic]);
+    encode_request(ApiKey::Produce, 9, correlation_id, &req)
+}
+
+/// `count` frames made by `make`, length-prefixed back to back, as one read buffer.
+fn pipelined(count: usize, make: impl Fn(i32) -> Bytes) -> (BytesMut, Vec<Bytes>) {
+    let frames: Vec<Bytes> = (0..count).map(|i| make(i as i32)).collect();
+    let mut buf = BytesMut::with_capacity(frames.iter().map(|f| f.len() + 4).sum());
+    for f in &frames {
+        buf.put_slice(&length_prefix(f.len()));
+        buf.put_slice(f);
+    }
+    (buf, frames)
+}
+
+fn route_one(frame: Bytes) -> bool {
+    let prefix = RequestPrefix::parse(&frame).expect("valid prefix");
+    match route::decide(&prefix, frame, |_| true) {
+        Decision::Upstream { expect_response, .. } => expect_response,
+        Decision::Close(reason) => panic!("bench frame refused: {reason}"),
+    }
+}
+
+struct Case {
+    name: &'static str,
+    buf: BytesMut,
+    frames: Vec<Bytes>,
+}
+
+fn cases() -> Vec<Case> {
+    let (buf, frames) = pipelined(1000, fetch_frame);
+    let small = Case { name: "fetch_small", buf, frames };
+    let (buf, frames) = pipelined(16, |c| produce_frame(c, 1024 * 1024));
+    let large = Case { name: "produce_1mib", buf, frames };
+    for c in [&small, &large] {
+        let f = &c.frames[0];
+        let p = RequestPrefix::parse(f).expect("prefix");
+        if p.api_key == ApiKey::Produce as i16 {
+            assert_eq!(route::produce_acks(&p, f), Some(-1), "Produce acks must be readable");
+        }
+        assert!(route_one(f.clone()), "{} expects a response", c.name);
+    }
+    vec![small, large]
+}
+
+/// Splits every frame off `buf`; returns how many there were.
+fn decode_all(decoder: &FrameDecoder, mut buf: BytesMut) -> usize {
+    let mut n = 0;
+    while let Some(frame) = decoder.decode(&mut buf).expect("valid frames") {
+        black_box(frame);
+        n += 1;
+    }
+    n
+}
+
+/// Splits every frame off `buf` and routes it, as `proxy::connection` does; returns how many
+/// frames expect a response.
+fn decode_and_route_all(decoder: &FrameDecoder, mut buf: BytesMut) -> usize {
+    let mut n = 0;
+    while let Some(frame) = decoder.decode(&mut buf).expect("valid frames") {
+        n += usize::from(route_one(frame));
+    }
+    n
+}
+
+/// Both throughput units for one case: bytes (frame bodies plus prefixes) and frames.
+fn units(case: &Case) -> [(&'static str, Throughput); 2] {
+    [("bytes", Throughput::Bytes(case.buf.len() as u64)), ("frames", Throughput::Elements(case.frames.len() as u64))]
+}
+
+fn benches(c: &mut Criterion) {
+    let cases = cases();
+    let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
+    for case in &cases {
+        eprintln!(
+            "{}: {} frames of {} bytes (+4 prefix) = {} bytes per buffer",
+            case.name,
+            case.frames.len(),
+            case.frames[0].len(),
+            case.buf.len()
+        );
+    }
+
+    let mut g = c.benchmark_group("decode");
+    for case in &cases {
+        for (unit, tp) in units(case) {
+            g.throughput(tp);
+            g.bench_with_input(BenchmarkId::new(unit, case.name), case, |b, case| {
+                b.iter_batched(|| case.buf.clone(), |buf| decode_all(&decoder, buf), BatchSize::LargeInput)
+            });
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("prefix_route");
+    for case in &cases {
+        for (unit, tp) in units(case) {
+            g.throughput(tp);
+            g.bench_with_input(BenchmarkId::new(unit, case.name), case, |b, case| {
+                b.iter(|| case.frames.iter().filter(|f| route_one(black_box((*f).clone()))).count())
+            });
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("pipeline");
+    for case in &cases {
+        for (unit, tp) in units(case) {
+            g.throughput(tp);
+            g.bench_with_input(BenchmarkId::new(unit, case.name), case, |b, case| {
+                b.iter_batched(|| case.buf.clone(), |buf| decode_and_route_all(&decoder, buf), BatchSize::LargeInput)
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(passthrough, benches);
+criterion_main!(passthrough);
