@@ -135,13 +135,14 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                             topic_name: TopicName(s(t.topic.clone())),
                             partitions: ps
                                 .iter()
-                                .map(|p| PartitionDetail {
+                                .map(|p| (p, cp.progress(&p.topic, p.partition)))
+                                .map(|(p, progress)| PartitionDetail {
                                     partition_index: p.partition,
                                     state_value: s(p.state.as_str()),
                                     error_message: p.error_message.clone().map(s),
                                     retry_attempt: if p.error_message.is_some() && !p.retryable { -1 } else { p.retry_attempt.clamp(0, i16::MAX as i32) as i16 },
-                                    source_offset: -1,
-                                    destination_offset: -1,
+                                    source_offset: progress.map_or(-1, |g| g.source_lso),
+                                    destination_offset: progress.map_or(-1, |g| g.destination_end),
                                     last_mirror_epoch: -1,
                                     last_mirror_offset: p.last_mirrored_offset,
                                     ..Default::default()

@@ -136,6 +136,13 @@ pub type TopicResults = Vec<(String, Result<(), MirrorError>)>;
 /// The control plane of one mirrorgate instance.
 pub struct ControlPlane {
     state: RwLock<ControlState>,
+    /// What the data plane last saw per `(topic, partition)`.
+    progress: dashmap::DashMap<(String, i32), super::dataplane::Progress>,
+    /// Set when a data plane drives the partitions: transient states (PAUSING, STOPPING)
+    /// then wait for it to finish in-flight work.
+    data_plane: AtomicBool,
+    /// Source offsets lost to source retention before they were copied.
+    lost_offsets: std::sync::atomic::AtomicI64,
     persist: Arc<dyn Persist>,
     /// Serialises writers so that persist order equals apply order.
     write_lock: tokio::sync::Mutex<()>,
@@ -157,6 +164,9 @@ impl ControlPlane {
         let source_timeouts = (destination.connect_timeout, destination.request_timeout);
         Self {
             state: RwLock::new(ControlState::default()),
+            progress: dashmap::DashMap::new(),
+            data_plane: AtomicBool::new(false),
+            lost_offsets: std::sync::atomic::AtomicI64::new(0),
             persist,
             write_lock: tokio::sync::Mutex::new(()),
             loaded: AtomicBool::new(false),
@@ -175,6 +185,105 @@ impl ControlPlane {
     /// COORDINATOR_LOAD_IN_PROGRESS and no topic is known to be a mirror topic).
     pub fn is_loaded(&self) -> bool {
         self.loaded.load(Ordering::Acquire)
+    }
+
+    /// Declares that a data plane drives partition transitions from now on.
+    pub fn attach_data_plane(&self) {
+        self.data_plane.store(true, Ordering::Release);
+    }
+
+    /// Records what the data plane saw of a partition.
+    pub fn set_progress(&self, topic: &str, partition: i32, p: super::dataplane::Progress) {
+        self.progress.insert((topic.to_string(), partition), p);
+    }
+
+    /// What the data plane last saw of a partition.
+    pub fn progress(&self, topic: &str, partition: i32) -> Option<super::dataplane::Progress> {
+        self.progress.get(&(topic.to_string(), partition)).map(|p| *p)
+    }
+
+    /// Counts source offsets lost to source retention (metric `mirror lost offsets`).
+    pub fn count_lost_offsets(&self, n: i64) {
+        self.lost_offsets.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Source offsets lost to source retention so far.
+    pub fn lost_offsets(&self) -> i64 {
+        self.lost_offsets.load(Ordering::Relaxed)
+    }
+
+    /// The state record of a partition.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<PartitionStateRecord> {
+        self.with_state(|s| s.partitions.get(&(topic.to_string(), partition)).cloned())
+    }
+
+    /// Changes a partition record with `f` and persists it (no state change).
+    ///
+    /// # Errors
+    /// UNKNOWN_TOPIC_OR_PARTITION when the partition has no state; a store failure.
+    pub async fn update_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut PartitionStateRecord),
+    ) -> Result<PartitionStateRecord, MirrorError> {
+        let _w = self.write_lock.lock().await;
+        let mut rec = self.partition(topic, partition).ok_or_else(|| MirrorError {
+            code: UNKNOWN_TOPIC_OR_PARTITION,
+            message: format!("no mirror state for {topic}-{partition}"),
+        })?;
+        f(&mut rec);
+        rec.updated_ms = now_ms();
+        self.persist(StateWrite::Partition(rec.clone())).await?;
+        self.update_state(|s| {
+            s.partitions.insert((topic.to_string(), partition), rec.clone());
+        });
+        Ok(rec)
+    }
+
+    /// Moves a partition to `to` if the KIP allows it from its current state, persisting
+    /// the record. Entering FAILED records `error` (message, retryable); an automatic retry
+    /// (FAILED → LOG_ALIGNMENT) counts an attempt. Invalid transitions are refused silently
+    /// (returns `false`): the caller's view was stale.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn transition(
+        &self,
+        topic: &str,
+        partition: i32,
+        to: MirrorPartitionState,
+        error: Option<(String, bool)>,
+    ) -> Result<bool, MirrorError> {
+        let _w = self.write_lock.lock().await;
+        let Some(mut rec) = self.partition(topic, partition) else { return Ok(false) };
+        if !state_machine::is_valid_transition(Some(rec.state), to) || rec.state == to && error.is_none() {
+            return Ok(false);
+        }
+        if rec.state == MirrorPartitionState::Failed && to == MirrorPartitionState::LogAlignment {
+            rec.retry_attempt += 1;
+        }
+        rec.previous_state = Some(rec.state);
+        rec.state = to;
+        rec.state_epoch += 1;
+        rec.updated_ms = now_ms();
+        if let Some((message, retryable)) = error {
+            rec.error_message = Some(message);
+            rec.retryable = retryable;
+        } else if to == MirrorPartitionState::Mirroring {
+            rec.error_message = None;
+        }
+        if to == MirrorPartitionState::Stopped {
+            if let Some(p) = self.progress(topic, partition) {
+                rec.last_mirrored_offset = p.next_source - 1;
+            }
+        }
+        self.persist(StateWrite::Partition(rec.clone())).await?;
+        tracing::info!(mirror = %rec.mirror, topic, partition, state = to.as_str(), "mirror partition state");
+        self.update_state(|s| {
+            s.partitions.insert((topic.to_string(), partition), rec);
+        });
+        Ok(true)
     }
 
     /// A copy of the current state.
@@ -203,6 +312,16 @@ impl ControlPlane {
 
     fn update_state(&self, f: impl FnOnce(&mut ControlState)) {
         f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether any topic belongs to a mirror.
+    pub fn has_topics(&self) -> bool {
+        self.with_state(|s| !s.topics.is_empty())
+    }
+
+    /// Whether `topic` belongs to a mirror (in any state).
+    pub fn is_mirror_topic(&self, topic: &str) -> bool {
+        self.with_state(|s| s.topics.contains_key(topic))
     }
 
     /// The mirror that makes `topic` read-only, if any: a mirror topic is read-only unless
@@ -422,8 +541,11 @@ impl ControlPlane {
         let broker_count = self.destination.broker_count().await.unwrap_or(1).max(1);
         let mut started = Vec::new();
         for t in matched {
-            let mut dest_configs = BTreeMap::new();
-            dest_configs.insert("compression.type".to_string(), "producer".to_string());
+            let source_configs = access.topic_configs(&t.name).await.map_err(|e| MirrorError {
+                code: UNKNOWN_SERVER_ERROR,
+                message: format!("cannot read the configs of source topic `{}`: {e}", t.name),
+            })?;
+            let dest_configs = destination_topic_configs(&def, &source_configs);
             let rf = broker_count.min(3) as i16;
             self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await.map_err(|e| MirrorError {
                 code: UNKNOWN_SERVER_ERROR,
@@ -491,8 +613,11 @@ impl ControlPlane {
                 self.update_state(|s| {
                     s.partitions.insert((topic.to_string(), p), rec);
                 });
-                // Steps the data plane must take stop here.
-                if matches!(next, MirrorPartitionState::LogAlignment | MirrorPartitionState::Mirroring) {
+                // Steps the data plane must take stop here; with a data plane attached it also
+                // completes PAUSING and STOPPING once the in-flight append is done.
+                let driven = self.data_plane.load(Ordering::Acquire)
+                    && matches!(next, MirrorPartitionState::Pausing | MirrorPartitionState::Stopping);
+                if driven || matches!(next, MirrorPartitionState::LogAlignment | MirrorPartitionState::Mirroring) {
                     break;
                 }
             }
@@ -545,8 +670,27 @@ impl ControlPlane {
             };
             results.push((name.clone(), r));
         }
+        drop(_w);
+        if desired == DesiredState::Stopped && self.data_plane.load(Ordering::Acquire) {
+            self.wait_stopped(topics, std::time::Duration::from_secs(30)).await;
+        }
         tracing::info!(mirror, ?desired, topics = ?topics, "mirror topics desired state set");
         Ok(results)
+    }
+
+    /// Waits until every partition of `topics` is STOPPED (the data plane finished its
+    /// in-flight appends), up to `timeout`; failover answers only then.
+    async fn wait_stopped(&self, topics: &[String], timeout: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let pending = self.with_state(|s| {
+                s.partitions.values().any(|p| topics.contains(&p.topic) && p.state != MirrorPartitionState::Stopped)
+            });
+            if !pending || tokio::time::Instant::now() > deadline {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Topics of `mirror` matching `patterns` (names or full-match regexes).
@@ -594,6 +738,25 @@ impl ControlPlane {
                 .collect()
         })
     }
+}
+
+/// Configs of a new destination mirror topic (DESIGN §4.9): the source topic's own configs
+/// minus `topic.properties.exclude`, then what offset identity needs — no recompression
+/// (`compression.type=producer`), CreateTime timestamps accepted however old or new, and no
+/// retention while mirroring (the mirror follows the source's log start instead; a
+/// compact-only topic keeps compaction).
+pub fn destination_topic_configs(def: &MirrorDefinition, source: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let exclude: Vec<&str> = configs::split_list(configs::effective(&def.configs, "topic.properties.exclude").unwrap_or("")).collect();
+    let mut out: BTreeMap<String, String> =
+        source.iter().filter(|(k, _)| !exclude.contains(&k.as_str()) && k.as_str() != "mirror.name").map(|(k, v)| (k.clone(), v.clone())).collect();
+    out.insert("compression.type".into(), "producer".into());
+    out.insert("message.timestamp.type".into(), "CreateTime".into());
+    out.insert("message.timestamp.before.max.ms".into(), i64::MAX.to_string());
+    out.insert("message.timestamp.after.max.ms".into(), i64::MAX.to_string());
+    out.remove("message.timestamp.difference.max.ms");
+    out.insert("retention.ms".into(), "-1".into());
+    out.insert("retention.bytes".into(), "-1".into());
+    out
 }
 
 #[cfg(test)]

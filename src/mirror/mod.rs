@@ -10,3 +10,4 @@ pub mod control;
 pub mod admin;
 pub mod config_rpc;
 pub mod persist;
+pub mod dataplane;

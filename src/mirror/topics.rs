@@ -77,6 +77,39 @@ impl ClusterAccess {
         Ok((resp.cluster_id.map(|s| s.to_string()), topics))
     }
 
+    /// The configs set on `topic` itself (DescribeConfigs, `config_source` =
+    /// DYNAMIC_TOPIC_CONFIG), name → value; broker defaults are left out. Sensitive values
+    /// (null) are left out too.
+    ///
+    /// # Errors
+    /// [`ClientError`] when no bootstrap server answers or the broker refuses.
+    pub async fn topic_configs(&self, topic: &str) -> Result<BTreeMap<String, String>, ClientError> {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        use kafka_protocol::messages::DescribeConfigsRequest;
+        const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+        let mut conn = self.connect().await?;
+        let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configuration_keys(None)]);
+        let resp = conn.send(&req, 4).await?;
+        let mut out = BTreeMap::new();
+        for r in &resp.results {
+            if r.error_code != 0 {
+                return Err(ClientError::Protocol {
+                    addr: conn.addr().into(),
+                    reason: format!("DescribeConfigs {topic}: error {}", r.error_code),
+                });
+            }
+            for c in r.configs.iter().filter(|c| c.config_source == DYNAMIC_TOPIC_CONFIG) {
+                if let Some(v) = &c.value {
+                    out.insert(c.name.to_string(), v.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Number of brokers in the cluster.
     ///
     /// # Errors

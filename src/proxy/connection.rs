@@ -151,7 +151,12 @@ where
                 },
             };
             let decision = match decision {
-                GateDecision::Pass => route::decide(&prefix, frame, |k| shared.directory.supports_api(k)),
+                GateDecision::Pass => route::decide(
+                    &prefix,
+                    frame,
+                    |k| shared.directory.supports_api(k),
+                    shared.gate.as_ref().is_some_and(|g| g.has_mirror_topics()),
+                ),
                 GateDecision::Drop => continue,
                 GateDecision::Local(response) => {
                     if tx.send(Pending::Local(response)).await.is_err() {

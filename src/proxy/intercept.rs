@@ -105,11 +105,60 @@ pub fn apply(
         }
         ResponseAction::Fetch => {
             let mut resp = FetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
-            if !rewrite::fetch(&mut resp, map) {
+            let endpoints = rewrite::fetch(&mut resp, map);
+            let placeholders = gate.is_some_and(|g| replace_placeholders(&mut resp, g));
+            if !endpoints && !placeholders {
                 return Ok(frame);
             }
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
     }
     Ok(out.freeze())
+}
+
+/// Replaces each placeholder batch of a mirror topic in a Fetch response with a synthesised
+/// COMMIT control batch for the same offsets (DESIGN §4.3), so clients skip those offsets
+/// exactly as they skip transaction markers and compaction holes on the source. Returns
+/// whether anything changed. Batches of other topics are not looked at.
+fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
+    use crate::wire::batch::{self, BatchIter, OwnBatch};
+    let mut changed = false;
+    for t in &mut resp.responses {
+        let name = if t.topic.0.is_empty() { gate.known_topic_name(t.topic_id.as_bytes()) } else { Some(t.topic.0.to_string()) };
+        let Some(name) = name else { continue };
+        if !gate.control.is_mirror_topic(&name) {
+            continue;
+        }
+        for p in &mut t.partitions {
+            let Some(records) = p.records.clone() else { continue };
+            let mut iter = BatchIter::new(records.clone());
+            let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
+            if !batches.iter().any(|b| b.is_placeholder()) {
+                continue;
+            }
+            let consumed: usize = batches.iter().map(|b| b.bytes().len()).sum();
+            let mut out = BytesMut::with_capacity(records.len());
+            for b in &batches {
+                if b.is_placeholder() {
+                    let start = out.len();
+                    out.extend_from_slice(&batch::control_batch(&OwnBatch {
+                        base_offset: b.base_offset(),
+                        count: b.last_offset_delta() + 1,
+                        timestamp: b.max_timestamp(),
+                        producer_id: b.producer_id(),
+                        producer_epoch: b.producer_epoch(),
+                        base_sequence: -1,
+                    }));
+                    // partitionLeaderEpoch sits outside the CRC'd region: keep the broker's.
+                    out[start + 12..start + 16].copy_from_slice(&b.partition_leader_epoch().to_be_bytes());
+                } else {
+                    out.extend_from_slice(b.bytes());
+                }
+            }
+            out.extend_from_slice(&records[consumed..]);
+            p.records = Some(out.freeze());
+            changed = true;
+        }
+    }
+    changed
 }

@@ -117,6 +117,16 @@ impl MirrorGate {
         self.table.entries().iter().map(|e| (e.api_key, e.versions.min, e.versions.max)).collect()
     }
 
+    /// Whether any mirror topic exists (Fetch responses then need a look).
+    pub fn has_mirror_topics(&self) -> bool {
+        self.control.has_topics()
+    }
+
+    /// The name of a destination topic id learned from Metadata, without asking the cluster.
+    pub fn known_topic_name(&self, id: &[u8; 16]) -> Option<String> {
+        self.topic_names.get(&base64_uuid(id)).map(|n| n.clone())
+    }
+
     /// Records a topic id seen in a Metadata response.
     pub fn learn_topic_id(&self, id: &[u8; 16], name: &str) {
         if *id != [0; 16] {

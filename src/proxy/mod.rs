@@ -117,13 +117,14 @@ fn shared_table_conflicts(settings: &Settings, info: &DestinationInfo) -> Vec<St
 ///
 /// # Errors
 /// The state topic cannot be created, read or parsed.
-async fn open_mirror_gate(settings: &Settings) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
+async fn open_mirror_gate(settings: &Settings, shutdown: &CancellationToken) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
     use crate::client::cluster::{ClusterClient, ClusterOptions};
     use crate::mirror::control::{ControlPlane, ControlState};
     use crate::mirror::store::{StateStore, StateStoreSettings};
     use crate::mirror::topics::ClusterAccess;
 
     let client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
+    let data_client = client.clone();
     let store_settings = StateStoreSettings {
         topic: settings.mirror_state.topic.clone(),
         num_partitions: settings.mirror_state.num_partitions,
@@ -150,6 +151,8 @@ async fn open_mirror_gate(settings: &Settings) -> anyhow::Result<Arc<mirror_gate
         snapshot.topics.into_values(),
         snapshot.partitions.into_values(),
     ));
+    let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
+    tokio::spawn(data_plane.run(shutdown.clone()));
     Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination)))
 }
 
@@ -187,7 +190,7 @@ pub async fn run(
     for entry in shared_table_conflicts(&settings, &info) {
         anyhow::bail!("{entry}");
     }
-    let gate = Some(open_mirror_gate(&settings).await?);
+    let gate = Some(open_mirror_gate(&settings, &shutdown).await?);
     let extra_apis: Vec<(i16, i16, i16)> =
         extra_apis.into_iter().chain(gate.iter().flat_map(|g| g.advertised())).collect();
     let (new_tx, mut new_rx) = mpsc::unbounded_channel();

@@ -68,7 +68,10 @@ pub enum Decision {
 /// `supports_api` says whether the destination advertised the api key; requests for api keys
 /// neither the destination nor mirrorgate knows close the connection (as a broker would)
 /// with a logged reason.
-pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool) -> Decision {
+///
+/// `mirror_topics` says whether any mirror topic exists: Fetch responses are then decoded to
+/// replace placeholder batches with control batches.
+pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool, mirror_topics: bool) -> Decision {
     let key = ApiKey::try_from(prefix.api_key).ok();
     if key.is_none() && !supports_api(prefix.api_key) {
         return Decision::Close(format!(
@@ -168,7 +171,7 @@ mod tests {
     #[test]
     fn acks_zero_expects_no_response() {
         let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false) {
             Decision::Upstream { expect_response, .. } => assert!(!expect_response),
             d => panic!("{d:?}"),
         }
@@ -178,14 +181,14 @@ mod tests {
     fn unknown_api_key_closes_unless_destination_knows_it() {
         let f = req(31000, 0, &[], 1);
         let p = RequestPrefix::parse(&f).unwrap();
-        assert!(matches!(decide(&p, f.clone(), |_| false), Decision::Close(r) if r.contains("unknown api key 31000")));
-        assert!(matches!(decide(&p, f, |k| k == 31000), Decision::Upstream { action: ResponseAction::Forward, .. }));
+        assert!(matches!(decide(&p, f.clone(), |_| false, false), Decision::Close(r) if r.contains("unknown api key 31000")));
+        assert!(matches!(decide(&p, f, |k| k == 31000, false), Decision::Upstream { action: ResponseAction::Forward, .. }));
     }
 
     #[test]
     fn api_versions_above_ours_falls_back_to_v0() {
         let f = req(18, 99, &[], 2);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false) {
             Decision::Upstream { frame, action, .. } => {
                 assert_eq!(action, ResponseAction::ApiVersions { fallback: true });
                 assert_eq!(&frame[..], &[0, 18, 0, 0, 0, 0, 0, 42, 0, 2, b'i', b'd']);

@@ -1,0 +1,184 @@
+//! The data plane: one copy loop per mirror partition that should be copying, started and
+//! stopped by a reconciler that follows the control plane's desired states (KIP-1279 §4.3):
+//! LOG_ALIGNMENT/MIRRORING run a loop; PAUSING and STOPPING stop it (finishing the append in
+//! flight) and then complete the transition; FAILED partitions are retried with backoff
+//! (`mirror.failed.retry.*`) unless the failure is not retryable.
+
+pub mod partition;
+pub mod source;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::cluster::{ClusterClient, ClusterOptions};
+use crate::wire::mirror::MirrorPartitionState as S;
+
+use super::configs;
+use super::control::ControlPlane;
+use super::model::{now_ms, DesiredState, MirrorDefinition};
+use partition::{Outcome, PartitionTask};
+use source::FetchSettings;
+
+/// What the data plane last saw of a partition, for `--describe` and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Source log start offset.
+    pub source_log_start: i64,
+    /// Source high watermark.
+    pub source_high_watermark: i64,
+    /// Source last stable offset (what read_committed can copy).
+    pub source_lso: i64,
+    /// Destination log end offset.
+    pub destination_end: i64,
+    /// Source offset − destination offset in the current segment.
+    pub shift: i64,
+    /// Next source offset to copy.
+    pub next_source: i64,
+}
+
+struct Running {
+    stop: CancellationToken,
+    handle: JoinHandle<Outcome>,
+}
+
+/// The data plane service.
+pub struct DataPlane {
+    control: Arc<ControlPlane>,
+    dest: ClusterClient,
+    sources: HashMap<String, ClusterClient>,
+    running: HashMap<(String, i32), Running>,
+    nonce: u64,
+    request_timeout: Duration,
+}
+
+impl DataPlane {
+    /// A data plane appending to `dest`.
+    pub fn new(control: Arc<ControlPlane>, dest: ClusterClient, request_timeout: Duration) -> Self {
+        let nonce = rand::random::<u64>();
+        Self { control, dest, sources: HashMap::new(), running: HashMap::new(), nonce, request_timeout }
+    }
+
+    /// Reconciles every 200 ms until `shutdown`, then stops every loop (finishing in-flight
+    /// appends) before returning.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        self.control.attach_data_plane();
+        loop {
+            self.reconcile().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+        for (_, r) in self.running.drain() {
+            r.stop.cancel();
+            let _ = r.handle.await;
+        }
+    }
+
+    async fn source_client(&mut self, def: &MirrorDefinition) -> Option<ClusterClient> {
+        if let Some(c) = self.sources.get(&def.name) {
+            return Some(c.clone());
+        }
+        let bootstrap = configs::split_list(configs::effective(&def.configs, "bootstrap.servers")?).map(String::from).collect();
+        let ms = |k: &str| configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis);
+        let mut opts = ClusterOptions::new(bootstrap);
+        if let Some(t) = ms("request.timeout.ms") {
+            opts.request_timeout = t;
+        }
+        if let Some(t) = ms("socket.connection.setup.timeout.ms") {
+            opts.connect_timeout = t;
+        }
+        match ClusterClient::connect(opts).await {
+            Ok(c) => {
+                self.sources.insert(def.name.clone(), c.clone());
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(mirror = %def.name, error = %e, "source cluster unreachable");
+                None
+            }
+        }
+    }
+
+    async fn reconcile(&mut self) {
+        // Collect finished loops first.
+        let done: Vec<(String, i32)> = self.running.iter().filter(|(_, r)| r.handle.is_finished()).map(|(k, _)| k.clone()).collect();
+        for key in done {
+            let r = self.running.remove(&key).expect("present");
+            let outcome = r.handle.await.unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
+            if let Outcome::Failed { message, retryable } = outcome {
+                tracing::error!(topic = %key.0, partition = key.1, %message, retryable, "mirror partition FAILED");
+                let _ = self.control.transition(&key.0, key.1, S::Failed, Some((message, retryable))).await;
+            }
+        }
+        let state = self.control.snapshot();
+        for ((topic, p), rec) in &state.partitions {
+            let key = (topic.clone(), *p);
+            let Some(t) = state.topics.get(topic) else { continue };
+            let Some(def) = state.mirrors.get(&t.mirror) else { continue };
+            let wants_loop = t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
+            match (wants_loop, self.running.contains_key(&key)) {
+                (true, false) => {
+                    let Some(source) = self.source_client(def).await else { continue };
+                    let task = PartitionTask {
+                        control: self.control.clone(),
+                        source,
+                        dest: self.dest.clone(),
+                        mirror: def.name.clone(),
+                        topic: topic.clone(),
+                        partition: *p,
+                        fetch: fetch_settings(def),
+                        fill_max_gap: long(def, "mirror.fill.max.gap", 10_000),
+                        nonce: self.nonce,
+                        request_timeout: self.request_timeout,
+                    };
+                    let stop = CancellationToken::new();
+                    let handle = tokio::spawn(task.run(stop.clone()));
+                    self.running.insert(key, Running { stop, handle });
+                }
+                (false, true) => {
+                    let r = self.running.remove(&key).expect("present");
+                    r.stop.cancel();
+                    let _ = r.handle.await;
+                }
+                _ => {}
+            }
+            // Transient states complete once no loop runs.
+            if !self.running.contains_key(&(topic.clone(), *p)) {
+                let next = match rec.state {
+                    S::Pausing => Some(S::Paused),
+                    S::Stopping => Some(S::Stopped),
+                    S::Failed if t.desired == DesiredState::Mirroring && rec.retryable => {
+                        let max = long(def, "mirror.failed.retry.max.attempts", 20);
+                        let initial = long(def, "mirror.failed.retry.initial.backoff.ms", 100);
+                        let cap = long(def, "mirror.failed.retry.max.backoff.ms", 300_000);
+                        let backoff = initial.saturating_mul(1i64 << rec.retry_attempt.clamp(0, 30)).min(cap);
+                        let due = rec.updated_ms + rand::random_range(0..=backoff.max(1));
+                        (i64::from(rec.retry_attempt) < max && now_ms() >= due).then_some(S::LogAlignment)
+                    }
+                    _ => None,
+                };
+                if let Some(next) = next {
+                    let _ = self.control.transition(topic, *p, next, None).await;
+                }
+            }
+        }
+    }
+}
+
+fn long(def: &MirrorDefinition, key: &str, default: i64) -> i64 {
+    configs::effective(&def.configs, key).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
+    FetchSettings {
+        max_wait: Duration::from_millis(long(def, "fetch.wait.max.ms", 1000).max(0) as u64),
+        min_bytes: long(def, "fetch.min.bytes", 1) as i32,
+        response_max_bytes: long(def, "fetch.response.max.bytes", 10 << 20) as i32,
+        partition_max_bytes: long(def, "fetch.max.bytes", 1 << 20) as i32,
+    }
+}

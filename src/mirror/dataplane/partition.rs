@@ -1,0 +1,438 @@
+//! One mirror partition's copy loop (DESIGN §4): align, then fetch from the source at
+//! READ_COMMITTED and append each data batch to the destination with its header patched
+//! (producer id / epoch / sequence = destination offset, transactional bit cleared, CRC
+//! recomputed), filling every source offset that carries no committed data (markers, aborted
+//! records, compaction holes, a removed head) with placeholder batches while the gap is
+//! within `mirror.fill.max.gap`, or starting a new offset segment beyond it.
+//!
+//! Every append is checked: a base offset other than the expected one fails the partition
+//! with both offsets named. The destination log end is the checkpoint: after any ambiguous
+//! outcome or a restart the loop re-reads it and continues from the source offset it maps to.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::cluster::{Acks, ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::mirror::control::ControlPlane;
+use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
+use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
+use crate::wire::mirror::MirrorPartitionState;
+
+use super::source::{self, codes, FetchSettings};
+use super::Progress;
+
+/// Largest placeholder batch, in offsets.
+const PLACEHOLDER_CHUNK: i64 = 1000;
+
+/// How a partition loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stopped on request with nothing in flight.
+    Stopped,
+    /// Failed; `retryable` says whether an automatic retry makes sense.
+    Failed {
+        /// What went wrong, naming offsets where they matter.
+        message: String,
+        /// Whether a retry may succeed.
+        retryable: bool,
+    },
+}
+
+fn fail(message: impl Into<String>, retryable: bool) -> Outcome {
+    Outcome::Failed { message: message.into(), retryable }
+}
+
+/// Everything one partition loop needs.
+pub struct PartitionTask {
+    /// Control plane (state records, transitions, progress).
+    pub control: Arc<ControlPlane>,
+    /// Source cluster client of the mirror.
+    pub source: ClusterClient,
+    /// Destination cluster client.
+    pub dest: ClusterClient,
+    /// Mirror name.
+    pub mirror: String,
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Fetch settings.
+    pub fetch: FetchSettings,
+    /// Largest gap filled with placeholders, offsets.
+    pub fill_max_gap: i64,
+    /// Per-installation nonce in placeholder keys.
+    pub nonce: u64,
+    /// Destination request timeout (the wait after an ambiguous append).
+    pub request_timeout: Duration,
+}
+
+/// Destination append position of a partition.
+struct Writer {
+    producer_id: i64,
+    producer_epoch: i16,
+    /// Next destination offset.
+    dest_next: i64,
+    /// Source offset − destination offset in the current segment.
+    shift: i64,
+}
+
+fn sequence_for(dest_offset: i64) -> i32 {
+    (dest_offset & 0x7fff_ffff) as i32
+}
+
+impl PartitionTask {
+    fn record(&self) -> Option<PartitionStateRecord> {
+        self.control.partition(&self.topic, self.partition)
+    }
+
+    /// Runs until stopped or failed.
+    pub async fn run(self, stop: CancellationToken) -> Outcome {
+        loop {
+            match self.run_once(&stop).await {
+                Ok(o) => return o,
+                Err(Retry(why)) => {
+                    tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, %why, "re-aligning mirror partition");
+                    tokio::select! {
+                        _ = stop.cancelled() => return Outcome::Stopped,
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_once(&self, stop: &CancellationToken) -> Result<Outcome, Retry> {
+        let (topic, p) = (self.topic.as_str(), self.partition);
+        let rec = self.record().ok_or_else(|| Retry("partition state missing".into()))?;
+
+        // Producer id for this partition (DESIGN §4.5), created once and kept in the state.
+        let (producer_id, producer_epoch) = match (rec.producer_id, rec.producer_epoch) {
+            (Some(id), Some(e)) => (id, e),
+            _ => {
+                let (id, e) = init_producer_id(&self.dest).await.map_err(|e| Retry(format!("InitProducerId: {e}")))?;
+                self.control
+                    .update_partition(topic, p, |r| {
+                        r.producer_id = Some(id);
+                        r.producer_epoch = Some(e);
+                    })
+                    .await
+                    .map_err(|e| Retry(e.to_string()))?;
+                (id, e)
+            }
+        };
+
+        let dest_end = self.dest.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(retry)?;
+        let src_start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
+
+        // The first segment: identical (delta 0) when the source head can be filled, else
+        // shifted to start where the source starts (DESIGN §4.2). Persisted before the first append.
+        let mut segments = rec.segments.clone();
+        if segments.is_empty() {
+            if dest_end != 0 {
+                return Ok(fail(
+                    format!("destination partition {topic}-{p} already holds {dest_end} offsets written outside the mirror; delete and re-create the topic, or stop the mirror"),
+                    false,
+                ));
+            }
+            let first = if src_start <= self.fill_max_gap {
+                OffsetSegment { source_start: 0, destination_start: 0 }
+            } else {
+                OffsetSegment { source_start: src_start, destination_start: 0 }
+            };
+            self.persist_segments(vec![first]).await?;
+            segments = vec![first];
+        }
+        let seg = *segments.last().expect("at least one segment");
+        if dest_end < seg.destination_start {
+            return Ok(fail(
+                format!("destination log end {dest_end} of {topic}-{p} is below the offset map's segment start {}; the destination lost data", seg.destination_start),
+                false,
+            ));
+        }
+        let mut w = Writer { producer_id, producer_epoch, dest_next: dest_end, shift: seg.shift() };
+        let mut next_src = dest_end + w.shift;
+
+        if rec.state == MirrorPartitionState::LogAlignment {
+            self.control
+                .transition(topic, p, MirrorPartitionState::Mirroring, None)
+                .await
+                .map_err(|e| Retry(e.to_string()))?;
+        }
+        tracing::info!(mirror = %self.mirror, topic, partition = p, source_offset = next_src, destination_offset = dest_end, shift = w.shift, "mirroring partition");
+
+        let mut last_epoch = -1;
+        let mut last_ts: i64 = 0;
+        let mut dest_log_start_followed = -1;
+        loop {
+            if stop.is_cancelled() {
+                return Ok(Outcome::Stopped);
+            }
+            let chunk = tokio::select! {
+                _ = stop.cancelled() => return Ok(Outcome::Stopped),
+                c = source::fetch(&self.source, topic, p, next_src, last_epoch, &self.fetch) => c.map_err(retry)?,
+            };
+            match chunk.error_code {
+                0 => {}
+                codes::OFFSET_OUT_OF_RANGE => {
+                    // Source retention passed the mirror: fill or re-segment up to the new
+                    // log start; never jump to the latest offset.
+                    let start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
+                    if start > next_src {
+                        tracing::warn!(mirror = %self.mirror, topic, partition = p, lost_from = next_src, lost_to = start, "source retention removed offsets the mirror had not copied");
+                        self.control.count_lost_offsets(start - next_src);
+                        if let Some(o) = self.gap(&mut w, next_src, start, last_ts).await? {
+                            return Ok(o);
+                        }
+                        next_src = start;
+                        continue;
+                    }
+                    return Err(Retry(format!("OFFSET_OUT_OF_RANGE at {next_src} (source log start {start})")));
+                }
+                codes::NOT_LEADER_OR_FOLLOWER | codes::FENCED_LEADER_EPOCH | codes::UNKNOWN_LEADER_EPOCH | codes::UNKNOWN_TOPIC_OR_PARTITION => {
+                    let _ = self.source.refresh_metadata(Some(&[topic])).await;
+                    return Err(Retry(format!("source error {} on fetch", chunk.error_code)));
+                }
+                other => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    return Err(Retry(format!("source fetch error {other}")));
+                }
+            }
+            if let Some((epoch, end)) = chunk.diverging {
+                return Ok(fail(
+                    format!("source log of {topic}-{p} diverged from the mirror: leader epoch {last_epoch} ends at offset {end} on the source (epoch {epoch}) but the mirror has copied up to {next_src}; the source was truncated (unclean election?)"),
+                    false,
+                ));
+            }
+            self.control.set_progress(
+                topic,
+                p,
+                Progress {
+                    source_log_start: chunk.log_start_offset,
+                    source_high_watermark: chunk.high_watermark,
+                    source_lso: chunk.last_stable_offset,
+                    destination_end: w.dest_next,
+                    shift: w.shift,
+                    next_source: next_src,
+                },
+            );
+
+            // Aborted transactions in this range (consumer logic: a producer is aborted from
+            // its first offset until its ABORT marker).
+            let mut aborted_pending = chunk.aborted.clone();
+            let mut aborted_now: HashSet<i64> = HashSet::new();
+            for b in BatchIter::new(chunk.records.clone()) {
+                let b = b.map_err(|e| Retry(e.to_string()))?;
+                if b.next_offset() <= next_src {
+                    continue;
+                }
+                if b.base_offset() < next_src {
+                    return Ok(fail(format!("source batch {}..{} of {topic}-{p} straddles the mirror position {next_src}", b.base_offset(), b.last_offset()), false));
+                }
+                aborted_pending.retain(|(pid, first)| {
+                    if *first <= b.last_offset() {
+                        aborted_now.insert(*pid);
+                        false
+                    } else {
+                        true
+                    }
+                });
+                last_ts = last_ts.max(b.max_timestamp());
+                last_epoch = b.partition_leader_epoch();
+                if b.base_offset() > next_src {
+                    if let Some(o) = self.gap(&mut w, next_src, b.base_offset(), b.base_timestamp()).await? {
+                        return Ok(o);
+                    }
+                }
+                let skip = b.is_control() || (b.is_transactional() && aborted_now.contains(&b.producer_id()));
+                if b.is_control() && is_abort_marker(&b) {
+                    aborted_now.remove(&b.producer_id());
+                }
+                if skip {
+                    if let Some(o) = self.gap(&mut w, b.base_offset(), b.next_offset(), b.max_timestamp()).await? {
+                        return Ok(o);
+                    }
+                } else if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
+                    return Ok(fail(
+                        format!("source batch {}..{} of {topic}-{p} has {} records for {} offsets (compacted); splitting such batches is not supported yet", b.base_offset(), b.last_offset(), b.record_count(), b.last_offset_delta() + 1),
+                        false,
+                    ));
+                } else if let Some(o) = self.append_data(&mut w, &b).await? {
+                    return Ok(o);
+                }
+                next_src = b.next_offset();
+            }
+            // Follow the source log start (retention) on the destination.
+            if chunk.log_start_offset > dest_log_start_followed {
+                let target = chunk.log_start_offset - w.shift;
+                if target > 0 && target <= w.dest_next {
+                    match delete_records(&self.dest, topic, p, target).await {
+                        Ok(()) => dest_log_start_followed = chunk.log_start_offset,
+                        Err(e) => tracing::warn!(topic, partition = p, error = %e, "cannot move the destination log start"),
+                    }
+                } else {
+                    dest_log_start_followed = chunk.log_start_offset;
+                }
+            }
+        }
+    }
+
+    async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
+        self.control
+            .update_partition(&self.topic, self.partition, |r| r.segments = segments)
+            .await
+            .map(|_| ())
+            .map_err(|e| Retry(e.to_string()))
+    }
+
+    /// Fills source offsets `[from, to)`: placeholders within the fill bound, otherwise a new
+    /// offset segment starting at `to` (persisted before anything is appended after it).
+    async fn gap(&self, w: &mut Writer, from: i64, to: i64, ts: i64) -> Result<Option<Outcome>, Retry> {
+        let n = to - from;
+        if n <= 0 {
+            return Ok(None);
+        }
+        if n > self.fill_max_gap {
+            let mut segs = self.record().map(|r| r.segments).unwrap_or_default();
+            let seg = OffsetSegment { source_start: to, destination_start: w.dest_next };
+            segs.push(seg);
+            self.persist_segments(segs).await?;
+            tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, shift = seg.shift(), "source gap beyond mirror.fill.max.gap: new offset segment");
+            w.shift = seg.shift();
+            return Ok(None);
+        }
+        let mut src = from;
+        while src < to {
+            let count = (to - src).min(PLACEHOLDER_CHUNK) as i32;
+            let own = OwnBatch {
+                base_offset: 0,
+                count,
+                timestamp: ts,
+                producer_id: w.producer_id,
+                producer_epoch: w.producer_epoch,
+                base_sequence: sequence_for(w.dest_next),
+            };
+            let bytes = batch::placeholder_batch(&own, self.nonce, src);
+            if let Some(o) = self.append(w, bytes, i64::from(count)).await? {
+                return Ok(Some(o));
+            }
+            src += i64::from(count);
+        }
+        Ok(None)
+    }
+
+    async fn append_data(&self, w: &mut Writer, b: &Batch) -> Result<Option<Outcome>, Retry> {
+        let expected_dest = b.base_offset() - w.shift;
+        if expected_dest != w.dest_next {
+            return Ok(Some(fail(format!("mirror position mismatch for {}-{}: source batch {} maps to destination {expected_dest} but the destination is at {}", self.topic, self.partition, b.base_offset(), w.dest_next), false)));
+        }
+        let header = batch::patch_header(
+            b,
+            &HeaderPatch {
+                // Kafka 4 refuses client batches whose baseOffset is not 0 (LogValidator:
+                // "The baseOffset of the record batch ... should be 0"); it assigns offsets.
+                base_offset: Some(0),
+                producer_id: Some(w.producer_id),
+                producer_epoch: Some(w.producer_epoch),
+                base_sequence: Some(sequence_for(expected_dest)),
+                clear_transactional: true,
+                base_timestamp: None,
+            },
+        );
+        // One copy into the request buffer until the zero-copy Produce path is wired in.
+        let mut buf = BytesMut::with_capacity(b.bytes().len());
+        buf.extend_from_slice(&header);
+        buf.extend_from_slice(&b.bytes()[batch::HEADER_LEN..]);
+        self.append(w, buf.freeze(), i64::from(b.last_offset_delta()) + 1).await
+    }
+
+    /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
+    async fn append(&self, w: &mut Writer, bytes: Bytes, count: i64) -> Result<Option<Outcome>, Retry> {
+        match self.dest.produce(&self.topic, self.partition, bytes, Acks::All).await {
+            Ok(base) if base == w.dest_next => {
+                w.dest_next += count;
+                Ok(None)
+            }
+            Ok(base) => Ok(Some(fail(
+                format!("destination appended {}-{} at offset {base}, expected {}; something else writes to this mirror partition", self.topic, self.partition, w.dest_next),
+                false,
+            ))),
+            Err(e) if e.is_ambiguous() => {
+                // The append may or may not have landed: wait until any in-flight request
+                // has timed out on the broker, then re-read the log end (DESIGN §4.6).
+                tokio::time::sleep(self.request_timeout).await;
+                Err(Retry(format!("ambiguous append: {e}")))
+            }
+            Err(e) => match e.kafka_error().map(|k| k.0) {
+                // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
+                Some(45) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
+                _ => Err(Retry(format!("append failed: {e}"))),
+            },
+        }
+    }
+}
+
+/// A reason to re-align and start over (transient errors).
+#[derive(Debug)]
+pub struct Retry(pub String);
+
+fn retry(e: ClusterError) -> Retry {
+    Retry(e.to_string())
+}
+
+fn is_abort_marker(b: &Batch) -> bool {
+    // Control record key: version INT16, type INT16 (0 = ABORT, 1 = COMMIT). The key sits
+    // after the record's length, attributes, timestamp delta, offset delta and key length
+    // varints; for a marker these are all one byte long except the length.
+    let payload = b.payload();
+    payload.len() >= 9 && payload.get(5..9).is_some_and(|k| k[2..4] == [0, 0])
+}
+
+async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterError> {
+    use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let resp = dest.send_any(&req, 4).await?;
+    if resp.error_code != 0 {
+        return Err(ClusterError::Kafka {
+            api: kafka_protocol::messages::ApiKey::InitProducerId,
+            broker: "destination".into(),
+            resource: "producer id".into(),
+            error: crate::client::cluster::KafkaErrorCode(resp.error_code),
+            message: None,
+        });
+    }
+    Ok((resp.producer_id.0, resp.producer_epoch))
+}
+
+/// Moves the destination log start of `topic`-`partition` to `offset` (DeleteRecords).
+///
+/// # Errors
+/// Transport or Kafka errors.
+pub async fn delete_records(dest: &ClusterClient, topic: &str, partition: i32, offset: i64) -> Result<(), ClusterError> {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let leader = dest.leader_for(topic, partition).await?;
+    let req = DeleteRecordsRequest::default().with_timeout_ms(30_000).with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partitions(vec![DeleteRecordsPartition::default().with_partition_index(partition).with_offset(offset)])]);
+    let resp = dest.send_to_node(leader.node_id, &req, 2).await?;
+    let code = resp.topics.iter().flat_map(|t| t.partitions.iter()).map(|p| p.error_code).next().unwrap_or(0);
+    if code != 0 {
+        return Err(ClusterError::Kafka {
+            api: kafka_protocol::messages::ApiKey::DeleteRecords,
+            broker: format!("node {}", leader.node_id),
+            resource: format!("{topic}-{partition}"),
+            error: crate::client::cluster::KafkaErrorCode(code),
+            message: None,
+        });
+    }
+    Ok(())
+}
