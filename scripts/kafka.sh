@@ -547,7 +547,11 @@ cmd_start() {
   echo "$version" >"$cdir/version"
   printf '%s\n' "${props[@]+"${props[@]}"}" >"$cdir/extra.properties"
   local cluster_id
-  cluster_id="$(python3 -c 'import base64,os;print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')"
+  # A leading "-" would be read as an option by kafka-storage: draw again until there is none.
+  cluster_id="-"
+  while [[ "$cluster_id" == -* ]]; do
+    cluster_id="$(python3 -c 'import base64,os;print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')"
+  done
   echo "$cluster_id" >"$cdir/cluster.id"
 
   local cp; cp="$(classpath_of "$version")"

@@ -11,3 +11,4 @@ pub mod admin;
 pub mod config_rpc;
 pub mod persist;
 pub mod dataplane;
+pub mod verify;

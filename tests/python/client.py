@@ -91,6 +91,60 @@ def produce(args):
     return 0 if delivered == args.count and not errors and not remaining else 1
 
 
+def produce_mixed(args):
+    """Varied records for offset-identity tests: keyed and null keys, null and empty values,
+    binary headers with duplicate keys, optional records over 1 MiB, one compression codec."""
+    import random
+
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "client.id": "mirrorgate-pyclient-mixed",
+        "acks": "all",
+        "enable.idempotence": True,
+        "compression.type": args.codec,
+        "linger.ms": 20,
+        "batch.size": 1000000,
+        "message.max.bytes": 4000000,
+        "message.timeout.ms": int(args.timeout * 1000),
+    }
+    p = Producer(conf)
+    rnd = random.Random(args.seed)
+    delivered = 0
+    errors = []
+
+    def on_delivery(err, msg):
+        nonlocal delivered
+        if err is not None:
+            errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        else:
+            delivered += 1
+
+    total = args.count + args.big
+    for i in range(total):
+        key = None if i % 7 == 0 else f"key-{i % 50}".encode()
+        if i >= args.count:
+            value = rnd.randbytes(1_500_000)
+        elif i % 11 == 0:
+            value = None
+        elif i % 13 == 0:
+            value = b""
+        else:
+            value = rnd.randbytes(rnd.randint(1, 200))
+        headers = [("h", bytes([i % 256, 0])), ("h", b"dup"), ("bin", rnd.randbytes(4))] if i % 3 == 0 else None
+        while True:
+            try:
+                p.produce(args.topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    remaining = p.flush(args.timeout)
+    print(f"delivered {delivered}", flush=True)
+    for e in errors[:10]:
+        print(f"ERROR {e}", flush=True)
+    return 0 if delivered == total and not errors and not remaining else 1
+
+
 def consume(args):
     conf = {
         "bootstrap.servers": args.bootstrap,
@@ -133,6 +187,7 @@ def consume(args):
                 "value": _dec(msg.value()),
                 "headers": [[k, _dec(v)] for k, v in (msg.headers() or [])],
                 "timestamp": msg.timestamp()[1],
+                "timestamp_type": msg.timestamp()[0],
             }
             print(json.dumps(rec), flush=True)
             got += 1
@@ -165,6 +220,15 @@ def main(argv=None):
     pp.add_argument("--timeout", type=float, default=30.0)
     pp.add_argument("--prop", action="append")
 
+    mp = sub.add_parser("produce-mixed", help="varied records (keys, nulls, headers, big values) with one codec")
+    mp.add_argument("--bootstrap", required=True)
+    mp.add_argument("--topic", required=True)
+    mp.add_argument("--count", type=int, required=True)
+    mp.add_argument("--big", type=int, default=0, help="extra records of 1.5 MB")
+    mp.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    mp.add_argument("--seed", type=int, default=1)
+    mp.add_argument("--timeout", type=float, default=60.0)
+
     cp = sub.add_parser("consume")
     cp.add_argument("--bootstrap", required=True)
     cp.add_argument("--topic", required=True)
@@ -177,6 +241,8 @@ def main(argv=None):
     cp.add_argument("--prop", action="append")
 
     args = ap.parse_args(argv)
+    if args.cmd == "produce-mixed":
+        return produce_mixed(args)
     return produce(args) if args.cmd == "produce" else consume(args)
 
 

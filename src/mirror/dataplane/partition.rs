@@ -138,10 +138,14 @@ impl PartitionTask {
                     false,
                 ));
             }
-            let first = if src_start <= self.fill_max_gap {
+            // The first source batch still on disk may start below the log start (DeleteRecords
+            // and retention keep whole batches): the mirror starts at that batch, and follows
+            // the log start with DeleteRecords once it is copied.
+            let first_base = self.first_batch_base(src_start).await?;
+            let first = if first_base <= self.fill_max_gap {
                 OffsetSegment { source_start: 0, destination_start: 0 }
             } else {
-                OffsetSegment { source_start: src_start, destination_start: 0 }
+                OffsetSegment { source_start: first_base, destination_start: 0 }
             };
             self.persist_segments(vec![first]).await?;
             segments = vec![first];
@@ -164,6 +168,7 @@ impl PartitionTask {
         }
         tracing::info!(mirror = %self.mirror, topic, partition = p, source_offset = next_src, destination_offset = dest_end, shift = w.shift, "mirroring partition");
 
+        let mut fetch_at = next_src;
         let mut last_epoch = -1;
         let mut last_ts: i64 = 0;
         let mut dest_log_start_followed = -1;
@@ -173,7 +178,7 @@ impl PartitionTask {
             }
             let chunk = tokio::select! {
                 _ = stop.cancelled() => return Ok(Outcome::Stopped),
-                c = source::fetch(&self.source, topic, p, next_src, last_epoch, &self.fetch) => c.map_err(retry)?,
+                c = source::fetch(&self.source, topic, p, fetch_at, last_epoch, &self.fetch) => c.map_err(retry)?,
             };
             match chunk.error_code {
                 0 => {}
@@ -182,12 +187,11 @@ impl PartitionTask {
                     // log start; never jump to the latest offset.
                     let start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
                     if start > next_src {
+                        // The batch holding `start` may begin below it; the gap up to that
+                        // batch is filled (or re-segmented) when it arrives.
                         tracing::warn!(mirror = %self.mirror, topic, partition = p, lost_from = next_src, lost_to = start, "source retention removed offsets the mirror had not copied");
                         self.control.count_lost_offsets(start - next_src);
-                        if let Some(o) = self.gap(&mut w, next_src, start, last_ts).await? {
-                            return Ok(o);
-                        }
-                        next_src = start;
+                        fetch_at = start;
                         continue;
                     }
                     return Err(Retry(format!("OFFSET_OUT_OF_RANGE at {next_src} (source log start {start})")));
@@ -265,6 +269,7 @@ impl PartitionTask {
                 }
                 next_src = b.next_offset();
             }
+            fetch_at = fetch_at.max(next_src);
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
                 let target = chunk.log_start_offset - w.shift;
@@ -278,6 +283,18 @@ impl PartitionTask {
                 }
             }
         }
+    }
+
+    /// Base offset of the source batch that holds `log_start` (or `log_start` itself when
+    /// the log is empty there).
+    async fn first_batch_base(&self, log_start: i64) -> Result<i64, Retry> {
+        let chunk = source::fetch(&self.source, &self.topic, self.partition, log_start, -1, &FetchSettings { max_wait: Duration::ZERO, min_bytes: 0, ..self.fetch })
+            .await
+            .map_err(retry)?;
+        if chunk.error_code != 0 {
+            return Err(Retry(format!("source fetch error {} at log start {log_start}", chunk.error_code)));
+        }
+        Ok(BatchIter::new(chunk.records).next().and_then(Result::ok).map_or(log_start, |b| b.base_offset().min(log_start)))
     }
 
     async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
