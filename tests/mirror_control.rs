@@ -32,8 +32,12 @@ fn stderr(o: &Output) -> String {
 fn mirror_with_topics(mg: &Mirrorgate, source: &Cluster, topics: &[&str]) -> String {
     let mirror = unique_name("m");
     let cfg = mirror_config_file(source, "");
-    ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
-    let out = ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topics.join(",")]), "--start");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    let out =
+        ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topics.join(",")]), "--start");
     for t in topics {
         assert!(out.contains(t), "--start did not start {t}: {out}");
     }
@@ -41,7 +45,22 @@ fn mirror_with_topics(mg: &Mirrorgate, source: &Cluster, topics: &[&str]) -> Str
 }
 
 fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
-    kafka_tool_ok(V, "topics", &["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", &partitions.to_string(), "--replication-factor", "1"], None);
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
 }
 
 #[test]
@@ -55,16 +74,24 @@ fn mirrors_survive_a_restart_and_errors_are_named() {
 
     let mg = Mirrorgate::start_with(&dest, opts());
     let mirror = unique_name("m");
-    let cfg = mirror_config_file(&source, "fetch.max.bytes=2097152\nsasl.jaas.config=org.example.Login required password=\"s3cret\";\n");
-    let out = ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    let cfg = mirror_config_file(
+        &source,
+        "fetch.max.bytes=2097152\nsasl.jaas.config=org.example.Login required password=\"s3cret\";\n",
+    );
+    let out = ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
     assert!(out.contains(&format!("Created mirror {mirror}")), "{out}");
     assert!(!out.contains("s3cret"));
 
     // Errors, each with its KIP name.
-    let again = mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]);
+    let again =
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("CLUSTER_MIRROR_ALREADY_EXISTS"), "{}", stderr(&again));
-    let bad = mirrors_cli(&mg.bootstrap, &["--create", "--mirror", "bad/name", "--mirror-config", cfg.to_str().unwrap()]);
+    let bad =
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", "bad/name", "--mirror-config", cfg.to_str().unwrap()]);
     assert!(stderr(&bad).contains("INVALID_CLUSTER_MIRROR_NAME"), "{}", stderr(&bad));
     let unknown = mirrors_cli(&mg.bootstrap, &["--delete", "--mirror", "no-such-mirror"]);
     assert!(stderr(&unknown).contains("UNKNOWN_CLUSTER_MIRROR"), "{}", stderr(&unknown));
@@ -119,9 +146,14 @@ fn mirrors_survive_a_restart_and_errors_are_named() {
 }
 
 async fn connect(mg: &Mirrorgate) -> BrokerConnection {
-    BrokerConnection::connect(&format!("127.0.0.1:{}", mg.first_port), Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
-        .await
-        .unwrap()
+    BrokerConnection::connect(
+        &format!("127.0.0.1:{}", mg.first_port),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        1 << 24,
+    )
+    .await
+    .unwrap()
 }
 
 async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::collections::HashMap<String, Option<String>> {
@@ -167,7 +199,8 @@ fn batch(value: &str) -> Bytes {
         headers: IndexMap::new(),
     };
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, [&rec], &RecordEncodeOptions { version: 2, compression: Compression::None }).unwrap();
+    RecordBatchEncoder::encode(&mut buf, [&rec], &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .unwrap();
     buf.freeze()
 }
 
@@ -183,7 +216,12 @@ fn produce_to_a_mirror_topic_is_refused_and_other_topics_are_written() {
     let mirror = mirror_with_topics(&mg, &source, &[&mirrored]);
 
     // Kafka's console producer: refused with a message naming the topic and the mirror.
-    let out = kafka_tool(V, "console-producer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored], Some("refused\n"));
+    let out = kafka_tool(
+        V,
+        "console-producer",
+        &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored],
+        Some("refused\n"),
+    );
     let err = stderr(&out);
     assert!(
         err.contains(&format!("topic {mirrored} is a read-only mirror topic of mirror {mirror}")),
@@ -199,32 +237,77 @@ fn produce_to_a_mirror_topic_is_refused_and_other_topics_are_written() {
     // message, the other topic is written.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let resp = rt.block_on(async {
-        let mut conn = BrokerConnection::connect(&format!("127.0.0.1:{}", mg.first_port + 2), Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
-            .await
-            .unwrap();
+        let mut conn = BrokerConnection::connect(
+            &format!("127.0.0.1:{}", mg.first_port + 2),
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+            1 << 24,
+        )
+        .await
+        .unwrap();
         let topic = |name: &str, v: &str| {
             TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(name.into())))
                 .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch(v)))])
         };
-        let req = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic(&mirrored, "no"), topic(&plain, "yes")]);
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![topic(&mirrored, "no"), topic(&plain, "yes")]);
         conn.send(&req, 11).await.unwrap()
     });
-    let by_topic = |n: &str| resp.responses.iter().find(|t| t.name.0.as_str() == n).unwrap_or_else(|| panic!("{n} missing: {resp:?}"));
+    let by_topic = |n: &str| {
+        resp.responses.iter().find(|t| t.name.0.as_str() == n).unwrap_or_else(|| panic!("{n} missing: {resp:?}"))
+    };
     let refused = &by_topic(&mirrored).partition_responses[0];
     assert_eq!(refused.error_code, 134);
     assert!(refused.error_message.as_ref().unwrap().contains("read-only mirror topic"));
     let written = &by_topic(&plain).partition_responses[0];
     assert_eq!((written.error_code, written.base_offset), (0, 0), "{written:?}");
-    let consumed = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &plain, "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"], None);
+    let consumed = kafka_tool_ok(
+        V,
+        "console-consumer",
+        &[
+            "--bootstrap-server",
+            &mg.bootstrap,
+            "--topic",
+            &plain,
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    );
     assert_eq!(consumed.trim(), "yes");
 
     // After --stop (failover) the topic is writable.
     ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &mirrored]), "--stop");
     let describe = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror]), "--describe");
     assert!(describe.contains("STOPPED"), "{describe}");
-    kafka_tool_ok(V, "console-producer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored], Some("after-failover\n"));
-    let consumed = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored, "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"], None);
+    kafka_tool_ok(
+        V,
+        "console-producer",
+        &["--bootstrap-server", &mg.bootstrap, "--topic", &mirrored],
+        Some("after-failover\n"),
+    );
+    let consumed = kafka_tool_ok(
+        V,
+        "console-consumer",
+        &[
+            "--bootstrap-server",
+            &mg.bootstrap,
+            "--topic",
+            &mirrored,
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    );
     assert_eq!(consumed.trim(), "after-failover");
 }
 
@@ -247,7 +330,8 @@ fn admin_writes_on_a_mirror_topic_are_refused_and_work_elsewhere() {
     ];
     for op in ops {
         let on = |t: &str| -> Vec<String> {
-            let mut v: Vec<String> = op.iter().map(|a| if *a == "TOPIC" { t.to_string() } else { a.to_string() }).collect();
+            let mut v: Vec<String> =
+                op.iter().map(|a| if *a == "TOPIC" { t.to_string() } else { a.to_string() }).collect();
             v.extend(["--bootstrap-server".to_string(), bs.to_string()]);
             v
         };

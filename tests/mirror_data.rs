@@ -30,7 +30,10 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: u32, configs: &[&str])
 
 fn client(bootstrap: &str) -> ClusterClient {
     let rt = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| rt.block_on(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()])))).unwrap()
+    tokio::task::block_in_place(|| {
+        rt.block_on(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()])))
+    })
+    .unwrap()
 }
 
 fn block<F: std::future::Future>(f: F) -> F::Output {
@@ -41,15 +44,26 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
 fn start_mirror(mg: &Mirrorgate, source: &Cluster, topics: &[&str], extra: &str) -> String {
     let mirror = unique_name("m");
     let cfg = mirror_config_file(source, extra);
-    ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topics.join(",")]), "--start");
     mirror
 }
 
 /// Waits until every partition of `topic` verifies (destination caught up and identical).
-fn wait_identical(src: &ClusterClient, dst: &ClusterClient, topic: &str, partitions: i32, segments: &[OffsetSegment]) -> Vec<VerifyReport> {
+fn wait_identical(
+    src: &ClusterClient,
+    dst: &ClusterClient,
+    topic: &str,
+    partitions: i32,
+    segments: &[OffsetSegment],
+) -> Vec<VerifyReport> {
     eventually(Duration::from_secs(120), || {
-        (0..partitions).map(|p| block(verify_partition(src, dst, topic, p, segments, None))).collect::<Result<Vec<_>, _>>()
+        (0..partitions)
+            .map(|p| block(verify_partition(src, dst, topic, p, segments, None)))
+            .collect::<Result<Vec<_>, _>>()
     })
 }
 
@@ -63,7 +77,22 @@ fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
 fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<Value> {
     let group = unique_name("verify");
     let out = ok(
-        python_client(&["consume", "--bootstrap", bootstrap, "--topic", topic, "--group", &group, "--count", &count.to_string(), "--timeout", "90", "--isolation", isolation, "--no-commit"]),
+        python_client(&[
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            &group,
+            "--count",
+            &count.to_string(),
+            "--timeout",
+            "90",
+            "--isolation",
+            isolation,
+            "--no-commit",
+        ]),
         "consume",
     );
     let mut recs: Vec<Value> = out
@@ -84,7 +113,8 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
     let dest = cluster("dest");
     let mg = Mirrorgate::start(&dest);
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
-    let codecs: [(&str, &[&str], u32); 3] = [("plain", &["none", "gzip"], 0), ("fast", &["snappy", "lz4"], 0), ("zstd", &["zstd"], 2)];
+    let codecs: [(&str, &[&str], u32); 3] =
+        [("plain", &["none", "gzip"], 0), ("fast", &["snappy", "lz4"], 0), ("zstd", &["zstd"], 2)];
     let mut topics = Vec::new();
     for (name, _, _) in &codecs {
         let t = unique_name(&format!("codec-{name}"));
@@ -95,7 +125,24 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
     for ((_, cs, big), t) in codecs.iter().zip(&topics) {
         let mut n = 0;
         for (i, c) in cs.iter().enumerate() {
-            ok(python_client(&["produce-mixed", "--bootstrap", &source.bootstrap, "--topic", t, "--count", "4000", "--codec", c, "--seed", &i.to_string(), "--big", &big.to_string()]), "produce-mixed");
+            ok(
+                python_client(&[
+                    "produce-mixed",
+                    "--bootstrap",
+                    &source.bootstrap,
+                    "--topic",
+                    t,
+                    "--count",
+                    "4000",
+                    "--codec",
+                    c,
+                    "--seed",
+                    &i.to_string(),
+                    "--big",
+                    &big.to_string(),
+                ]),
+                "produce-mixed",
+            );
             n += 4000 + *big as usize;
         }
         total.push(n);
@@ -124,15 +171,64 @@ async fn transactional_source_commits_aborts_and_markers() {
     create_topic(&source.bootstrap, &topic, 2, &[]);
     let txn = |commit: &str, abort: &str, order: &str| {
         let id = unique_name("tx");
-        ok(java_program(V, "TxnProducer.java", &["--bootstrap-server", &source.bootstrap, "--topic", &topic, "--transactional-id", &id, "--commit", commit, "--abort", abort, "--order", order]), "TxnProducer");
+        ok(
+            java_program(
+                V,
+                "TxnProducer.java",
+                &[
+                    "--bootstrap-server",
+                    &source.bootstrap,
+                    "--topic",
+                    &topic,
+                    "--transactional-id",
+                    &id,
+                    "--commit",
+                    commit,
+                    "--abort",
+                    abort,
+                    "--order",
+                    order,
+                ],
+            ),
+            "TxnProducer",
+        );
     };
-    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "200", "--prefix", "plain-a"]), "produce");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "200",
+            "--prefix",
+            "plain-a",
+        ]),
+        "produce",
+    );
     txn("c1,c2,c3", "a1,a2", "commit-first");
-    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "100", "--prefix", "plain-b"]), "produce");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "100",
+            "--prefix",
+            "plain-b",
+        ]),
+        "produce",
+    );
     txn("c4,c5", "a3,a4,a5", "abort-first");
     start_mirror(&mg, &source, &[&topic], "");
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
-    assert!(reports.iter().map(|r| r.skipped_offsets).sum::<i64>() >= 4 + 5, "markers and aborted records are skipped: {reports:?}");
+    assert!(
+        reports.iter().map(|r| r.skipped_offsets).sum::<i64>() >= 4 + 5,
+        "markers and aborted records are skipped: {reports:?}"
+    );
     let committed = 300 + 5;
     let on_source = consume_all(&source.bootstrap, &topic, committed, "read_committed");
     for iso in ["read_committed", "read_uncommitted"] {
@@ -141,7 +237,24 @@ async fn transactional_source_commits_aborts_and_markers() {
     }
     assert!(on_source.iter().all(|r| !r["value"].as_str().unwrap_or("").starts_with('a')));
     // Java's console consumer in read_committed sees the same values.
-    let java = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &topic, "--from-beginning", "--max-messages", &committed.to_string(), "--timeout-ms", "60000", "--consumer-property", "isolation.level=read_committed"], None);
+    let java = kafka_tool_ok(
+        V,
+        "console-consumer",
+        &[
+            "--bootstrap-server",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--from-beginning",
+            "--max-messages",
+            &committed.to_string(),
+            "--timeout-ms",
+            "60000",
+            "--consumer-property",
+            "isolation.level=read_committed",
+        ],
+        None,
+    );
     let mut got: Vec<&str> = java.lines().collect();
     got.sort_unstable();
     let mut want: Vec<&str> = on_source.iter().map(|r| r["value"].as_str().unwrap()).collect();
@@ -157,13 +270,28 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("failover");
     create_topic(&source.bootstrap, &topic, 1, &[]);
-    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "500", "--prefix", "before"]), "produce");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "500",
+            "--prefix",
+            "before",
+        ]),
+        "produce",
+    );
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     wait_identical(&src, &dst, &topic, 1, &[]);
     // Keep writing to the source while failing over.
     let bs = source.bootstrap.clone();
     let t = topic.clone();
-    let writer = std::thread::spawn(move || python_client(&["produce", "--bootstrap", &bs, "--topic", &t, "--count", "3000", "--prefix", "during"]));
+    let writer = std::thread::spawn(move || {
+        python_client(&["produce", "--bootstrap", &bs, "--topic", &t, "--count", "3000", "--prefix", "during"])
+    });
     std::thread::sleep(Duration::from_millis(300));
     ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
     let rows = describe_json(&mg, &mirror);
@@ -173,8 +301,41 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     // Everything on the destination is what the source has at the same offsets.
     block(verify_partition(&src, &dst, &topic, 0, &[], Some(dest_end))).unwrap();
     // A producer through mirrorgate appends at the next offset.
-    ok(python_client(&["produce", "--bootstrap", &mg.bootstrap, "--topic", &topic, "--count", "1", "--prefix", "after"]), "produce after failover");
-    let after = kafka_tool_ok(V, "console-consumer", &["--bootstrap-server", &mg.bootstrap, "--topic", &topic, "--partition", "0", "--offset", &dest_end.to_string(), "--max-messages", "1", "--timeout-ms", "30000", "--property", "print.offset=true"], None);
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "1",
+            "--prefix",
+            "after",
+        ]),
+        "produce after failover",
+    );
+    let after = kafka_tool_ok(
+        V,
+        "console-consumer",
+        &[
+            "--bootstrap-server",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--partition",
+            "0",
+            "--offset",
+            &dest_end.to_string(),
+            "--max-messages",
+            "1",
+            "--timeout-ms",
+            "30000",
+            "--property",
+            "print.offset=true",
+        ],
+        None,
+    );
     assert_eq!(after.trim(), format!("Offset:{dest_end}\tafter-0"));
 }
 
@@ -190,7 +351,20 @@ async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
     let mut mg = Mirrorgate::start_with(&dest, opts());
     start_mirror(&mg, &source, &[&topic], "");
     for round in 0..3 {
-        ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "4000", "--prefix", &format!("r{round}")]), "produce");
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                "4000",
+                "--prefix",
+                &format!("r{round}"),
+            ]),
+            "produce",
+        );
         std::thread::sleep(Duration::from_millis(200 + 300 * round));
         drop(mg); // SIGKILL
         mg = Mirrorgate::start_with(&dest, opts());
@@ -216,8 +390,29 @@ async fn source_head_removed_by_retention_filled_or_shifted() {
     for t in [&filled, &shifted] {
         create_topic(&source.bootstrap, t, 1, &[]);
         // Batches of 10 records, so that offset 200 starts a batch.
-        ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", t, "--count", "300", "--partition", "0", "--prop", "batch.num.messages=10", "--prop", "linger.ms=0"]), "produce");
-        let out = java_program(V, "AdminOps.java", &["delete-records", t, "0", "200", "--bootstrap-server", &source.bootstrap]);
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                t,
+                "--count",
+                "300",
+                "--partition",
+                "0",
+                "--prop",
+                "batch.num.messages=10",
+                "--prop",
+                "linger.ms=0",
+            ]),
+            "produce",
+        );
+        let out = java_program(
+            V,
+            "AdminOps.java",
+            &["delete-records", t, "0", "200", "--bootstrap-server", &source.bootstrap],
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
     }
     let mg = Mirrorgate::start_with(&dest, opts());
@@ -226,7 +421,11 @@ async fn source_head_removed_by_retention_filled_or_shifted() {
     wait_identical(&src, &dst, &filled, 1, &[]);
     eventually(Duration::from_secs(30), || {
         let start = block(dst.list_offsets(&filled, 0, -2)).map_err(|e| e.to_string())?;
-        if start == 200 { Ok(()) } else { Err(format!("destination log start {start}, source 200")) }
+        if start == 200 {
+            Ok(())
+        } else {
+            Err(format!("destination log start {start}, source 200"))
+        }
     });
     // Beyond the bound (set low): one shifted segment, every record at source offset - 200.
     start_mirror(&mg, &source, &[&shifted], "mirror.fill.max.gap=50\n");
@@ -236,7 +435,22 @@ async fn source_head_removed_by_retention_filled_or_shifted() {
     // The shift survives a restart.
     drop(mg);
     let _mg = Mirrorgate::start_with(&dest, opts());
-    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &shifted, "--count", "10", "--partition", "0", "--prefix", "later"]), "produce");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &shifted,
+            "--count",
+            "10",
+            "--partition",
+            "0",
+            "--prefix",
+            "later",
+        ]),
+        "produce",
+    );
     let reports = wait_identical(&src, &dst, &shifted, 1, &seg);
     assert_eq!(reports[0].records, 110);
 }
@@ -250,19 +464,66 @@ async fn a_foreign_write_fails_only_that_partition() {
     let topic = unique_name("foreign");
     create_topic(&source.bootstrap, &topic, 2, &[]);
     for p in ["0", "1"] {
-        ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "50", "--partition", p]), "produce");
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                "50",
+                "--partition",
+                p,
+            ]),
+            "produce",
+        );
     }
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     wait_identical(&src, &dst, &topic, 2, &[]);
     // Straight to the destination broker, bypassing mirrorgate.
-    ok(python_client(&["produce", "--bootstrap", &dest.bootstrap, "--topic", &topic, "--count", "1", "--partition", "0", "--prefix", "intruder"]), "foreign write");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &dest.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "1",
+            "--partition",
+            "0",
+            "--prefix",
+            "intruder",
+        ]),
+        "foreign write",
+    );
     for p in ["0", "1"] {
-        ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "20", "--partition", p, "--prefix", "more"]), "produce");
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                "20",
+                "--partition",
+                p,
+                "--prefix",
+                "more",
+            ]),
+            "produce",
+        );
     }
     let failed = eventually(Duration::from_secs(60), || {
         let rows = describe_json(&mg, &mirror);
         let p0 = rows.iter().find(|r| r["partition"] == 0).cloned().unwrap();
-        if p0["state"] == "FAILED" { Ok(p0) } else { Err(format!("{rows:?}")) }
+        if p0["state"] == "FAILED" {
+            Ok(p0)
+        } else {
+            Err(format!("{rows:?}"))
+        }
     });
     let msg = failed["errorMessage"].as_str().unwrap();
     assert!(msg.contains("at offset 51, expected 50") || msg.contains("out of sequence"), "{msg}");

@@ -35,14 +35,46 @@ fn msg(e: &MirrorError) -> Option<StrBytes> {
 pub fn error_response(api: MirrorApi, code: i16, message: &str) -> MirrorResponse {
     let m = Some(s(message));
     match api {
-        MirrorApi::CreateClusterMirror => MirrorResponse::CreateClusterMirror(CreateClusterMirrorResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::DeleteClusterMirror => MirrorResponse::DeleteClusterMirror(DeleteClusterMirrorResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::ListClusterMirrors => MirrorResponse::ListClusterMirrors(ListClusterMirrorsResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::DescribeClusterMirrors => MirrorResponse::DescribeClusterMirrors(DescribeClusterMirrorsResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::StartMirrorTopics => MirrorResponse::StartMirrorTopics(StartMirrorTopicsResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::StopMirrorTopics => MirrorResponse::StopMirrorTopics(StopMirrorTopicsResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::PauseMirrorTopics => MirrorResponse::PauseMirrorTopics(PauseMirrorTopicsResponse { error_code: code, error_message: m, ..Default::default() }),
-        MirrorApi::ResumeMirrorTopics => MirrorResponse::ResumeMirrorTopics(ResumeMirrorTopicsResponse { error_code: code, error_message: m, ..Default::default() }),
+        MirrorApi::CreateClusterMirror => MirrorResponse::CreateClusterMirror(CreateClusterMirrorResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::DeleteClusterMirror => MirrorResponse::DeleteClusterMirror(DeleteClusterMirrorResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::ListClusterMirrors => MirrorResponse::ListClusterMirrors(ListClusterMirrorsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::DescribeClusterMirrors => MirrorResponse::DescribeClusterMirrors(DescribeClusterMirrorsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::StartMirrorTopics => MirrorResponse::StartMirrorTopics(StartMirrorTopicsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::StopMirrorTopics => MirrorResponse::StopMirrorTopics(StopMirrorTopicsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::PauseMirrorTopics => MirrorResponse::PauseMirrorTopics(PauseMirrorTopicsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
+        MirrorApi::ResumeMirrorTopics => MirrorResponse::ResumeMirrorTopics(ResumeMirrorTopicsResponse {
+            error_code: code,
+            error_message: m,
+            ..Default::default()
+        }),
     }
 }
 
@@ -71,11 +103,8 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
     let fail = |e: MirrorError| error_response(api, e.code, &e.message);
     match req {
         MirrorRequest::CreateClusterMirror(r) => {
-            let configs: BTreeMap<String, String> = r
-                .config
-                .iter()
-                .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
-                .collect();
+            let configs: BTreeMap<String, String> =
+                r.config.iter().filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string()))).collect();
             match cp.create_mirror(&r.mirror_name, configs).await {
                 Ok(()) => MirrorResponse::CreateClusterMirror(CreateClusterMirrorResponse::default()),
                 Err(e) => fail(e),
@@ -140,7 +169,11 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                     partition_index: p.partition,
                                     state_value: s(p.state.as_str()),
                                     error_message: p.error_message.clone().map(s),
-                                    retry_attempt: if p.error_message.is_some() && !p.retryable { -1 } else { p.retry_attempt.clamp(0, i16::MAX as i32) as i16 },
+                                    retry_attempt: if p.error_message.is_some() && !p.retryable {
+                                        -1
+                                    } else {
+                                        p.retry_attempt.clamp(0, i16::MAX as i32) as i16
+                                    },
                                     source_offset: progress.map_or(-1, |g| g.source_lso),
                                     destination_offset: progress.map_or(-1, |g| g.destination_end),
                                     last_mirror_epoch: -1,
@@ -181,7 +214,12 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
             names.dedup();
             match cp.set_desired(&r.mirror_name, &names, DesiredState::Stopped).await {
                 Ok(results) => MirrorResponse::StopMirrorTopics(StopMirrorTopicsResponse {
-                    topics: per_topic(results, |n, code, m| StopResult { name: TopicName(s(n)), error_code: code, error_message: m, ..Default::default() }),
+                    topics: per_topic(results, |n, code, m| StopResult {
+                        name: TopicName(s(n)),
+                        error_code: code,
+                        error_message: m,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 Err(e) => fail(e),
@@ -191,7 +229,12 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
             let names: Vec<String> = r.topics.iter().map(|t| t.topic_name.0.to_string()).collect();
             match cp.set_desired(&r.mirror_name, &names, DesiredState::Paused).await {
                 Ok(results) => MirrorResponse::PauseMirrorTopics(PauseMirrorTopicsResponse {
-                    topics: per_topic(results, |n, code, m| PauseResult { topic_name: TopicName(s(n)), error_code: code, error_message: m, ..Default::default() }),
+                    topics: per_topic(results, |n, code, m| PauseResult {
+                        topic_name: TopicName(s(n)),
+                        error_code: code,
+                        error_message: m,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 Err(e) => fail(e),
@@ -201,7 +244,12 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
             let names: Vec<String> = r.topics.iter().map(|t| t.topic_name.0.to_string()).collect();
             match cp.set_desired(&r.mirror_name, &names, DesiredState::Mirroring).await {
                 Ok(results) => MirrorResponse::ResumeMirrorTopics(ResumeMirrorTopicsResponse {
-                    topics: per_topic(results, |n, code, m| ResumeResult { name: TopicName(s(n)), error_code: code, error_message: m, ..Default::default() }),
+                    topics: per_topic(results, |n, code, m| ResumeResult {
+                        name: TopicName(s(n)),
+                        error_code: code,
+                        error_message: m,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 Err(e) => fail(e),
@@ -214,6 +262,9 @@ fn loaded(cp: &ControlPlane) -> Result<(), MirrorError> {
     if cp.is_loaded() {
         Ok(())
     } else {
-        Err(MirrorError { code: super::control::COORDINATOR_LOAD_IN_PROGRESS, message: "mirrorgate is loading __mirror_state".into() })
+        Err(MirrorError {
+            code: super::control::COORDINATOR_LOAD_IN_PROGRESS,
+            message: "mirrorgate is loading __mirror_state".into(),
+        })
     }
 }

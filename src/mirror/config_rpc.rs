@@ -64,7 +64,9 @@ pub fn describe(cp: &ControlPlane, req: &DescribeConfigsRequest) -> DescribeConf
             };
             // Null (and, leniently, an empty list) asks for every config.
             let wanted = |name: &str| {
-                r.configuration_keys.as_ref().is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
+                r.configuration_keys
+                    .as_ref()
+                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
             };
             let mut entries = Vec::new();
             for key in configs::KEYS.iter().filter(|k| wanted(k.name)) {
@@ -93,7 +95,10 @@ pub fn describe(cp: &ControlPlane, req: &DescribeConfigsRequest) -> DescribeConf
 /// Answers an IncrementalAlterConfigs request on cluster mirrors: SET and DELETE, each
 /// validated (unknown key or bad value → INVALID_CONFIG with a message). APPEND and SUBTRACT
 /// are refused as INVALID_REQUEST. With `validate_only` nothing is changed.
-pub async fn incremental_alter(cp: &ControlPlane, req: &IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn incremental_alter(
+    cp: &ControlPlane,
+    req: &IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::new();
     for r in &req.resources {
         let base = AlterConfigsResourceResponse::default()
@@ -110,9 +115,15 @@ pub async fn incremental_alter(cp: &ControlPlane, req: &IncrementalAlterConfigsR
         let mut bad = None;
         for c in &r.configs {
             match c.config_operation {
-                OP_SET => changes.push((c.name.to_string(), Some(c.value.as_ref().map(|v| v.to_string()).unwrap_or_default()))),
+                OP_SET => changes
+                    .push((c.name.to_string(), Some(c.value.as_ref().map(|v| v.to_string()).unwrap_or_default()))),
                 OP_DELETE => changes.push((c.name.to_string(), None)),
-                op => bad = Some(format!("operation {op} on `{}` is not supported for mirror configs (use SET or DELETE)", c.name)),
+                op => {
+                    bad = Some(format!(
+                        "operation {op} on `{}` is not supported for mirror configs (use SET or DELETE)",
+                        c.name
+                    ))
+                }
             }
         }
         if let Some(m) = bad {

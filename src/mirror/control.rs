@@ -88,7 +88,8 @@ fn err(code: MirrorErrorCode, message: impl Into<String>) -> MirrorError {
 /// # Errors
 /// INVALID_CLUSTER_MIRROR_NAME with the reason.
 pub fn validate_mirror_name(name: &str) -> Result<(), MirrorError> {
-    let bad = |why: &str| err(MirrorErrorCode::InvalidClusterMirrorName, format!("invalid mirror name `{name}`: {why}"));
+    let bad =
+        |why: &str| err(MirrorErrorCode::InvalidClusterMirrorName, format!("invalid mirror name `{name}`: {why}"));
     if name.is_empty() {
         return Err(bad("empty"));
     }
@@ -129,6 +130,9 @@ impl ControlState {
         }
     }
 }
+
+/// A mirror with its topics and their partition states by topic, for List/Describe.
+pub type MirrorView = (MirrorDefinition, Vec<MirrorTopic>, HashMap<String, Vec<PartitionStateRecord>>);
 
 /// Result of a per-topic operation.
 pub type TopicResults = Vec<(String, Result<(), MirrorError>)>;
@@ -295,7 +299,10 @@ impl ControlPlane {
         if self.is_loaded() {
             Ok(())
         } else {
-            Err(MirrorError { code: COORDINATOR_LOAD_IN_PROGRESS, message: "mirrorgate is loading __mirror_state".into() })
+            Err(MirrorError {
+                code: COORDINATOR_LOAD_IN_PROGRESS,
+                message: "mirrorgate is loading __mirror_state".into(),
+            })
         }
     }
 
@@ -330,7 +337,8 @@ impl ControlPlane {
     pub fn read_only_mirror(&self, topic: &str) -> Option<String> {
         self.with_state(|s| {
             let t = s.topics.get(topic)?;
-            let parts: Vec<_> = s.partitions.range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX)).collect();
+            let parts: Vec<_> =
+                s.partitions.range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX)).collect();
             let writable = !parts.is_empty() && parts.iter().all(|(_, p)| state_machine::is_writable(Some(p.state)));
             (!writable).then(|| t.mirror.clone())
         })
@@ -370,7 +378,11 @@ impl ControlPlane {
     ///
     /// # Errors
     /// UNKNOWN_CLUSTER_MIRROR, INVALID_CONFIG, or a store failure.
-    pub async fn alter_mirror_configs(&self, name: &str, changes: Vec<(String, Option<String>)>) -> Result<(), MirrorError> {
+    pub async fn alter_mirror_configs(
+        &self,
+        name: &str,
+        changes: Vec<(String, Option<String>)>,
+    ) -> Result<(), MirrorError> {
         self.check_loaded()?;
         let _w = self.write_lock.lock().await;
         let mut def = self.mirror(name)?;
@@ -388,7 +400,8 @@ impl ControlPlane {
                 None => def.configs.remove(&k),
             };
         }
-        configs::validate_all(&def.configs).map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        configs::validate_all(&def.configs)
+            .map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
         self.persist(StateWrite::Mirror(def.clone())).await?;
         self.update_state(|s| {
             s.mirrors.insert(name.to_string(), def);
@@ -427,9 +440,8 @@ impl ControlPlane {
             ));
         }
         for topic in &topics {
-            let parts: Vec<i32> = self.with_state(|s| {
-                s.partitions.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect()
-            });
+            let parts: Vec<i32> =
+                self.with_state(|s| s.partitions.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect());
             for p in parts {
                 self.persist(StateWrite::DeletePartition(name.into(), topic.clone(), p)).await?;
             }
@@ -477,12 +489,19 @@ impl ControlPlane {
     /// UNKNOWN_CLUSTER_MIRROR, INVALID_CONFIG for a bad pattern, TOPIC_ALREADY_IN_CLUSTER_MIRROR
     /// naming the other mirror, an unreachable source (with the address), or a store failure.
     /// Returns the topics started.
-    pub async fn start_topics(&self, mirror: &str, include: &[String], exclude: &[String]) -> Result<Vec<String>, MirrorError> {
+    pub async fn start_topics(
+        &self,
+        mirror: &str,
+        include: &[String],
+        exclude: &[String],
+    ) -> Result<Vec<String>, MirrorError> {
         self.check_loaded()?;
         let def = self.mirror(mirror)?;
         let compile = |p: &String| {
-            Regex::new(&format!("^(?:{p})$"))
-                .map_err(|e| MirrorError { code: INVALID_CONFIG, message: format!("`{p}` is not a valid pattern: {e}") })
+            Regex::new(&format!("^(?:{p})$")).map_err(|e| MirrorError {
+                code: INVALID_CONFIG,
+                message: format!("`{p}` is not a valid pattern: {e}"),
+            })
         };
         let inc = include.iter().map(compile).collect::<Result<Vec<_>, _>>()?;
         let mut exc = exclude.iter().map(compile).collect::<Result<Vec<_>, _>>()?;
@@ -634,7 +653,12 @@ impl ControlPlane {
     ///
     /// # Errors
     /// UNKNOWN_CLUSTER_MIRROR for the whole request.
-    pub async fn set_desired(&self, mirror: &str, topics: &[String], desired: DesiredState) -> Result<TopicResults, MirrorError> {
+    pub async fn set_desired(
+        &self,
+        mirror: &str,
+        topics: &[String],
+        desired: DesiredState,
+    ) -> Result<TopicResults, MirrorError> {
         self.check_loaded()?;
         self.mirror(mirror)?;
         let _w = self.write_lock.lock().await;
@@ -644,9 +668,17 @@ impl ControlPlane {
             let r = match current {
                 Some(t) if t.mirror == mirror => {
                     let check = match (desired, t.desired) {
-                        (DesiredState::Paused, DesiredState::Paused) => Err(err(MirrorErrorCode::MirrorTopicAlreadyPaused, format!("topic `{name}` is already paused"))),
-                        (DesiredState::Mirroring, DesiredState::Mirroring) => Err(err(MirrorErrorCode::MirrorTopicNotPaused, format!("topic `{name}` is not paused"))),
-                        (DesiredState::Paused | DesiredState::Mirroring, DesiredState::Stopped) => Err(err(MirrorErrorCode::MirrorTopicBeingStopped, format!("topic `{name}` is stopped; use --start to mirror it again"))),
+                        (DesiredState::Paused, DesiredState::Paused) => Err(err(
+                            MirrorErrorCode::MirrorTopicAlreadyPaused,
+                            format!("topic `{name}` is already paused"),
+                        )),
+                        (DesiredState::Mirroring, DesiredState::Mirroring) => {
+                            Err(err(MirrorErrorCode::MirrorTopicNotPaused, format!("topic `{name}` is not paused")))
+                        }
+                        (DesiredState::Paused | DesiredState::Mirroring, DesiredState::Stopped) => Err(err(
+                            MirrorErrorCode::MirrorTopicBeingStopped,
+                            format!("topic `{name}` is stopped; use --start to mirror it again"),
+                        )),
                         _ => Ok(()),
                     };
                     match check {
@@ -666,7 +698,10 @@ impl ControlPlane {
                         }
                     }
                 }
-                _ => Err(err(MirrorErrorCode::TopicNotInClusterMirror, format!("topic `{name}` is not in mirror `{mirror}`"))),
+                _ => Err(err(
+                    MirrorErrorCode::TopicNotInClusterMirror,
+                    format!("topic `{name}` is not in mirror `{mirror}`"),
+                )),
             };
             results.push((name.clone(), r));
         }
@@ -701,8 +736,10 @@ impl ControlPlane {
         let regs = patterns
             .iter()
             .map(|p| {
-                Regex::new(&format!("^(?:{p})$"))
-                    .map_err(|e| MirrorError { code: INVALID_CONFIG, message: format!("`{p}` is not a valid pattern: {e}") })
+                Regex::new(&format!("^(?:{p})$")).map_err(|e| MirrorError {
+                    code: INVALID_CONFIG,
+                    message: format!("`{p}` is not a valid pattern: {e}"),
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.with_state(|s| {
@@ -723,7 +760,7 @@ impl ControlPlane {
     }
 
     /// Mirrors with their topics and partition states, for List/Describe.
-    pub fn mirrors_view(&self) -> Vec<(MirrorDefinition, Vec<MirrorTopic>, HashMap<String, Vec<PartitionStateRecord>>)> {
+    pub fn mirrors_view(&self) -> Vec<MirrorView> {
         self.with_state(|s| {
             s.mirrors
                 .values()
@@ -745,10 +782,17 @@ impl ControlPlane {
 /// (`compression.type=producer`), CreateTime timestamps accepted however old or new, and no
 /// retention while mirroring (the mirror follows the source's log start instead; a
 /// compact-only topic keeps compaction).
-pub fn destination_topic_configs(def: &MirrorDefinition, source: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let exclude: Vec<&str> = configs::split_list(configs::effective(&def.configs, "topic.properties.exclude").unwrap_or("")).collect();
-    let mut out: BTreeMap<String, String> =
-        source.iter().filter(|(k, _)| !exclude.contains(&k.as_str()) && k.as_str() != "mirror.name").map(|(k, v)| (k.clone(), v.clone())).collect();
+pub fn destination_topic_configs(
+    def: &MirrorDefinition,
+    source: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let exclude: Vec<&str> =
+        configs::split_list(configs::effective(&def.configs, "topic.properties.exclude").unwrap_or("")).collect();
+    let mut out: BTreeMap<String, String> = source
+        .iter()
+        .filter(|(k, _)| !exclude.contains(&k.as_str()) && k.as_str() != "mirror.name")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     out.insert("compression.type".into(), "producer".into());
     out.insert("message.timestamp.type".into(), "CreateTime".into());
     out.insert("message.timestamp.before.max.ms".into(), i64::MAX.to_string());

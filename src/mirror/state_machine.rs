@@ -86,7 +86,8 @@ mod tests {
 
     #[test]
     fn steps_towards_desired_state_are_valid_transitions() {
-        let all = [Unknown, LogAlignment, EpochFencing, UleRecovery, Mirroring, Pausing, Paused, Stopping, Stopped, Failed];
+        let all =
+            [Unknown, LogAlignment, EpochFencing, UleRecovery, Mirroring, Pausing, Paused, Stopping, Stopped, Failed];
         for desired in [DesiredState::Mirroring, DesiredState::Paused, DesiredState::Stopped] {
             for s in all {
                 if let Some(next) = next_step(Some(s), desired) {

@@ -63,7 +63,12 @@ const SETTINGS: FetchSettings = FetchSettings {
 
 /// Committed data batches of the source partition from its log start up to `end` (or its
 /// LSO when `None`), with the LSO.
-async fn source_batches(client: &ClusterClient, topic: &str, p: i32, end: Option<i64>) -> Result<(Vec<Summary>, i64, i64), String> {
+async fn source_batches(
+    client: &ClusterClient,
+    topic: &str,
+    p: i32,
+    end: Option<i64>,
+) -> Result<(Vec<Summary>, i64, i64), String> {
     let mut offset = client.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(|e| e.to_string())?;
     let start = offset;
     let mut out = Vec::new();
@@ -148,7 +153,10 @@ pub async fn verify_partition(
             return Err(format!("source batch {}..{} of {topic}-{p} is missing on the destination", s.base, s.last));
         };
         let what = |field: &str| {
-            format!("source batch {}..{} of {topic}-{p} differs on the destination at {}..{}: {field}", s.base, s.last, d.base, d.last)
+            format!(
+                "source batch {}..{} of {topic}-{p} differs on the destination at {}..{}: {field}",
+                s.base, s.last, d.base, d.last
+            )
         };
         if d.base != s.base - shift || d.last != s.last - shift {
             return Err(what(&format!("expected offsets {}..{}", s.base - shift, s.last - shift)));
@@ -166,7 +174,10 @@ pub async fn verify_partition(
         report.records += i64::from(s.record_count);
     }
     if let Some(extra) = dest_data.get(src.len()) {
-        return Err(format!("destination {topic}-{p} has data at {}..{} that the source does not have", extra.base, extra.last));
+        return Err(format!(
+            "destination {topic}-{p} has data at {}..{} that the source does not have",
+            extra.base, extra.last
+        ));
     }
     let covered: i64 = src.iter().map(|s| s.last - s.base + 1).sum();
     report.skipped_offsets = (src_end - src_start) - covered;

@@ -17,8 +17,8 @@ use crate::config::Listener;
 use crate::wire::frame::{length_prefix, FrameDecoder};
 use crate::wire::header::{self, RequestPrefix};
 
-use super::rewrite::AddressMap;
 use super::mirror_gate::GateDecision;
+use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
 
@@ -35,12 +35,7 @@ pub enum Target {
 #[derive(Debug)]
 enum Pending {
     /// The destination broker will answer this request.
-    Upstream {
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
-        action: ResponseAction,
-    },
+    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction },
     /// mirrorgate answered it itself.
     Local(Bytes),
 }

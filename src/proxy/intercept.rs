@@ -27,6 +27,7 @@ pub type ExtraApis = [(i16, i16, i16)];
 /// # Errors
 /// A description of why the response could not be decoded or encoded; the caller closes the
 /// client connection with it.
+#[allow(clippy::too_many_arguments)] // one call site; the arguments are the response's context
 pub fn apply(
     action: ResponseAction,
     api_key: i16,
@@ -124,7 +125,11 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
     use crate::wire::batch::{self, BatchIter, OwnBatch};
     let mut changed = false;
     for t in &mut resp.responses {
-        let name = if t.topic.0.is_empty() { gate.known_topic_name(t.topic_id.as_bytes()) } else { Some(t.topic.0.to_string()) };
+        let name = if t.topic.0.is_empty() {
+            gate.known_topic_name(t.topic_id.as_bytes())
+        } else {
+            Some(t.topic.0.to_string())
+        };
         let Some(name) = name else { continue };
         if !gate.control.is_mirror_topic(&name) {
             continue;

@@ -159,7 +159,12 @@ impl MirrorGate {
     ///
     /// # Errors
     /// A reason to close the connection (a request that cannot be walked safely).
-    pub async fn intercept(&self, prefix: &RequestPrefix, frame: &Bytes, admin_listener: bool) -> Result<GateDecision, String> {
+    pub async fn intercept(
+        &self,
+        prefix: &RequestPrefix,
+        frame: &Bytes,
+        admin_listener: bool,
+    ) -> Result<GateDecision, String> {
         if let Some(api) = self.table.lookup(prefix.api_key) {
             return self.mirror_admin(api, prefix, frame, admin_listener).await.map(GateDecision::Local);
         }
@@ -195,27 +200,63 @@ impl MirrorGate {
                     let resp = config_rpc::incremental_alter(&self.control, &req).await;
                     return Ok(GateDecision::Local(encode_response(key, prefix, &resp)?));
                 }
-                let names: Vec<(i8, String)> = res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
+                let names: Vec<(i8, String)> =
+                    res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
                 self.refuse_configs(key, prefix, names, |responses| {
-                    encode_any(IncrementalAlterConfigsResponse::default().with_responses(
-                        responses.into_iter().map(|(t, n, c, m)| IncResult::default().with_resource_type(t).with_resource_name(s(n)).with_error_code(c).with_error_message(m)).collect(),
-                    ))
+                    encode_any(
+                        IncrementalAlterConfigsResponse::default().with_responses(
+                            responses
+                                .into_iter()
+                                .map(|(t, n, c, m)| {
+                                    IncResult::default()
+                                        .with_resource_type(t)
+                                        .with_resource_name(s(n))
+                                        .with_error_code(c)
+                                        .with_error_message(m)
+                                })
+                                .collect(),
+                        ),
+                    )
                 })
             }
             ApiKey::AlterConfigs => {
                 let res = scan::alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
-                let names: Vec<(i8, String)> = res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
+                let names: Vec<(i8, String)> =
+                    res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
                 self.refuse_configs(key, prefix, names, |responses| {
-                    encode_any(AlterConfigsResponse::default().with_responses(
-                        responses.into_iter().map(|(t, n, c, m)| AlterResult::default().with_resource_type(t).with_resource_name(s(n)).with_error_code(c).with_error_message(m)).collect(),
-                    ))
+                    encode_any(
+                        AlterConfigsResponse::default().with_responses(
+                            responses
+                                .into_iter()
+                                .map(|(t, n, c, m)| {
+                                    AlterResult::default()
+                                        .with_resource_type(t)
+                                        .with_resource_name(s(n))
+                                        .with_error_code(c)
+                                        .with_error_message(m)
+                                })
+                                .collect(),
+                        ),
+                    )
                 })
             }
             ApiKey::CreatePartitions => {
-                let topics: Vec<String> = scan::create_partitions_topics(frame, prefix.api_version).map_err(bad)?.into_iter().map(|t| t.0.to_string()).collect();
+                let topics: Vec<String> = scan::create_partitions_topics(frame, prefix.api_version)
+                    .map_err(bad)?
+                    .into_iter()
+                    .map(|t| t.0.to_string())
+                    .collect();
                 let Some(results) = self.refusals(&topics, "add partitions to") else { return Ok(GateDecision::Pass) };
                 let resp = CreatePartitionsResponse::default().with_results(
-                    results.into_iter().map(|(n, c, m)| CreatePartitionsTopicResult::default().with_name(TopicName(s(n))).with_error_code(c).with_error_message(Some(s(m)))).collect(),
+                    results
+                        .into_iter()
+                        .map(|(n, c, m)| {
+                            CreatePartitionsTopicResult::default()
+                                .with_name(TopicName(s(n)))
+                                .with_error_code(c)
+                                .with_error_message(Some(s(m)))
+                        })
+                        .collect(),
                 );
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
@@ -259,7 +300,15 @@ impl MirrorGate {
                         .zip(&tps)
                         .map(|((n, c, _), t)| {
                             DeleteRecordsTopicResult::default().with_name(TopicName(s(n))).with_partitions(
-                                t.partitions.iter().map(|p| DeleteRecordsPartitionResult::default().with_partition_index(*p).with_low_watermark(-1).with_error_code(c)).collect(),
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        DeleteRecordsPartitionResult::default()
+                                            .with_partition_index(*p)
+                                            .with_low_watermark(-1)
+                                            .with_error_code(c)
+                                    })
+                                    .collect(),
                             )
                         })
                         .collect(),
@@ -281,10 +330,23 @@ impl MirrorGate {
                     t.topics
                         .iter()
                         .map(|tp| {
-                            let code = if self.control.read_only_mirror(&tp.name.0).is_some() { TOPIC_AUTHORIZATION_FAILED } else { OPERATION_NOT_ATTEMPTED };
-                            AddPartitionsToTxnTopicResult::default().with_name(tp.name.clone()).with_results_by_partition(
-                                tp.partitions.iter().map(|p| AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(code)).collect(),
-                            )
+                            let code = if self.control.read_only_mirror(&tp.name.0).is_some() {
+                                TOPIC_AUTHORIZATION_FAILED
+                            } else {
+                                OPERATION_NOT_ATTEMPTED
+                            };
+                            AddPartitionsToTxnTopicResult::default()
+                                .with_name(tp.name.clone())
+                                .with_results_by_partition(
+                                    tp.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            AddPartitionsToTxnPartitionResult::default()
+                                                .with_partition_index(*p)
+                                                .with_partition_error_code(code)
+                                        })
+                                        .collect(),
+                                )
                         })
                         .collect()
                 };
@@ -292,7 +354,11 @@ impl MirrorGate {
                 if prefix.api_version >= 4 {
                     resp.results_by_transaction = txns
                         .iter()
-                        .map(|t| AddPartitionsToTxnResult::default().with_transactional_id(TransactionalId(t.transactional_id.clone())).with_topic_results(topic_results(t)))
+                        .map(|t| {
+                            AddPartitionsToTxnResult::default()
+                                .with_transactional_id(TransactionalId(t.transactional_id.clone()))
+                                .with_topic_results(topic_results(t))
+                        })
                         .collect();
                 } else if let Some(t) = txns.first() {
                     resp.results_by_topic_v3_and_below = topic_results(t);
@@ -329,10 +395,11 @@ impl MirrorGate {
         key: ApiKey,
         prefix: &RequestPrefix,
         resources: Vec<(i8, String)>,
-        build: impl FnOnce(Vec<(i8, String, i16, Option<StrBytes>)>) -> Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>>,
+        build: impl FnOnce(Vec<(i8, String, i16, Option<StrBytes>)>) -> BodyEncoder,
     ) -> Result<GateDecision, String> {
         const TOPIC: i8 = 2;
-        let topics: Vec<String> = resources.iter().map(|(t, n)| if *t == TOPIC { n.clone() } else { String::new() }).collect();
+        let topics: Vec<String> =
+            resources.iter().map(|(t, n)| if *t == TOPIC { n.clone() } else { String::new() }).collect();
         let Some(results) = self.refusals(&topics, "change the configs of") else { return Ok(GateDecision::Pass) };
         let rows = resources.into_iter().zip(results).map(|((t, n), (_, c, m))| (t, n, c, Some(s(m)))).collect();
         let enc = build(rows);
@@ -351,7 +418,11 @@ impl MirrorGate {
             let Some(name) = self.resolve(&t.topic).await else { continue };
             if let Some(mirror) = self.control.read_only_mirror(&name) {
                 for p in &t.partitions {
-                    rejected.push(Rejected { topic: t.topic.clone(), partition: p.index, message: read_only_message(&name, &mirror) });
+                    rejected.push(Rejected {
+                        topic: t.topic.clone(),
+                        partition: p.index,
+                        message: read_only_message(&name, &mirror),
+                    });
                 }
             }
         }
@@ -378,8 +449,15 @@ impl MirrorGate {
         Ok(GateDecision::ForwardProduce { frame: filtered, expect_response, rejected: Arc::new(rejected) })
     }
 
-    async fn mirror_admin(&self, api: mwire::MirrorApi, prefix: &RequestPrefix, frame: &Bytes, admin_listener: bool) -> Result<Bytes, String> {
-        let start = header::request_header_len(frame, 2).map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
+    async fn mirror_admin(
+        &self,
+        api: mwire::MirrorApi,
+        prefix: &RequestPrefix,
+        frame: &Bytes,
+        admin_listener: bool,
+    ) -> Result<Bytes, String> {
+        let start = header::request_header_len(frame, 2)
+            .map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
         let mut body = frame.slice(start..);
         let response = if !admin_listener {
             tracing::warn!(api = api.name(), "mirror admin request refused on a listener without `admin: true`");
@@ -393,13 +471,16 @@ impl MirrorGate {
                     }
                     resp
                 }
-                Err(mwire::WireError::UnsupportedVersion { .. }) => admin::error_response(api, UNSUPPORTED_VERSION, "unsupported version"),
+                Err(mwire::WireError::UnsupportedVersion { .. }) => {
+                    admin::error_response(api, UNSUPPORTED_VERSION, "unsupported version")
+                }
                 Err(e) => return Err(format!("malformed {} request: {e}", api.name())),
             }
         };
         let mut out = BytesMut::new();
         header::put_response_header(&mut out, prefix.correlation_id, 1);
-        mwire::encode_response(&response, 0, &mut out).map_err(|e| format!("cannot encode {} response: {e}", api.name()))?;
+        mwire::encode_response(&response, 0, &mut out)
+            .map_err(|e| format!("cannot encode {} response: {e}", api.name()))?;
         Ok(out.freeze())
     }
 }
@@ -453,7 +534,10 @@ fn encode_response<T: Encodable>(key: ApiKey, prefix: &RequestPrefix, resp: &T) 
     Ok(out.freeze())
 }
 
-fn encode_any<T: Encodable + 'static>(resp: T) -> Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>> {
+/// Encodes a response body at a version.
+type BodyEncoder = Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>>;
+
+fn encode_any<T: Encodable + 'static>(resp: T) -> BodyEncoder {
     Box::new(move |out, v| resp.encode(out, v))
 }
 

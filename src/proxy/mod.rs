@@ -117,7 +117,10 @@ fn shared_table_conflicts(settings: &Settings, info: &DestinationInfo) -> Vec<St
 ///
 /// # Errors
 /// The state topic cannot be created, read or parsed.
-async fn open_mirror_gate(settings: &Settings, shutdown: &CancellationToken) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
+async fn open_mirror_gate(
+    settings: &Settings,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
     use crate::client::cluster::{ClusterClient, ClusterOptions};
     use crate::mirror::control::{ControlPlane, ControlState};
     use crate::mirror::store::{StateStore, StateStoreSettings};
@@ -187,8 +190,8 @@ pub async fn run(
         }
     };
     tracing::info!(cluster_id = ?info.cluster_id, brokers = info.brokers.len(), "connected to destination cluster");
-    for entry in shared_table_conflicts(&settings, &info) {
-        anyhow::bail!("{entry}");
+    if let Some(conflict) = shared_table_conflicts(&settings, &info).into_iter().next() {
+        anyhow::bail!("{conflict}");
     }
     let gate = Some(open_mirror_gate(&settings, &shutdown).await?);
     let extra_apis: Vec<(i16, i16, i16)> =

@@ -71,7 +71,12 @@ pub enum Decision {
 ///
 /// `mirror_topics` says whether any mirror topic exists: Fetch responses are then decoded to
 /// replace placeholder batches with control batches.
-pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool, mirror_topics: bool) -> Decision {
+pub fn decide(
+    prefix: &RequestPrefix,
+    frame: Bytes,
+    supports_api: impl Fn(i16) -> bool,
+    mirror_topics: bool,
+) -> Decision {
     let key = ApiKey::try_from(prefix.api_key).ok();
     if key.is_none() && !supports_api(prefix.api_key) {
         return Decision::Close(format!(
@@ -105,9 +110,10 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
                 None => Decision::Close("malformed Produce request (cannot read acks)".into()),
             }
         }
-        Some(ApiKey::Fetch) => {
-            upstream(frame, if prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward })
-        }
+        Some(ApiKey::Fetch) => upstream(
+            frame,
+            if mirror_topics || prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward },
+        ),
         _ => upstream(frame, ResponseAction::Forward),
     }
 }
@@ -181,8 +187,13 @@ mod tests {
     fn unknown_api_key_closes_unless_destination_knows_it() {
         let f = req(31000, 0, &[], 1);
         let p = RequestPrefix::parse(&f).unwrap();
-        assert!(matches!(decide(&p, f.clone(), |_| false, false), Decision::Close(r) if r.contains("unknown api key 31000")));
-        assert!(matches!(decide(&p, f, |k| k == 31000, false), Decision::Upstream { action: ResponseAction::Forward, .. }));
+        assert!(
+            matches!(decide(&p, f.clone(), |_| false, false), Decision::Close(r) if r.contains("unknown api key 31000"))
+        );
+        assert!(matches!(
+            decide(&p, f, |k| k == 31000, false),
+            Decision::Upstream { action: ResponseAction::Forward, .. }
+        ));
     }
 
     #[test]

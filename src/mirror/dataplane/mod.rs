@@ -83,8 +83,11 @@ impl DataPlane {
         if let Some(c) = self.sources.get(&def.name) {
             return Some(c.clone());
         }
-        let bootstrap = configs::split_list(configs::effective(&def.configs, "bootstrap.servers")?).map(String::from).collect();
-        let ms = |k: &str| configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis);
+        let bootstrap =
+            configs::split_list(configs::effective(&def.configs, "bootstrap.servers")?).map(String::from).collect();
+        let ms = |k: &str| {
+            configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis)
+        };
         let mut opts = ClusterOptions::new(bootstrap);
         if let Some(t) = ms("request.timeout.ms") {
             opts.request_timeout = t;
@@ -106,10 +109,14 @@ impl DataPlane {
 
     async fn reconcile(&mut self) {
         // Collect finished loops first.
-        let done: Vec<(String, i32)> = self.running.iter().filter(|(_, r)| r.handle.is_finished()).map(|(k, _)| k.clone()).collect();
+        let done: Vec<(String, i32)> =
+            self.running.iter().filter(|(_, r)| r.handle.is_finished()).map(|(k, _)| k.clone()).collect();
         for key in done {
             let r = self.running.remove(&key).expect("present");
-            let outcome = r.handle.await.unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
+            let outcome = r
+                .handle
+                .await
+                .unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
             if let Outcome::Failed { message, retryable } = outcome {
                 tracing::error!(topic = %key.0, partition = key.1, %message, retryable, "mirror partition FAILED");
                 let _ = self.control.transition(&key.0, key.1, S::Failed, Some((message, retryable))).await;
@@ -120,7 +127,8 @@ impl DataPlane {
             let key = (topic.clone(), *p);
             let Some(t) = state.topics.get(topic) else { continue };
             let Some(def) = state.mirrors.get(&t.mirror) else { continue };
-            let wants_loop = t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
+            let wants_loop =
+                t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
                     let Some(source) = self.source_client(def).await else { continue };

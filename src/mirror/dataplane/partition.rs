@@ -196,7 +196,10 @@ impl PartitionTask {
                     }
                     return Err(Retry(format!("OFFSET_OUT_OF_RANGE at {next_src} (source log start {start})")));
                 }
-                codes::NOT_LEADER_OR_FOLLOWER | codes::FENCED_LEADER_EPOCH | codes::UNKNOWN_LEADER_EPOCH | codes::UNKNOWN_TOPIC_OR_PARTITION => {
+                codes::NOT_LEADER_OR_FOLLOWER
+                | codes::FENCED_LEADER_EPOCH
+                | codes::UNKNOWN_LEADER_EPOCH
+                | codes::UNKNOWN_TOPIC_OR_PARTITION => {
                     let _ = self.source.refresh_metadata(Some(&[topic])).await;
                     return Err(Retry(format!("source error {} on fetch", chunk.error_code)));
                 }
@@ -234,7 +237,14 @@ impl PartitionTask {
                     continue;
                 }
                 if b.base_offset() < next_src {
-                    return Ok(fail(format!("source batch {}..{} of {topic}-{p} straddles the mirror position {next_src}", b.base_offset(), b.last_offset()), false));
+                    return Ok(fail(
+                        format!(
+                            "source batch {}..{} of {topic}-{p} straddles the mirror position {next_src}",
+                            b.base_offset(),
+                            b.last_offset()
+                        ),
+                        false,
+                    ));
                 }
                 aborted_pending.retain(|(pid, first)| {
                     if *first <= b.last_offset() {
@@ -276,7 +286,9 @@ impl PartitionTask {
                 if target > 0 && target <= w.dest_next {
                     match delete_records(&self.dest, topic, p, target).await {
                         Ok(()) => dest_log_start_followed = chunk.log_start_offset,
-                        Err(e) => tracing::warn!(topic, partition = p, error = %e, "cannot move the destination log start"),
+                        Err(e) => {
+                            tracing::warn!(topic, partition = p, error = %e, "cannot move the destination log start")
+                        }
                     }
                 } else {
                     dest_log_start_followed = chunk.log_start_offset;
@@ -288,13 +300,23 @@ impl PartitionTask {
     /// Base offset of the source batch that holds `log_start` (or `log_start` itself when
     /// the log is empty there).
     async fn first_batch_base(&self, log_start: i64) -> Result<i64, Retry> {
-        let chunk = source::fetch(&self.source, &self.topic, self.partition, log_start, -1, &FetchSettings { max_wait: Duration::ZERO, min_bytes: 0, ..self.fetch })
-            .await
-            .map_err(retry)?;
+        let chunk = source::fetch(
+            &self.source,
+            &self.topic,
+            self.partition,
+            log_start,
+            -1,
+            &FetchSettings { max_wait: Duration::ZERO, min_bytes: 0, ..self.fetch },
+        )
+        .await
+        .map_err(retry)?;
         if chunk.error_code != 0 {
             return Err(Retry(format!("source fetch error {} at log start {log_start}", chunk.error_code)));
         }
-        Ok(BatchIter::new(chunk.records).next().and_then(Result::ok).map_or(log_start, |b| b.base_offset().min(log_start)))
+        Ok(BatchIter::new(chunk.records)
+            .next()
+            .and_then(Result::ok)
+            .map_or(log_start, |b| b.base_offset().min(log_start)))
     }
 
     async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
@@ -432,7 +454,12 @@ async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterErr
 ///
 /// # Errors
 /// Transport or Kafka errors.
-pub async fn delete_records(dest: &ClusterClient, topic: &str, partition: i32, offset: i64) -> Result<(), ClusterError> {
+pub async fn delete_records(
+    dest: &ClusterClient,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(), ClusterError> {
     use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
     use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;

@@ -105,16 +105,14 @@ pub async fn fetch(
             message: None,
         });
     }
-    let p = resp
-        .responses
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
-        .ok_or_else(|| ClusterError::Unexpected {
-            api: kafka_protocol::messages::ApiKey::Fetch,
-            broker: format!("node {}", leader.node_id),
-            reason: format!("no answer for {topic}-{partition}"),
-        })?;
+    let p =
+        resp.responses.iter().flat_map(|t| t.partitions.iter()).find(|p| p.partition_index == partition).ok_or_else(
+            || ClusterError::Unexpected {
+                api: kafka_protocol::messages::ApiKey::Fetch,
+                broker: format!("node {}", leader.node_id),
+                reason: format!("no answer for {topic}-{partition}"),
+            },
+        )?;
     let mut aborted: Vec<(i64, i64)> =
         p.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
     aborted.sort_by_key(|a| a.1);
