@@ -57,7 +57,11 @@ pub struct MirrorStateConfig {
 
 impl Default for MirrorStateConfig {
     fn default() -> Self {
-        Self { topic: default_state_topic(), num_partitions: default_state_partitions(), replication_factor: default_state_rf() }
+        Self {
+            topic: default_state_topic(),
+            num_partitions: default_state_partitions(),
+            replication_factor: default_state_rf(),
+        }
     }
 }
 

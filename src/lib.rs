@@ -6,8 +6,8 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
-pub mod mirror;
 pub mod config;
+pub mod mirror;
 pub mod proxy;
 pub mod telemetry;
 pub mod wire;

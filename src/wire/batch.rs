@@ -411,7 +411,14 @@ mod tests {
     use super::*;
 
     fn own(base: i64, count: i32) -> OwnBatch {
-        OwnBatch { base_offset: base, count, timestamp: 1_700_000_000_000, producer_id: 7, producer_epoch: 0, base_sequence: 3 }
+        OwnBatch {
+            base_offset: base,
+            count,
+            timestamp: 1_700_000_000_000,
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 3,
+        }
     }
 
     #[test]
@@ -446,7 +453,16 @@ mod tests {
     fn patch_keeps_payload_and_recomputes_crc() {
         let p = placeholder_batch(&own(0, 5), 9, 0);
         let b = Batch { bytes: p };
-        let h = patch_header(&b, &HeaderPatch { producer_id: Some(42), producer_epoch: Some(3), base_sequence: Some(1000), clear_transactional: true, ..Default::default() });
+        let h = patch_header(
+            &b,
+            &HeaderPatch {
+                producer_id: Some(42),
+                producer_epoch: Some(3),
+                base_sequence: Some(1000),
+                clear_transactional: true,
+                ..Default::default()
+            },
+        );
         let mut whole = BytesMut::from(&h[..]);
         whole.extend_from_slice(&b.payload());
         let patched = Batch { bytes: whole.freeze() };
