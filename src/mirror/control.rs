@@ -21,6 +21,8 @@ use super::model::{now_ms, DesiredState, MirrorDefinition, MirrorTopic, Partitio
 use super::state_machine;
 use super::topics::{ClusterAccess, TopicInfo};
 
+mod sync_ops;
+
 /// One write to `__mirror_state`.
 #[derive(Debug, Clone)]
 pub enum StateWrite {
