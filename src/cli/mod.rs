@@ -70,8 +70,8 @@ fn run(path: PathBuf, check: bool, startup_timeout_secs: u64) -> ExitCode {
         let shutdown = CancellationToken::new();
         let s = shutdown.clone();
         tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("interrupt received, shutting down");
+            let reason = wait_for_signal().await;
+            tracing::info!("{reason} received, shutting down");
             s.cancel();
         });
         match mirrorgate::proxy::run(settings, Vec::new(), Duration::from_secs(startup_timeout_secs), shutdown).await {
@@ -83,4 +83,27 @@ fn run(path: PathBuf, check: bool, startup_timeout_secs: u64) -> ExitCode {
             }
         }
     })
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM (`docker stop`, systemd, Kubernetes).
+async fn wait_for_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "interrupt",
+                _ = term.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "interrupt"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
+    }
 }

@@ -156,6 +156,85 @@ impl BrokerConnection {
         Ok(frame)
     }
 
+    /// Sends a Produce request built by [`ProduceFrameBuilder`](crate::wire::produce::ProduceFrameBuilder)
+    /// and decodes its `ProduceResponse` (at the frame's `api_version`, response header v1),
+    /// within the request timeout.
+    ///
+    /// The segments go out with vectored writes straight from their buffers: the `records`
+    /// slices (patched batch headers and untouched payloads) are never copied into a send
+    /// buffer. The frame's own `correlation_id` is the one checked in the response.
+    /// With `acks` = 0 the broker sends no response: this returns an empty
+    /// `ProduceResponse` as soon as the frame is written.
+    ///
+    /// # Errors
+    /// [`ClientError::Io`] (a write of zero bytes is `WriteZero`), [`ClientError::Timeout`],
+    /// [`ClientError::Closed`], or [`ClientError::Protocol`] for a mismatched correlation id
+    /// or an undecodable response. Per-partition errors are in the response, not here. After an
+    /// I/O error or a timeout the frame may be partly written: drop the connection.
+    pub async fn send_produce(
+        &mut self,
+        frame: crate::wire::produce::ProduceFrame,
+    ) -> Result<kafka_protocol::messages::ProduceResponse, ClientError> {
+        use kafka_protocol::messages::{ApiKey, ProduceResponse};
+        /// Segments handed to one `writev` (well under Linux's `IOV_MAX` of 1024).
+        const MAX_IOVECS: usize = 64;
+
+        let version = frame.api_version();
+        let correlation_id = frame.correlation_id();
+        let expects_response = frame.acks() != 0;
+        let mut segments = frame.segments;
+        let timeout = self.request_timeout;
+        let addr = self.addr.clone();
+        let fut = async {
+            let io = |source: std::io::Error| ClientError::Io { addr: addr.clone(), source };
+            let mut next = 0;
+            while next < segments.len() {
+                let mut slices = [std::io::IoSlice::new(&[]); MAX_IOVECS];
+                let batch = &segments[next..(next + MAX_IOVECS).min(segments.len())];
+                for (slot, s) in slices.iter_mut().zip(batch) {
+                    *slot = std::io::IoSlice::new(s);
+                }
+                let mut written = self.stream.write_vectored(&slices[..batch.len()]).await.map_err(io)?;
+                if written == 0 {
+                    return Err(io(std::io::ErrorKind::WriteZero.into()));
+                }
+                // Skip whole segments, then advance (a pointer bump) into a partly written one.
+                while written > 0 {
+                    let seg = &mut segments[next];
+                    if written >= seg.len() {
+                        written -= seg.len();
+                        next += 1;
+                    } else {
+                        bytes::Buf::advance(seg, written);
+                        written = 0;
+                    }
+                }
+            }
+            if expects_response {
+                self.read_frame().await.map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let frame = tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
+            addr: addr.clone(),
+            what: format!("api key {} v{version}", ApiKey::Produce as i16),
+            ms: timeout.as_millis(),
+        })??;
+        let Some(frame) = frame else {
+            return Ok(ProduceResponse::default());
+        };
+        let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
+        let got = header::response_correlation_id(&frame).map_err(|e| bad(e.to_string()))?;
+        if got != correlation_id {
+            return Err(bad(format!("correlation id {got}, expected {correlation_id}")));
+        }
+        let body_start = header::response_header_len(&frame, ApiKey::Produce.response_header_version(version))
+            .map_err(|e| bad(e.to_string()))?;
+        let mut body = frame.slice(body_start..);
+        ProduceResponse::decode(&mut body, version).map_err(|e| bad(format!("api key 0 v{version}: {e}")))
+    }
+
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
         loop {
             match self.decoder.decode(&mut self.buf) {

@@ -6,4 +6,5 @@ pub mod batch;
 pub mod frame;
 pub mod header;
 pub mod mirror;
+pub mod produce;
 pub mod scan;
