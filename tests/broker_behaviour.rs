@@ -469,7 +469,7 @@ impl Broker {
                 return (resp.producer_id.0, resp.producer_epoch);
             }
             assert!(
-                matches!(resp.error_code, 14 | 15 | 16) && std::time::Instant::now() < deadline,
+                matches!(resp.error_code, 14..=16) && std::time::Instant::now() < deadline,
                 "InitProducerId error {}",
                 resp.error_code
             );

@@ -999,6 +999,91 @@ impl ClusterClient {
         .await
     }
 
+    /// Like [`ClusterClient::produce`] for one batch given as segments (e.g. a patched
+    /// 61-byte header and the untouched payload slice): the segments are written to the
+    /// socket as they are (vectored I/O), never copied into a request buffer. Returns the
+    /// base offset the broker assigned. Ambiguous failures are not retried.
+    ///
+    /// # Errors
+    /// As [`ClusterClient::produce`].
+    pub async fn produce_segments(
+        &self,
+        topic: &str,
+        partition: i32,
+        segments: Vec<Bytes>,
+        acks: Acks,
+    ) -> Result<i64, ClusterError> {
+        use crate::wire::produce::ProduceFrameBuilder;
+        let timeout_ms = self.timeout_ms();
+        let retry_if = |e: &ClusterError| !e.is_ambiguous();
+        self.retrying(ApiKey::Produce, &[topic], retry_if, || {
+            let segments = segments.clone();
+            async move {
+                let leader = self.leader_for(topic, partition).await?;
+                let topic_id = self.cached_topic(topic).map(|t| t.topic_id).unwrap_or_default();
+                let addr =
+                    self.addr_of(leader.node_id).ok_or(ClusterError::UnknownBroker { node_id: leader.node_id })?;
+                let slot = self.slot(&addr);
+                let mut guard = slot.lock().await;
+                let nc = self.ensure_connected(&addr, &mut guard).await?;
+                let max = if topic_id == KafkaUuid::ZERO { 12 } else { PRODUCE_VERSIONS.1 };
+                let version = pick_version(ApiKey::Produce, &addr, nc, (PRODUCE_VERSIONS.0.max(9), max))?;
+                let mut builder = ProduceFrameBuilder::new(
+                    version,
+                    0,
+                    &self.inner.opts.client_software_name,
+                    acks.wire(),
+                    timeout_ms,
+                );
+                if version >= 13 {
+                    builder.partition(to_proto_uuid::<uuid::Uuid>(topic_id), partition, segments);
+                } else {
+                    builder.partition(topic, partition, segments);
+                }
+                let frame = builder.finish().map_err(|e| ClusterError::InvalidArgument(e.to_string()))?;
+                let resp = match nc.conn.send_produce(frame).await {
+                    Ok(r) => r,
+                    Err(source) => {
+                        *guard = None;
+                        return Err(ClusterError::Transport { api: ApiKey::Produce, broker: addr.clone(), source });
+                    }
+                };
+                drop(guard);
+                let p = resp
+                    .responses
+                    .iter()
+                    .filter(|t| {
+                        if version >= 13 {
+                            KafkaUuid(*t.topic_id.as_bytes()) == topic_id
+                        } else {
+                            t.name.0.as_str() == topic
+                        }
+                    })
+                    .flat_map(|t| t.partition_responses.iter())
+                    .find(|p| p.index == partition)
+                    .ok_or_else(|| ClusterError::Unexpected {
+                        api: ApiKey::Produce,
+                        broker: addr.clone(),
+                        reason: format!("no answer for {topic}-{partition}"),
+                    })?;
+                if p.error_code != 0 {
+                    if KafkaErrorCode(p.error_code).needs_metadata_refresh() {
+                        self.invalidate_topic(topic);
+                    }
+                    return Err(ClusterError::Kafka {
+                        api: ApiKey::Produce,
+                        broker: addr,
+                        resource: format!("{topic}-{partition}"),
+                        error: KafkaErrorCode(p.error_code),
+                        message: p.error_message.as_ref().map(to_string),
+                    });
+                }
+                Ok(p.base_offset)
+            }
+        })
+        .await
+    }
+
     /// Fetches from `topic`-`partition` at `offset` (up to `max_bytes`, at least one batch
     /// even if larger, `read_uncommitted`, no wait) from its leader. Returns the raw record
     /// bytes with the high watermark and the log start offset.

@@ -270,10 +270,9 @@ impl PartitionTask {
                         return Ok(o);
                     }
                 } else if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
-                    return Ok(fail(
-                        format!("source batch {}..{} of {topic}-{p} has {} records for {} offsets (compacted); splitting such batches is not supported yet", b.base_offset(), b.last_offset(), b.record_count(), b.last_offset_delta() + 1),
-                        false,
-                    ));
+                    if let Some(o) = self.append_split(&mut w, &b).await? {
+                        return Ok(o);
+                    }
                 } else if let Some(o) = self.append_data(&mut w, &b).await? {
                     return Ok(o);
                 }
@@ -355,7 +354,7 @@ impl PartitionTask {
                 base_sequence: sequence_for(w.dest_next),
             };
             let bytes = batch::placeholder_batch(&own, self.nonce, src);
-            if let Some(o) = self.append(w, bytes, i64::from(count)).await? {
+            if let Some(o) = self.append(w, vec![bytes], i64::from(count)).await? {
                 return Ok(Some(o));
             }
             src += i64::from(count);
@@ -381,16 +380,80 @@ impl PartitionTask {
                 base_timestamp: None,
             },
         );
-        // One copy into the request buffer until the zero-copy Produce path is wired in.
-        let mut buf = BytesMut::with_capacity(b.bytes().len());
-        buf.extend_from_slice(&header);
-        buf.extend_from_slice(&b.bytes()[batch::HEADER_LEN..]);
-        self.append(w, buf.freeze(), i64::from(b.last_offset_delta()) + 1).await
+        // The payload goes to the socket as the slice of the fetch response it came in.
+        let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
+        self.append(w, segments, i64::from(b.last_offset_delta()) + 1).await
+    }
+
+    /// A compacted source batch with holes inside (fewer records than offsets) cannot be
+    /// appended as it is: the broker would refuse it or renumber it (docs/broker-behaviour.md).
+    /// It is split into dense runs of consecutive offsets, each re-encoded with the batch's own
+    /// codec — the one place the mirror decompresses (DESIGN §4.2) — with placeholders for
+    /// the holes.
+    async fn append_split(&self, w: &mut Writer, b: &Batch) -> Result<Option<Outcome>, Retry> {
+        use kafka_protocol::records::{RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
+        let mut bytes = b.bytes().clone();
+        let set = match RecordBatchDecoder::decode(&mut bytes) {
+            Ok(set) => set,
+            Err(e) => {
+                return Ok(Some(fail(
+                    format!(
+                        "cannot decode compacted source batch {}..{} of {}-{}: {e}",
+                        b.base_offset(),
+                        b.last_offset(),
+                        self.topic,
+                        self.partition
+                    ),
+                    false,
+                )))
+            }
+        };
+        let mut records = set.records;
+        records.sort_by_key(|r| r.offset);
+        let mut next = b.base_offset();
+        let mut i = 0;
+        while i < records.len() {
+            let mut j = i + 1;
+            while j < records.len() && records[j].offset == records[j - 1].offset + 1 {
+                j += 1;
+            }
+            let first = records[i].offset;
+            if let Some(o) = self.gap(w, next, first, b.base_timestamp()).await? {
+                return Ok(Some(o));
+            }
+            let seq = sequence_for(w.dest_next);
+            let run: Vec<_> = records[i..j]
+                .iter()
+                .enumerate()
+                .map(|(k, r)| {
+                    let mut r = r.clone();
+                    r.offset = k as i64;
+                    r.sequence = seq.wrapping_add(k as i32);
+                    r.producer_id = w.producer_id;
+                    r.producer_epoch = w.producer_epoch;
+                    r.transactional = false;
+                    r.delete_horizon = false;
+                    r.partition_leader_epoch = -1;
+                    r
+                })
+                .collect();
+            let mut buf = BytesMut::new();
+            let options = RecordEncodeOptions { version: 2, compression: set.compression };
+            if let Err(e) = RecordBatchEncoder::encode(&mut buf, run.iter(), &options) {
+                return Ok(Some(fail(format!("cannot re-encode compacted run at source offset {first}: {e}"), false)));
+            }
+            if let Some(o) = self.append(w, vec![buf.freeze()], (j - i) as i64).await? {
+                return Ok(Some(o));
+            }
+            next = records[j - 1].offset + 1;
+            i = j;
+        }
+        self.gap(w, next, b.next_offset(), b.max_timestamp()).await
     }
 
     /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
-    async fn append(&self, w: &mut Writer, bytes: Bytes, count: i64) -> Result<Option<Outcome>, Retry> {
-        match self.dest.produce(&self.topic, self.partition, bytes, Acks::All).await {
+    async fn append(&self, w: &mut Writer, segments: Vec<Bytes>, count: i64) -> Result<Option<Outcome>, Retry> {
+        match self.dest.produce_segments(&self.topic, self.partition, segments, Acks::All).await {
             Ok(base) if base == w.dest_next => {
                 w.dest_next += count;
                 Ok(None)
