@@ -6,7 +6,7 @@ pub mod cluster;
 pub mod conn;
 
 pub use cluster::{
-    Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome, FetchedPartition,
-    KafkaErrorCode, PartitionInfo, PartitionLeader, TopicInfo,
+    Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome,
+    FetchedPartition, KafkaErrorCode, PartitionInfo, PartitionLeader, TopicInfo,
 };
 pub use conn::{BrokerConnection, ClientError};
