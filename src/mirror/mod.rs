@@ -10,5 +10,6 @@ pub mod model;
 pub mod persist;
 pub mod state_machine;
 pub mod store;
+pub mod sync;
 pub mod topics;
 pub mod verify;

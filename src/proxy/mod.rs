@@ -154,6 +154,7 @@ async fn open_mirror_gate(
         snapshot.topics.into_values(),
         snapshot.partitions.into_values(),
     ));
+    crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
     tokio::spawn(data_plane.run(shutdown.clone()));
     Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination)))

@@ -1,0 +1,290 @@
+//! The metadata sync (KIP-1279 §6, DESIGN §5): a background service that, per mirror and every
+//! `mirror.metadata.refresh.interval.ms`, makes what surrounds the mirrored data follow the
+//! source — source topic ids and the source cluster id (a change fails the partitions),
+//! auto-discovery of topics (`topics.include` / `topics.exclude` plus the patterns saved by
+//! `--start`), partition increases, topic configs and consumer group offsets.
+//!
+//! Each sync kind counts its failures ([`SyncMetrics`]) and logs the cause; one failing kind
+//! never stops the others nor the data plane. It never writes to a destination topic's data,
+//! never moves a destination group offset backwards because of clamping, never touches a
+//! PAUSED or STOPPED topic, and never copies the configs mirrorgate owns for offset identity.
+
+mod groups;
+mod topics;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::protocol::Request;
+use regex::Regex;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::cluster::{ClusterClient, ClusterError, ClusterOptions};
+
+use super::configs;
+use super::control::{ControlPlane, ControlState};
+use super::model::MirrorDefinition;
+
+pub use groups::{map_offset, plan_offset};
+pub use topics::{config_decision, ConfigDecision};
+
+/// Error and event counters of the metadata sync, named after the prototype's meters
+/// (KIP-1279 §11). Process-wide; read with [`metrics`].
+#[derive(Debug, Default)]
+pub struct SyncMetrics {
+    /// Source metadata, topic id, discovery or partition sync failures
+    /// (`MetadataRefreshError`).
+    pub metadata_refresh_errors: AtomicU64,
+    /// Topic config sync failures (`TopicConfigMetadataSyncError`).
+    pub topic_config_errors: AtomicU64,
+    /// Source config values refused because they would break offset identity.
+    pub topic_config_refused: AtomicU64,
+    /// Consumer group offset sync failures (`ConsumerGroupOffsetSyncError`).
+    pub group_offset_errors: AtomicU64,
+    /// Groups skipped because they have active members on the destination.
+    pub group_offset_skipped_active: AtomicU64,
+    /// ACL sync failures (`AclSyncError`); ACL sync is not built yet.
+    pub acl_errors: AtomicU64,
+    /// Completed sync rounds (one per mirror per interval).
+    pub rounds: AtomicU64,
+}
+
+static METRICS: SyncMetrics = SyncMetrics {
+    metadata_refresh_errors: AtomicU64::new(0),
+    topic_config_errors: AtomicU64::new(0),
+    topic_config_refused: AtomicU64::new(0),
+    group_offset_errors: AtomicU64::new(0),
+    group_offset_skipped_active: AtomicU64::new(0),
+    acl_errors: AtomicU64::new(0),
+    rounds: AtomicU64::new(0),
+};
+
+/// The process-wide sync counters.
+pub fn metrics() -> &'static SyncMetrics {
+    &METRICS
+}
+
+/// One kind of sync, for counters and log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    /// Source metadata: cluster id, topic ids, discovery, partition counts.
+    Metadata,
+    /// Topic configs.
+    TopicConfig,
+    /// Consumer group offsets.
+    GroupOffsets,
+}
+
+impl SyncKind {
+    fn name(self) -> &'static str {
+        match self {
+            SyncKind::Metadata => "MetadataRefreshError",
+            SyncKind::TopicConfig => "TopicConfigMetadataSyncError",
+            SyncKind::GroupOffsets => "ConsumerGroupOffsetSyncError",
+        }
+    }
+
+    fn counter(self) -> &'static AtomicU64 {
+        match self {
+            SyncKind::Metadata => &METRICS.metadata_refresh_errors,
+            SyncKind::TopicConfig => &METRICS.topic_config_errors,
+            SyncKind::GroupOffsets => &METRICS.group_offset_errors,
+        }
+    }
+}
+
+/// Counts one failure of `kind` and logs it with its cause.
+fn report(kind: SyncKind, mirror: &str, what: &str, cause: &dyn std::fmt::Display) {
+    let n = kind.counter().fetch_add(1, Ordering::Relaxed) + 1;
+    tracing::warn!(mirror, kind = kind.name(), errors = n, what, cause = %cause, "metadata sync error");
+}
+
+/// A broker of `c` to send cluster-wide requests to.
+async fn any_node(c: &ClusterClient) -> Result<i32, ClusterError> {
+    if let Some(n) = c.metadata().brokers.keys().next() {
+        return Ok(*n);
+    }
+    c.refresh_metadata(Some(&[])).await?;
+    c.metadata().brokers.keys().next().copied().ok_or_else(|| ClusterError::NoBrokerAvailable {
+        tried: c.options().bootstrap.clone(),
+        last: "Metadata lists no broker".into(),
+    })
+}
+
+/// Sends `req` to broker `node` (any broker when `None`) at the highest version both sides
+/// support up to `max`.
+async fn send<R: Request + Clone>(
+    c: &ClusterClient,
+    node: Option<i32>,
+    req: &R,
+    max: i16,
+) -> Result<R::Response, ClusterError> {
+    let node = match node {
+        Some(n) => n,
+        None => any_node(c).await?,
+    };
+    let v = c.version_for::<R>(node, max).await?;
+    c.send_to_node(node, req, v).await
+}
+
+/// Full-match regexes compiled from pattern lists.
+#[derive(Debug, Default)]
+pub(crate) struct Patterns(Vec<Regex>);
+
+impl Patterns {
+    /// Compiles every pattern as `^(?:p)$`.
+    pub(crate) fn compile<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, regex::Error> {
+        patterns.into_iter().map(|p| Regex::new(&format!("^(?:{p})$"))).collect::<Result<_, _>>().map(Patterns)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn matches(&self, name: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(name))
+    }
+}
+
+/// Spawns the metadata sync of this mirrorgate instance, with its own destination client
+/// built from `settings`; it stops on `shutdown`.
+pub fn spawn(control: Arc<ControlPlane>, settings: &crate::config::Settings, shutdown: CancellationToken) {
+    tokio::spawn(MetadataSync::start(control, ClusterOptions::for_destination(settings), shutdown));
+}
+
+/// The metadata sync service: one per mirrorgate instance, covering every mirror.
+pub struct MetadataSync {
+    control: Arc<ControlPlane>,
+    dest: ClusterClient,
+    sources: HashMap<String, (String, ClusterClient)>,
+    next_due: HashMap<String, Instant>,
+    /// `(topic, key, value)` refusals already logged, so a refused value is reported once.
+    refused: BTreeSet<(String, String, String)>,
+    /// Groups last seen active on the destination (logged once per activity period).
+    active_groups: BTreeSet<(String, String)>,
+}
+
+impl MetadataSync {
+    /// A sync writing to the destination cluster through `dest` (directly, not through the
+    /// proxy).
+    pub fn new(control: Arc<ControlPlane>, dest: ClusterClient) -> Self {
+        Self {
+            control,
+            dest,
+            sources: HashMap::new(),
+            next_due: HashMap::new(),
+            refused: BTreeSet::new(),
+            active_groups: BTreeSet::new(),
+        }
+    }
+
+    /// Connects its own client to the destination (so that sync requests never queue behind
+    /// data-plane appends), retrying every 5 s, then [`MetadataSync::run`]s.
+    pub async fn start(control: Arc<ControlPlane>, dest: ClusterOptions, shutdown: CancellationToken) {
+        let client = loop {
+            match ClusterClient::connect(dest.clone()).await {
+                Ok(c) => break c,
+                Err(e) => tracing::warn!(error = %e, "metadata sync cannot reach the destination; retrying"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+        };
+        Self::new(control, client).run(shutdown).await;
+    }
+
+    /// Runs until `shutdown`: every 250 ms, syncs each mirror whose interval has passed. A
+    /// round in progress finishes its current step before the service returns.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        tracing::info!("metadata sync started");
+        while !shutdown.is_cancelled() {
+            if self.control.is_loaded() {
+                self.tick(&shutdown).await;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+        tracing::info!("metadata sync stopped");
+    }
+
+    async fn tick(&mut self, shutdown: &CancellationToken) {
+        let state = self.control.snapshot();
+        self.next_due.retain(|m, _| state.mirrors.contains_key(m));
+        self.sources.retain(|m, _| state.mirrors.contains_key(m));
+        for def in state.mirrors.values() {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let now = Instant::now();
+            if self.next_due.get(&def.name).is_some_and(|due| now < *due) {
+                continue;
+            }
+            let interval = configs::effective(&def.configs, "mirror.metadata.refresh.interval.ms")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(30_000)
+                .max(1000);
+            self.next_due.insert(def.name.clone(), now + Duration::from_millis(interval));
+            self.sync_mirror(def, &state, shutdown).await;
+            METRICS.rounds.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn source(&mut self, def: &MirrorDefinition) -> Result<ClusterClient, ClusterError> {
+        let bootstrap = configs::effective(&def.configs, "bootstrap.servers").unwrap_or("").to_string();
+        if let Some((b, c)) = self.sources.get(&def.name) {
+            if *b == bootstrap {
+                return Ok(c.clone());
+            }
+        }
+        let ms = |k: &str| {
+            configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis)
+        };
+        let mut opts = ClusterOptions::new(configs::split_list(&bootstrap).map(String::from).collect());
+        if let Some(t) = ms("request.timeout.ms") {
+            opts.request_timeout = t;
+        }
+        if let Some(t) = ms("socket.connection.setup.timeout.ms") {
+            opts.connect_timeout = t;
+        }
+        opts.max_attempts = opts.max_attempts.min(3);
+        let c = ClusterClient::connect(opts).await?;
+        self.sources.insert(def.name.clone(), (bootstrap, c.clone()));
+        Ok(c)
+    }
+
+    /// One round for one mirror: each kind in turn, each failure counted and logged.
+    async fn sync_mirror(&mut self, def: &MirrorDefinition, state: &ControlState, shutdown: &CancellationToken) {
+        let mirror = def.name.as_str();
+        let source = match self.source(def).await {
+            Ok(c) => c,
+            Err(e) => return report(SyncKind::Metadata, mirror, "source cluster", &e),
+        };
+        if let Err(e) = source.refresh_metadata(None).await {
+            self.sources.remove(mirror);
+            return report(SyncKind::Metadata, mirror, "source metadata", &e);
+        }
+        let md = source.metadata();
+        if let Err(e) = topics::check_identity(&self.control, def, state, &md).await {
+            report(SyncKind::Metadata, mirror, "source topic ids", &e);
+        }
+        if let Err(e) = topics::discover(&self.control, def, state, &md).await {
+            report(SyncKind::Metadata, mirror, "topic discovery", &e);
+        }
+        // Later kinds see what discovery and identity checks changed.
+        let state = self.control.snapshot();
+        if shutdown.is_cancelled() {
+            return;
+        }
+        topics::sync_partitions(&self.control, &self.dest, def, &state, &md).await;
+        topics::sync_configs(&source, &self.dest, def, &state, &mut self.refused).await;
+        if shutdown.is_cancelled() {
+            return;
+        }
+        groups::sync_groups(&source, &self.dest, def, &state, &mut self.active_groups).await;
+    }
+}
