@@ -13,6 +13,7 @@ mod args;
 mod output;
 mod props;
 mod transport;
+mod verify;
 
 use std::process::ExitCode;
 use std::time::Duration;

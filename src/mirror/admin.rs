@@ -10,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::wire::mirror::create_cluster_mirror::CreateClusterMirrorResponse;
 use crate::wire::mirror::delete_cluster_mirror::DeleteClusterMirrorResponse;
 use crate::wire::mirror::describe_cluster_mirrors::{
-    DescribeClusterMirrorsResponse, DescribedMirror, PartitionDetail, TopicResult as DescribedTopic,
+    ext, DescribeClusterMirrorsResponse, DescribedMirror, PartitionDetail, TopicResult as DescribedTopic,
 };
 use crate::wire::mirror::list_cluster_mirrors::{ListClusterMirrorsResponse, ListedMirror};
 use crate::wire::mirror::pause_mirror_topics::{PauseMirrorTopicsResponse, TopicResult as PauseResult};
@@ -165,20 +165,26 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                             partitions: ps
                                 .iter()
                                 .map(|p| (p, cp.progress(&p.topic, p.partition)))
-                                .map(|(p, progress)| PartitionDetail {
-                                    partition_index: p.partition,
-                                    state_value: s(p.state.as_str()),
-                                    error_message: p.error_message.clone().map(s),
-                                    retry_attempt: if p.error_message.is_some() && !p.retryable {
-                                        -1
-                                    } else {
-                                        p.retry_attempt.clamp(0, i16::MAX as i32) as i16
-                                    },
-                                    source_offset: progress.map_or(-1, |g| g.source_lso),
-                                    destination_offset: progress.map_or(-1, |g| g.destination_end),
-                                    last_mirror_epoch: -1,
-                                    last_mirror_offset: p.last_mirrored_offset,
-                                    ..Default::default()
+                                .map(|(p, progress)| {
+                                    let mut detail = PartitionDetail {
+                                        partition_index: p.partition,
+                                        state_value: s(p.state.as_str()),
+                                        error_message: p.error_message.clone().map(s),
+                                        retry_attempt: if p.error_message.is_some() && !p.retryable {
+                                            -1
+                                        } else {
+                                            p.retry_attempt.clamp(0, i16::MAX as i32) as i16
+                                        },
+                                        source_offset: progress.map_or(-1, |g| g.source_lso),
+                                        destination_offset: progress.map_or(-1, |g| g.destination_end),
+                                        last_mirror_epoch: -1,
+                                        last_mirror_offset: p.last_mirrored_offset,
+                                        ..Default::default()
+                                    };
+                                    let segs: Vec<(i64, i64)> =
+                                        p.segments.iter().map(|s| (s.source_start, s.destination_start)).collect();
+                                    ext::set(&mut detail, progress.map_or(-1, |g| g.source_high_watermark), &segs);
+                                    detail
                                 })
                                 .collect(),
                             ..Default::default()

@@ -157,7 +157,9 @@ pub async fn verify_partition(
             if b.next_offset() <= offset || b.base_offset() >= dest_end_limit {
                 continue;
             }
-            if !b.is_placeholder() {
+            // Placeholders (read directly) and the control batches mirrorgate serves in
+            // their place (read through mirrorgate) hold no data.
+            if !b.is_placeholder() && !b.is_control() {
                 dest_data.push(summary(&b));
             }
             offset = b.next_offset();

@@ -69,7 +69,7 @@ pub fn needed_apis(action: &Action) -> Vec<MirrorApi> {
             },
         ],
         Action::List => vec![MirrorApi::ListClusterMirrors],
-        Action::Describe { .. } => vec![MirrorApi::DescribeClusterMirrors],
+        Action::Describe { .. } | Action::Verify { .. } => vec![MirrorApi::DescribeClusterMirrors],
         Action::Delete { .. } => vec![MirrorApi::DeleteClusterMirror],
     }
 }
@@ -135,6 +135,10 @@ pub async fn execute(
         Action::Describe { mirror, format, failed_only } => {
             let r = describe(conn, mirror.as_deref()).await?;
             Ok(report_describe(&r, *format, *failed_only))
+        }
+        Action::Verify { mirror, topics } => {
+            let r = describe(conn, Some(mirror)).await?;
+            super::verify::run(conn, mirror, topics, &r).await
         }
         Action::Start { mirror, include, exclude } => {
             let req = MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
@@ -513,7 +517,7 @@ mod tests {
         );
         assert_eq!(
             r.stdout,
-            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE\na       t      0          -              -                   -    MIRRORING\n"
+            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  OFFSET-MODE\na       t      0          -              -                   -    MIRRORING  -          identical\n"
         );
         let r = report_describe(&described("a", &["t"]), DescribeFormat::Table, true);
         assert_eq!(r.stdout, "MIRROR  TOPIC  PARTITION  RETRY  ERROR\n");

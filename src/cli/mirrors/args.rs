@@ -60,6 +60,11 @@ pub struct MirrorsArgs {
     /// Delete a mirror; it must have no active or non-stopped topics (needs --mirror).
     #[arg(long, help_heading = "Actions (exactly one)")]
     pub delete: bool,
+    /// Compare source and destination partition by partition (offsets, records, payload
+    /// bytes) and report the first difference (needs --mirror; optional --topics). Run it
+    /// before a failover, when the lag is 0.
+    #[arg(long, help_heading = "Actions (exactly one)")]
+    pub verify: bool,
 
     /// The mirror name. Required except with --list (not allowed) and --describe (optional).
     #[arg(long, value_name = "NAME")]
@@ -150,6 +155,13 @@ pub enum Action {
         /// Mirror name.
         mirror: String,
     },
+    /// `--verify`: compare the mirror's topics on source and destination.
+    Verify {
+        /// Mirror name.
+        mirror: String,
+        /// `--topics` entries (names or regexes); empty = every topic of the mirror.
+        topics: Vec<String>,
+    },
 }
 
 /// Stop, pause or resume: the three actions that act on a mirror's existing topics.
@@ -235,14 +247,15 @@ impl MirrorsArgs {
             ("--list", self.list),
             ("--describe", self.describe),
             ("--delete", self.delete),
+            ("--verify", self.verify),
         ];
         let chosen: Vec<&str> = flags.iter().filter(|(_, on)| *on).map(|(f, _)| *f).collect();
         let action = match chosen.as_slice() {
             [one] => *one,
             [] => {
                 return Err(usage(
-                    "give exactly one action: --create, --start, --stop, --pause, --resume, --list, --describe \
-                     or --delete",
+                    "give exactly one action: --create, --start, --stop, --pause, --resume, --list, --describe, \
+                     --delete or --verify",
                 ))
             }
             many => return Err(usage(format!("give exactly one action, not {}", many.join(" and ")))),
@@ -274,6 +287,7 @@ impl MirrorsArgs {
             (None, true) => {
                 return Err(usage(format!("{action} needs --topics LIST (names or patterns, e.g. 'a,orders.*')")))
             }
+            (Some(t), false) if action == "--verify" => split_list("--topics", t)?,
             (Some(_), false) => {
                 return Err(usage(format!(
                     "--topics is only used with --start, --stop, --pause and --resume, not {action}"
@@ -313,6 +327,7 @@ impl MirrorsArgs {
                 format: if self.json { DescribeFormat::Json } else { DescribeFormat::Table },
                 failed_only: self.failed,
             },
+            "--verify" => Action::Verify { mirror: mirror_name(), topics },
             _ => Action::Delete { mirror: mirror_name() },
         };
         Ok(Invocation { bootstrap, command_config: self.command_config.clone(), action })

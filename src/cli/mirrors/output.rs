@@ -5,7 +5,7 @@
 use kafka_protocol::error::ResponseError;
 use serde::Serialize;
 
-use mirrorgate::wire::mirror::describe_cluster_mirrors::DescribedMirror;
+use mirrorgate::wire::mirror::describe_cluster_mirrors::{ext, DescribedMirror};
 use mirrorgate::wire::mirror::list_cluster_mirrors::ListedMirror;
 use mirrorgate::wire::mirror::MirrorErrorCode;
 
@@ -165,6 +165,12 @@ pub struct PartitionRow {
     pub retry_attempt: i16,
     /// Failure reason in FAILED, else null.
     pub error_message: Option<String>,
+    /// Source high watermark (mirrorgate extension), -1 if not available.
+    pub source_high_watermark: i64,
+    /// `identical`, or `shifted by N since source offset X` (mirrorgate extension).
+    pub offset_mode: String,
+    /// The offset map `[[source_start, destination_start], ...]` (mirrorgate extension).
+    pub segments: Vec<(i64, i64)>,
 }
 
 impl PartitionRow {
@@ -190,16 +196,25 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
         .filter(|m| m.error_code == 0)
         .flat_map(|m| {
             m.topics.iter().flat_map(move |t| {
-                t.partitions.iter().map(move |p| PartitionRow {
-                    mirror: m.mirror_name.to_string(),
-                    topic: t.topic_name.to_string(),
-                    partition: p.partition_index,
-                    source_offset: p.source_offset,
-                    destination_offset: p.destination_offset,
-                    lag: lag(p.source_offset, p.destination_offset),
-                    state: p.state_value.to_string(),
-                    retry_attempt: p.retry_attempt,
-                    error_message: p.error_message.as_ref().map(|s| s.to_string()),
+                t.partitions.iter().map(move |p| {
+                    let segments = ext::segments(p).unwrap_or_default();
+                    // Lag in source offsets: the destination end mapped through the offset map.
+                    let shift = ext::current_shift(&segments);
+                    let mapped = if p.destination_offset < 0 { -1 } else { p.destination_offset + shift };
+                    PartitionRow {
+                        mirror: m.mirror_name.to_string(),
+                        topic: t.topic_name.to_string(),
+                        partition: p.partition_index,
+                        source_offset: p.source_offset,
+                        destination_offset: p.destination_offset,
+                        lag: lag(p.source_offset, mapped),
+                        state: p.state_value.to_string(),
+                        retry_attempt: p.retry_attempt,
+                        error_message: p.error_message.as_ref().map(|s| s.to_string()),
+                        source_high_watermark: ext::source_high_watermark(p).unwrap_or(-1),
+                        offset_mode: ext::offset_mode(&segments),
+                        segments,
+                    }
                 })
             })
         })
@@ -222,10 +237,25 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
                 offset_cell(r.destination_offset),
                 offset_cell(r.lag),
                 r.state.clone(),
+                offset_cell(r.source_high_watermark),
+                r.offset_mode.clone(),
             ]
         })
         .collect();
-    table(&["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"], &cells)
+    table(
+        &[
+            "MIRROR",
+            "TOPIC",
+            "PARTITION",
+            "SOURCE-OFFSET",
+            "DESTINATION-OFFSET",
+            "LAG",
+            "STATE",
+            "SOURCE-HW",
+            "OFFSET-MODE",
+        ],
+        &cells,
+    )
 }
 
 /// `--describe --failed`: MIRROR, TOPIC, PARTITION, RETRY (`n/max` or `NonRetryable`), ERROR.
@@ -377,11 +407,11 @@ west-to-east  0       -                       west1:9092,west2:9092
         assert_eq!(
             describe_table(&rows),
             "\
-MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE
-a-to-b  orders    0          123456         123400              56   MIRRORING
-a-to-b  orders    1          1500           1500                0    MIRRORING
-b-to-c  payments  0          10             4                   6    FAILED
-b-to-c  payments  1          -              7                   -    FAILED
+MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  OFFSET-MODE
+a-to-b  orders    0          123456         123400              56   MIRRORING  -          identical
+a-to-b  orders    1          1500           1500                0    MIRRORING  -          identical
+b-to-c  payments  0          10             4                   6    FAILED     -          identical
+b-to-c  payments  1          -              7                   -    FAILED     -          identical
 "
         );
     }
@@ -415,7 +445,10 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "lag": 6,
     "state": "FAILED",
     "retryAttempt": 3,
-    "errorMessage": "Source leader\nnot available"
+    "errorMessage": "Source leader\nnot available",
+    "sourceHighWatermark": -1,
+    "offsetMode": "identical",
+    "segments": []
   },
   {
     "mirror": "b-to-c",
@@ -426,7 +459,10 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "lag": -1,
     "state": "FAILED",
     "retryAttempt": -1,
-    "errorMessage": "Source topic deleted"
+    "errorMessage": "Source topic deleted",
+    "sourceHighWatermark": -1,
+    "offsetMode": "identical",
+    "segments": []
   }
 ]
 "#

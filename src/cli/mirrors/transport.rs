@@ -200,6 +200,11 @@ impl AdminConnection {
         Ok(resp.api_keys)
     }
 
+    /// The `host:port` this connection goes to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// Sends a mirror request under its table api key and decodes the response.
     ///
     /// Errors: the RPC was not negotiated in [`AdminConnection::open`], I/O failure, timeout,

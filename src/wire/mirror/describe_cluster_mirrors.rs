@@ -469,3 +469,48 @@ mod tests {
         huge_count_fails::<DescribeClusterMirrorsResponse>(&[0, 0, 0, 0, 0, 0, 0]);
     }
 }
+
+/// mirrorgate's extensions to [`PartitionDetail`], carried as tagged fields that other
+/// clients skip: the source high watermark and the partition's offset map (DESIGN §4.2).
+pub mod ext {
+    use bytes::Bytes;
+
+    use super::PartitionDetail;
+
+    /// Tag of the source high watermark (INT64, offsets).
+    pub const TAG_SOURCE_HIGH_WATERMARK: i32 = 10_000;
+    /// Tag of the offset map: JSON `[[source_start, destination_start], ...]`.
+    pub const TAG_OFFSET_SEGMENTS: i32 = 10_001;
+
+    /// Sets the extensions on `p`.
+    pub fn set(p: &mut PartitionDetail, source_high_watermark: i64, segments: &[(i64, i64)]) {
+        p.unknown_tagged_fields
+            .insert(TAG_SOURCE_HIGH_WATERMARK, Bytes::copy_from_slice(&source_high_watermark.to_be_bytes()));
+        let json = serde_json::to_vec(segments).unwrap_or_default();
+        p.unknown_tagged_fields.insert(TAG_OFFSET_SEGMENTS, Bytes::from(json));
+    }
+
+    /// The source high watermark, if sent.
+    pub fn source_high_watermark(p: &PartitionDetail) -> Option<i64> {
+        let b = p.unknown_tagged_fields.get(&TAG_SOURCE_HIGH_WATERMARK)?;
+        Some(i64::from_be_bytes(b.as_ref().try_into().ok()?))
+    }
+
+    /// The offset map segments `(source_start, destination_start)`, if sent.
+    pub fn segments(p: &PartitionDetail) -> Option<Vec<(i64, i64)>> {
+        serde_json::from_slice(p.unknown_tagged_fields.get(&TAG_OFFSET_SEGMENTS)?).ok()
+    }
+
+    /// Source offset − destination offset at the end of the map (0 = identical).
+    pub fn current_shift(segments: &[(i64, i64)]) -> i64 {
+        segments.last().map_or(0, |(s, d)| s - d)
+    }
+
+    /// "identical", or "shifted by N since source offset X".
+    pub fn offset_mode(segments: &[(i64, i64)]) -> String {
+        match segments.iter().rev().find(|(s, d)| s != d) {
+            None => "identical".into(),
+            Some((s, d)) => format!("shifted by {} since source offset {s}", s - d),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! `--verify`: reads each partition of the mirror's topics from the source cluster (its
+//! `bootstrap.servers`, read from the mirror's configs through mirrorgate) and from the
+//! destination through mirrorgate, and compares them batch by batch with
+//! `mirrorgate::mirror::verify` (offsets through the partition's offset map, record counts,
+//! timestamps, payload bytes). Prints one line per partition and fails on any difference.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::DescribeConfigsRequest;
+use kafka_protocol::protocol::StrBytes;
+use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
+use mirrorgate::client::BrokerConnection;
+use mirrorgate::mirror::model::OffsetSegment;
+use mirrorgate::mirror::verify::verify_partition;
+use mirrorgate::wire::mirror::describe_cluster_mirrors::ext;
+use mirrorgate::wire::mirror::describe_cluster_mirrors::DescribeClusterMirrorsResponse;
+use regex::Regex;
+
+use super::actions::Report;
+use super::transport::AdminConnection;
+
+/// Runs the comparison for `mirror` (topics matching `topics`, or all).
+///
+/// # Errors
+/// The mirror's configs cannot be read or a cluster cannot be reached.
+pub async fn run(
+    conn: &mut AdminConnection,
+    mirror: &str,
+    topics: &[String],
+    described: &DescribeClusterMirrorsResponse,
+) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let Some(m) = described.mirrors.iter().find(|m| m.mirror_name.as_str() == mirror) else {
+        report.stderr.push(format!("Error: UNKNOWN_CLUSTER_MIRROR: mirror {mirror} does not exist"));
+        report.failed = true;
+        return Ok(report);
+    };
+    if m.error_code != 0 {
+        report.stderr.push(format!("Error: {}: {}", m.error_code, m.error_message.as_deref().unwrap_or("")));
+        report.failed = true;
+        return Ok(report);
+    }
+    let patterns: Vec<Regex> = topics.iter().map(|p| Regex::new(&format!("^(?:{p})$"))).collect::<Result<_, _>>()?;
+    let bootstrap = source_bootstrap(conn.addr(), mirror).await?;
+    let connect = |b: Vec<String>| async move {
+        let mut o = ClusterOptions::new(b);
+        o.request_timeout = Duration::from_secs(30);
+        ClusterClient::connect(o).await
+    };
+    let source =
+        connect(bootstrap.clone()).await.map_err(|e| anyhow::anyhow!("source cluster {}: {e}", bootstrap.join(",")))?;
+    let dest =
+        connect(vec![conn.addr().to_string()]).await.map_err(|e| anyhow::anyhow!("mirrorgate {}: {e}", conn.addr()))?;
+    let (mut ok, mut bad) = (0, 0);
+    for t in &m.topics {
+        let topic = t.topic_name.0.as_str();
+        if !patterns.is_empty() && !patterns.iter().any(|r| r.is_match(topic)) {
+            continue;
+        }
+        for p in &t.partitions {
+            let segments: Vec<OffsetSegment> = ext::segments(p)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(s, d)| OffsetSegment { source_start: s, destination_start: d })
+                .collect();
+            let pairs: Vec<(i64, i64)> = segments.iter().map(|s| (s.source_start, s.destination_start)).collect();
+            match verify_partition(&source, &dest, topic, p.partition_index, &segments, None).await {
+                Ok(r) => {
+                    ok += 1;
+                    report.stdout.push_str(&format!(
+                        "OK    {topic}-{}: {} batches, {} records up to source offset {}, {} offsets without data, {}\n",
+                        p.partition_index,
+                        r.data_batches,
+                        r.records,
+                        r.source_end,
+                        r.skipped_offsets,
+                        ext::offset_mode(&pairs)
+                    ));
+                }
+                Err(e) => {
+                    bad += 1;
+                    report.stdout.push_str(&format!("DIFF  {topic}-{}: {e}\n", p.partition_index));
+                }
+            }
+        }
+    }
+    report.stdout.push_str(&format!(
+        "Verified {} partition(s) of mirror {mirror}: {ok} identical, {bad} different.\n",
+        ok + bad
+    ));
+    report.failed = bad > 0;
+    Ok(report)
+}
+
+/// The mirror's `bootstrap.servers`, via DescribeConfigs on resource type CLUSTER_MIRROR.
+async fn source_bootstrap(addr: &str, mirror: &str) -> anyhow::Result<Vec<String>> {
+    let mut c = BrokerConnection::connect(addr, Duration::from_secs(10), Duration::from_secs(30), 1 << 24).await?;
+    let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+        .with_resource_type(64)
+        .with_resource_name(StrBytes::from_string(mirror.to_string()))
+        .with_configuration_keys(Some(vec![StrBytes::from_static_str("bootstrap.servers")]))]);
+    let resp = c.send(&req, 4).await?;
+    let r = resp.results.first().ok_or_else(|| anyhow::anyhow!("DescribeConfigs answered nothing"))?;
+    if r.error_code != 0 {
+        anyhow::bail!(
+            "cannot read the configs of mirror {mirror}: error {} {}",
+            r.error_code,
+            r.error_message.as_deref().unwrap_or("")
+        );
+    }
+    let v = r
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "bootstrap.servers")
+        .and_then(|c| c.value.as_ref())
+        .ok_or_else(|| anyhow::anyhow!("mirror {mirror} has no bootstrap.servers"))?;
+    Ok(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+}
