@@ -223,12 +223,15 @@ async fn transactional_source_commits_aborts_and_markers() {
         "produce",
     );
     txn("c4,c5", "a3,a4,a5", "abort-first");
-    start_mirror(&mg, &source, &[&topic], "");
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
     assert!(
         reports.iter().map(|r| r.skipped_offsets).sum::<i64>() >= 4 + 5,
         "markers and aborted records are skipped: {reports:?}"
     );
+    // The operator's check, through mirrorgate.
+    let verified = ok(mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]), "--verify");
+    assert!(verified.contains("Verified 2 partition(s)") && verified.contains("2 identical, 0 different"), "{verified}");
     let committed = 300 + 5;
     let on_source = consume_all(&source.bootstrap, &topic, committed, "read_committed");
     for iso in ["read_committed", "read_uncommitted"] {
