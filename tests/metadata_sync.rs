@@ -1,0 +1,380 @@
+//! The metadata sync (issue 5, DESIGN §5, KIP-1279 §6) against real Kafka 4.1 source and
+//! destination clusters, with `mirror.metadata.refresh.interval.ms=2000`: topic configs,
+//! auto-discovery, partition increases, source topic re-creation and consumer group offsets
+//! follow the source without an operator action — and what must not follow does not.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
+use mirrorgate::mirror::topics::base64_uuid;
+use mirrorgate::mirror::verify::verify_partition;
+use serde_json::Value;
+use support::*;
+
+const V: &str = "4.1.1";
+/// Mirror config every test uses: a 2 s sync interval.
+const FAST: &str = "mirror.metadata.refresh.interval.ms=2000\n";
+
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32, configs: &[&str]) {
+    let mut args = vec!["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--replication-factor", "1"];
+    let p = partitions.to_string();
+    args.extend(["--partitions", p.as_str()]);
+    for c in configs {
+        args.extend(["--config", c]);
+    }
+    kafka_tool_ok(V, "topics", &args, None);
+}
+
+fn client(bootstrap: &str) -> ClusterClient {
+    block(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()]))).unwrap()
+}
+
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+fn produce(bootstrap: &str, topic: &str, count: usize, partition: Option<i32>, prefix: &str) {
+    let n = count.to_string();
+    let p = partition.map(|p| p.to_string());
+    let mut args = vec!["produce", "--bootstrap", bootstrap, "--topic", topic, "--count", &n, "--prefix", prefix];
+    if let Some(p) = &p {
+        args.extend(["--partition", p.as_str()]);
+    }
+    ok(python_client(&args), "produce");
+}
+
+/// Creates a mirror with `FAST` plus `extra` configs; starts `topics` when not empty.
+fn create_mirror(mg: &Mirrorgate, source: &Cluster, topics: &[&str], extra: &str) -> String {
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(source, &format!("{FAST}{extra}"));
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    if !topics.is_empty() {
+        ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topics.join(",")]), "--start");
+    }
+    mirror
+}
+
+fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]), "--describe --json");
+    serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
+}
+
+/// Dynamic (topic-level) configs of `topic` as `kafka-configs --describe` prints them.
+fn dynamic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
+    let out = kafka_tool_ok(
+        V,
+        "configs",
+        &["--bootstrap-server", bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic],
+        None,
+    );
+    // "Dynamic configs for topic t are:\n  k=v sensitive=false synonyms={...}"
+    out.lines()
+        .filter_map(|l| l.trim().split_whitespace().next())
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn alter_source_configs(bootstrap: &str, topic: &str, configs: &str) {
+    kafka_tool_ok(
+        V,
+        "configs",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            topic,
+            "--add-config",
+            configs,
+        ],
+        None,
+    );
+}
+
+fn wait_identical(src: &ClusterClient, dst: &ClusterClient, topic: &str, partitions: i32) {
+    eventually(Duration::from_secs(120), || {
+        (0..partitions).map(|p| block(verify_partition(src, dst, topic, p, &[], None))).collect::<Result<Vec<_>, _>>()
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_configs_follow_the_source_except_owned_and_excluded() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("cfg");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    create_mirror(&mg, &source, &[&topic], "");
+    eventually(Duration::from_secs(30), || {
+        let d = dynamic_configs(&dest.bootstrap, &topic);
+        d.contains_key("retention.ms").then_some(()).ok_or(format!("mirror topic not created yet: {d:?}"))
+    });
+    alter_source_configs(
+        &source.bootstrap,
+        &topic,
+        "max.message.bytes=2000000,segment.bytes=50000000,cleanup.policy=compact,retention.ms=1000,min.insync.replicas=2,compression.type=gzip",
+    );
+    let changed = Instant::now();
+    let d = eventually(Duration::from_secs(20), || {
+        let d = dynamic_configs(&dest.bootstrap, &topic);
+        let want = [("max.message.bytes", "2000000"), ("segment.bytes", "50000000"), ("cleanup.policy", "compact")];
+        if want.iter().all(|(k, v)| d.get(*k).map(String::as_str) == Some(*v)) {
+            Ok(d)
+        } else {
+            Err(format!("{d:?}"))
+        }
+    });
+    assert!(changed.elapsed() < Duration::from_secs(2 * 2 + 6), "applied within an interval: {:?}", changed.elapsed());
+    // Owned for offset identity / retention while mirroring: kept as mirrorgate set them.
+    assert_eq!(d.get("retention.ms").map(String::as_str), Some("-1"), "{d:?}");
+    assert_eq!(d.get("compression.type").map(String::as_str), Some("producer"), "{d:?}");
+    // Excluded by topic.properties.exclude.
+    assert!(!d.contains_key("min.insync.replicas"), "{d:?}");
+    // The refusal is reported.
+    mg.wait_for_log("would break offset identity", Duration::from_secs(10));
+    let log = mg.log();
+    assert!(log.lines().any(|l| l.contains("refused") && l.contains(&topic) && l.contains("compression.type")));
+    // Still excluded a few intervals later.
+    std::thread::sleep(Duration::from_secs(5));
+    let d = dynamic_configs(&dest.bootstrap, &topic);
+    assert!(!d.contains_key("min.insync.replicas") && d["retention.ms"] == "-1", "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_source_topics_matching_include_are_mirrored_without_an_operator() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let base = unique_name("disc").replace('-', "_");
+    let mirror =
+        create_mirror(&mg, &source, &[], &format!("topics.include={base}\\\\..*\ntopics.exclude={base}\\\\.skip.*\n"));
+    let wanted = format!("{base}.orders");
+    let skipped = format!("{base}.skip-me");
+    create_topic(&source.bootstrap, &wanted, 2, &[]);
+    create_topic(&source.bootstrap, &skipped, 1, &[]);
+    produce(&source.bootstrap, &wanted, 300, None, "d");
+    produce(&source.bootstrap, &skipped, 10, None, "s");
+    wait_identical(&src, &dst, &wanted, 2);
+    let rows = describe_json(&mg, &mirror);
+    assert!(rows.iter().all(|r| r["topic"] == wanted.as_str()), "{rows:?}");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // More records keep arriving at the same offsets.
+    produce(&source.bootstrap, &wanted, 100, None, "d2");
+    wait_identical(&src, &dst, &wanted, 2);
+    // The excluded topic is neither a mirror topic nor created, several intervals later.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(describe_json(&mg, &mirror).iter().all(|r| r["topic"] != skipped.as_str()));
+    block(dst.refresh_metadata(None)).unwrap();
+    assert!(!dst.metadata().topics.contains_key(&skipped), "excluded topic created on the destination");
+    // The include pattern was not polluted with the discovered name.
+    assert!(mg.log().contains("discovered source topics started"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_partitions_3_to_6_while_producing_by_key() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("grow");
+    create_topic(&source.bootstrap, &topic, 3, &[]);
+    produce(&source.bootstrap, &topic, 3000, None, "before");
+    let mirror = create_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 3);
+    let bs = source.bootstrap.clone();
+    let t = topic.clone();
+    let writer = std::thread::spawn(move || {
+        for round in 0..6 {
+            produce(&bs, &t, 2000, None, &format!("during{round}"));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &source.bootstrap, "--alter", "--topic", &topic, "--partitions", "6"],
+        None,
+    );
+    writer.join().unwrap();
+    eventually(Duration::from_secs(30), || {
+        block(dst.refresh_metadata(Some(&[topic.as_str()]))).map_err(|e| e.to_string())?;
+        let n = dst.metadata().topics.get(&topic).map_or(0, |t| t.partitions.len());
+        (n == 6).then_some(()).ok_or(format!("destination has {n} partitions"))
+    });
+    wait_identical(&src, &dst, &topic, 6);
+    for p in 3..6 {
+        let r = block(verify_partition(&src, &dst, &topic, p, &[], None)).unwrap();
+        assert!(r.records > 0, "new partition {p} got records: {r:?}");
+        assert_eq!(block(dst.list_offsets(&topic, p, -2)).unwrap(), 0, "partition {p} mirrored from offset 0");
+    }
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
+    // Partitions 0-2 never left MIRRORING (no pause, no failure, no realignment).
+    let log = mg.log();
+    for l in log.lines().filter(|l| l.contains(&topic) && l.contains("mirror partition state")) {
+        let p = ["partition=0", "partition=1", "partition=2"];
+        if p.iter().any(|p| l.contains(p)) {
+            assert!(l.contains("LOG_ALIGNMENT") || l.contains("MIRRORING"), "existing partition changed state: {l}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_source_topic_fails_its_partitions_naming_the_id_change() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("recreated");
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    produce(&source.bootstrap, &topic, 100, None, "old");
+    let old_id = base64_uuid(&block(src.topic(&topic)).unwrap().topic_id.0);
+    let mirror = create_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 2);
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &source.bootstrap, "--delete", "--topic", &topic], None);
+    eventually(Duration::from_secs(30), || {
+        let out = kafka_tool_ok(V, "topics", &["--bootstrap-server", &source.bootstrap, "--list"], None);
+        (!out.lines().any(|l| l == topic)).then_some(()).ok_or("still listed".to_string())
+    });
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    produce(&source.bootstrap, &topic, 10, None, "new");
+    let rows = eventually(Duration::from_secs(30), || {
+        let rows = describe_json(&mg, &mirror);
+        let done = rows.len() == 2
+            && rows
+                .iter()
+                .all(|r| r["state"] == "FAILED" && r["errorMessage"].as_str().is_some_and(|m| m.contains("topic id")));
+        done.then_some(rows.clone()).ok_or(format!("{rows:?}"))
+    });
+    for r in &rows {
+        let msg = r["errorMessage"].as_str().unwrap();
+        assert!(msg.contains(&old_id), "reason names the old topic id {old_id}: {msg}");
+    }
+    // Not retried: still FAILED after several intervals, and nothing of the new topic copied.
+    std::thread::sleep(Duration::from_secs(5));
+    let rows = describe_json(&mg, &mirror);
+    assert!(rows.iter().all(|r| r["state"] == "FAILED"), "{rows:?}");
+    let end: i64 = (0..2).map(|p| block(dst.list_offsets(&topic, p, -1)).unwrap()).sum();
+    assert_eq!(end, 100, "records of the recreated topic were merged into the mirror");
+}
+
+/// The group coordinator of `group` (single-broker test clusters: its only broker).
+fn coordinator(c: &ClusterClient, group: &str) -> i32 {
+    let mut req = FindCoordinatorRequest::default();
+    req.key = StrBytes::from_string(group.to_string());
+    let node = *c.metadata().brokers.keys().next().unwrap();
+    eventually(Duration::from_secs(30), || {
+        let r = block(c.send_to_node(node, &req, 3)).map_err(|e| e.to_string())?;
+        (r.error_code == 0).then_some(r.node_id.0).ok_or(format!("FindCoordinator error {}", r.error_code))
+    })
+}
+
+fn commit(c: &ClusterClient, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    let node = coordinator(c, group);
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = offsets
+        .iter()
+        .map(|(p, o)| {
+            let mut cp = OffsetCommitRequestPartition::default();
+            cp.partition_index = *p;
+            cp.committed_offset = *o;
+            cp.committed_leader_epoch = -1;
+            cp.committed_metadata = Some(StrBytes::from_static_str("from-source"));
+            cp
+        })
+        .collect();
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    req.generation_id_or_member_epoch = -1;
+    req.topics = vec![t];
+    let resp = block(c.send_to_node(node, &req, 8)).unwrap();
+    for p in resp.topics.iter().flat_map(|t| t.partitions.iter()) {
+        assert_eq!(p.error_code, 0, "commit {topic}-{}", p.partition_index);
+    }
+}
+
+/// Committed offsets of `group` on `topic`: partition → (offset, leader epoch, metadata).
+fn committed(c: &ClusterClient, group: &str, topic: &str) -> BTreeMap<i32, (i64, i32, String)> {
+    let node = coordinator(c, group);
+    let mut req = OffsetFetchRequest::default();
+    req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    req.topics = None;
+    let resp = block(c.send_to_node(node, &req, 7)).unwrap();
+    resp.topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.committed_offset >= 0)
+        .map(|p| {
+            let md = p.metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
+            (p.partition_index, (p.committed_offset, p.committed_leader_epoch, md))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("groups");
+    create_topic(&source.bootstrap, &topic, 4, &[]);
+    for p in 0..4 {
+        produce(&source.bootstrap, &topic, 100, Some(p), "g");
+    }
+    let group = unique_name("g");
+    let other = unique_name("excluded-g");
+    create_mirror(&mg, &source, &[&topic], &format!("groups.exclude=excluded-g.*\n"));
+    wait_identical(&src, &dst, &topic, 4);
+    // p1 beyond the destination end, p3 nothing.
+    commit(&src, &group, &topic, &[(0, 0), (1, 1_000_000), (2, 60)]);
+    commit(&src, &other, &topic, &[(0, 5)]);
+    let got = eventually(Duration::from_secs(20), || {
+        let c = committed(&dst, &group, &topic);
+        (c.len() == 3).then_some(c.clone()).ok_or(format!("{c:?}"))
+    });
+    assert_eq!(got[&0].0, 0, "{got:?}");
+    assert_eq!(got[&1].0, 100, "clamped to the destination log end: {got:?}");
+    assert_eq!(got[&2].0, 60, "{got:?}");
+    assert!(!got.contains_key(&3), "{got:?}");
+    assert!(got.values().all(|(_, epoch, md)| *epoch == -1 && md == "from-source"), "{got:?}");
+    assert!(committed(&dst, &other, &topic).is_empty(), "groups.exclude is honoured");
+    // A consumer of the group active on the destination: its offsets win.
+    let bs = dest.bootstrap.clone();
+    let (t, g) = (topic.clone(), group.clone());
+    let consumer = std::thread::spawn(move || {
+        kafka_tool(
+            V,
+            "console-consumer",
+            &["--bootstrap-server", &bs, "--topic", &t, "--group", &g, "--timeout-ms", "15000"],
+            None,
+        )
+    });
+    mg.wait_for_log("active members on the destination", Duration::from_secs(60));
+    commit(&src, &group, &topic, &[(2, 30)]);
+    std::thread::sleep(Duration::from_secs(5));
+    let during = committed(&dst, &group, &topic);
+    assert_ne!(during.get(&2).map(|c| c.0), Some(30), "overwritten while active: {during:?}");
+    consumer.join().unwrap();
+    // Once the group is empty, a source reset backwards is followed.
+    eventually(Duration::from_secs(20), || {
+        let c = committed(&dst, &group, &topic);
+        (c.get(&2).map(|c| c.0) == Some(30)).then_some(()).ok_or(format!("{c:?}"))
+    });
+}
