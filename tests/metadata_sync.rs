@@ -378,3 +378,50 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
         (c.get(&2).map(|c| c.0) == Some(30)).then_some(()).ok_or(format!("{c:?}"))
     });
 }
+
+/// Sets mirror configs through mirrorgate (IncrementalAlterConfigs on CLUSTER_MIRROR, 64).
+fn alter_mirror_configs(mg: &Mirrorgate, mirror: &str, configs: &[(&str, &str)]) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let c = client(&mg.bootstrap);
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 64;
+    res.resource_name = StrBytes::from_string(mirror.to_string());
+    res.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut a = AlterableConfig::default();
+            a.name = StrBytes::from_string(k.to_string());
+            a.value = Some(StrBytes::from_string(v.to_string()));
+            a
+        })
+        .collect();
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![res];
+    let resp = block(c.send_any(&req, 1)).unwrap();
+    assert!(resp.responses.iter().all(|r| r.error_code == 0), "{resp:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_that_becomes_excluded_is_stopped() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let base = unique_name("excl").replace('-', "_");
+    let mirror = create_mirror(&mg, &source, &[], &format!("topics.include={base}\\\\..*\n"));
+    let (a, b) = (format!("{base}.a"), format!("{base}.b"));
+    create_topic(&source.bootstrap, &a, 1, &[]);
+    create_topic(&source.bootstrap, &b, 1, &[]);
+    let state = |rows: &[Value], t: &str| rows.iter().find(|r| r["topic"] == t).map(|r| r["state"].clone());
+    eventually(Duration::from_secs(30), || {
+        let rows = describe_json(&mg, &mirror);
+        let up = state(&rows, &a) == Some("MIRRORING".into()) && state(&rows, &b) == Some("MIRRORING".into());
+        up.then_some(()).ok_or(format!("{rows:?}"))
+    });
+    alter_mirror_configs(&mg, &mirror, &[("topics.exclude", &format!("__.*,{base}\\.a"))]);
+    eventually(Duration::from_secs(30), || {
+        let rows = describe_json(&mg, &mirror);
+        let done = state(&rows, &a) == Some("STOPPED".into()) && state(&rows, &b) == Some("MIRRORING".into());
+        done.then_some(()).ok_or(format!("{rows:?}"))
+    });
+}
