@@ -231,7 +231,10 @@ async fn transactional_source_commits_aborts_and_markers() {
     );
     // The operator's check, through mirrorgate.
     let verified = ok(mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]), "--verify");
-    assert!(verified.contains("Verified 2 partition(s)") && verified.contains("2 identical, 0 different"), "{verified}");
+    assert!(
+        verified.contains("Verified 2 partition(s)") && verified.contains("2 identical, 0 different"),
+        "{verified}"
+    );
     let committed = 300 + 5;
     let on_source = consume_all(&source.bootstrap, &topic, committed, "read_committed");
     for iso in ["read_committed", "read_uncommitted"] {
@@ -340,6 +343,39 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
         None,
     );
     assert_eq!(after.trim(), format!("Offset:{dest_end}\tafter-0"));
+    // Failback onto a destination that took writes after the failover: reported, not kept.
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start again");
+    let failed = eventually(Duration::from_secs(30), || {
+        let rows = describe_json(&mg, &mirror);
+        if rows[0]["state"] == "FAILED" {
+            Ok(rows[0].clone())
+        } else {
+            Err(format!("{rows:?}"))
+        }
+    });
+    let msg = failed["errorMessage"].as_str().unwrap();
+    assert!(msg.contains("written on the destination after the failover"), "{msg}");
+    assert_eq!(failed["retryAttempt"], -1, "not retryable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_destination_topic_with_other_partitions_fails() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("mismatch");
+    create_topic(&source.bootstrap, &topic, 3, &[]);
+    create_topic(&dest.bootstrap, &topic, 2, &[]);
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["state"], "FAILED");
+        assert!(
+            r["errorMessage"].as_str().unwrap().contains("already exists with 2 partition(s), the source has 3"),
+            "{r}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

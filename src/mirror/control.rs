@@ -568,10 +568,29 @@ impl ControlPlane {
             })?;
             let dest_configs = destination_topic_configs(&def, &source_configs);
             let rf = broker_count.min(3) as i16;
-            self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await.map_err(|e| MirrorError {
-                code: UNKNOWN_SERVER_ERROR,
-                message: format!("cannot create mirror topic `{}` on the destination: {e}", t.name),
-            })?;
+            let created =
+                self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await.map_err(|e| {
+                    MirrorError {
+                        code: UNKNOWN_SERVER_ERROR,
+                        message: format!("cannot create mirror topic `{}` on the destination: {e}", t.name),
+                    }
+                })?;
+            // An existing destination topic must have the source's partition count (data
+            // written outside the mirror is caught by the data plane's first alignment).
+            let mismatch = if created {
+                None
+            } else {
+                let (_, dest_topics) = self.destination.topics().await.map_err(|e| MirrorError {
+                    code: UNKNOWN_SERVER_ERROR,
+                    message: format!("cannot describe destination topic `{}`: {e}", t.name),
+                })?;
+                dest_topics.get(&t.name).filter(|d| d.partitions != t.partitions).map(|d| {
+                    format!(
+                        "destination topic {} already exists with {} partition(s), the source has {}; it cannot be made identical",
+                        t.name, d.partitions, t.partitions
+                    )
+                })
+            };
             let topic = MirrorTopic {
                 mirror: mirror.to_string(),
                 topic: t.name.clone(),
@@ -584,7 +603,34 @@ impl ControlPlane {
             self.update_state(|s| {
                 s.topics.insert(t.name.clone(), topic);
             });
-            self.step_partitions(&t.name, t.partitions).await?;
+            match mismatch {
+                None => self.step_partitions(&t.name, t.partitions).await?,
+                Some(reason) => {
+                    tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
+                    for p in 0..t.partitions {
+                        let rec = PartitionStateRecord {
+                            mirror: mirror.to_string(),
+                            topic: t.name.clone(),
+                            partition: p,
+                            state: MirrorPartitionState::Failed,
+                            state_epoch: 0,
+                            last_mirrored_offset: -1,
+                            error_message: Some(reason.clone()),
+                            retry_attempt: 0,
+                            retryable: false,
+                            previous_state: None,
+                            segments: Vec::new(),
+                            producer_id: None,
+                            producer_epoch: None,
+                            updated_ms: now_ms(),
+                        };
+                        self.persist(StateWrite::Partition(rec.clone())).await?;
+                        self.update_state(|s| {
+                            s.partitions.insert((t.name.clone(), p), rec);
+                        });
+                    }
+                }
+            }
             started.push(t.name);
         }
         tracing::info!(mirror, topics = ?started, "mirror topics started");

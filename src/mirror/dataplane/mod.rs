@@ -171,9 +171,64 @@ impl DataPlane {
                     _ => None,
                 };
                 if let Some(next) = next {
-                    let _ = self.control.transition(topic, *p, next, None).await;
+                    let moved = self.control.transition(topic, *p, next, None).await.unwrap_or(false);
+                    if moved && next == S::Stopped {
+                        self.apply_source_retention(def, topic).await;
+                    }
                 }
             }
+        }
+    }
+}
+
+impl DataPlane {
+    /// At STOPPED the destination topic takes the source's retention settings back
+    /// (retention was disabled while mirroring, DESIGN §4.9): `retention.ms` and
+    /// `retention.bytes` set on the source topic are set, those not set are removed so the
+    /// destination broker's defaults apply.
+    async fn apply_source_retention(&mut self, def: &MirrorDefinition, topic: &str) {
+        use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+        use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+        use kafka_protocol::protocol::StrBytes;
+        let access = super::topics::ClusterAccess {
+            bootstrap: configs::split_list(configs::effective(&def.configs, "bootstrap.servers").unwrap_or(""))
+                .map(String::from)
+                .collect(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: self.request_timeout,
+        };
+        let source = match access.topic_configs(topic).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "cannot read the source's retention settings; the destination keeps retention disabled");
+                return;
+            }
+        };
+        let ops = ["retention.ms", "retention.bytes"]
+            .iter()
+            .map(|k| {
+                let (op, value) = match source.get(*k) {
+                    Some(v) => (0, Some(StrBytes::from_string(v.clone()))),
+                    None => (1, None),
+                };
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(k))
+                    .with_config_operation(op)
+                    .with_value(value)
+            })
+            .collect();
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(ops)]);
+        match self.dest.send_any(&req, 1).await {
+            Ok(r) if r.responses.iter().all(|x| x.error_code == 0) => {
+                tracing::info!(topic, "destination topic takes the source's retention settings (mirroring stopped)")
+            }
+            Ok(r) => {
+                tracing::warn!(topic, error = ?r.responses.first().map(|x| (x.error_code, x.error_message.clone())), "cannot apply retention")
+            }
+            Err(e) => tracing::warn!(topic, error = %e, "cannot apply retention"),
         }
     }
 }

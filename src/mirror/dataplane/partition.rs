@@ -159,6 +159,22 @@ impl PartitionTask {
         }
         let mut w = Writer { producer_id, producer_epoch, dest_next: dest_end, shift: seg.shift() };
         let mut next_src = dest_end + w.shift;
+        // Failback (start after STOPPED): the destination must end where mirroring stopped;
+        // records written after the failover are reported, never kept or overwritten silently.
+        if rec.state == MirrorPartitionState::LogAlignment
+            && rec.previous_state == Some(MirrorPartitionState::Stopped)
+            && rec.last_mirrored_offset >= 0
+            && next_src != rec.last_mirrored_offset + 1
+        {
+            return Ok(fail(
+                format!(
+                    "destination {topic}-{p} ends at offset {dest_end} (source offset {next_src}) but mirroring stopped after source offset {}: {} offset(s) were written on the destination after the failover; re-seed the partition to mirror it again",
+                    rec.last_mirrored_offset,
+                    next_src - rec.last_mirrored_offset - 1
+                ),
+                false,
+            ));
+        }
 
         if rec.state == MirrorPartitionState::LogAlignment {
             self.control
@@ -279,6 +295,18 @@ impl PartitionTask {
                 next_src = b.next_offset();
             }
             fetch_at = fetch_at.max(next_src);
+            self.control.set_progress(
+                topic,
+                p,
+                Progress {
+                    source_log_start: chunk.log_start_offset,
+                    source_high_watermark: chunk.high_watermark,
+                    source_lso: chunk.last_stable_offset,
+                    destination_end: w.dest_next,
+                    shift: w.shift,
+                    next_source: next_src,
+                },
+            );
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
                 let target = chunk.log_start_offset - w.shift;
