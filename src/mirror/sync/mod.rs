@@ -2,13 +2,15 @@
 //! `mirror.metadata.refresh.interval.ms`, makes what surrounds the mirrored data follow the
 //! source — source topic ids and the source cluster id (a change fails the partitions),
 //! auto-discovery of topics (`topics.include` / `topics.exclude` plus the patterns saved by
-//! `--start`), partition increases, topic configs and consumer group offsets.
+//! `--start`), partition increases, topic configs, consumer group offsets and ACLs
+//! (`acls.include`).
 //!
 //! Each sync kind counts its failures ([`SyncMetrics`]) and logs the cause; one failing kind
 //! never stops the others nor the data plane. It never writes to a destination topic's data,
 //! never moves a destination group offset backwards because of clamping, never touches a
 //! PAUSED or STOPPED topic, and never copies the configs mirrorgate owns for offset identity.
 
+mod acls;
 mod groups;
 mod topics;
 
@@ -27,6 +29,7 @@ use super::configs;
 use super::control::{ControlPlane, ControlState};
 use super::model::MirrorDefinition;
 
+pub use acls::AclRule;
 pub use groups::{map_offset, plan_offset};
 pub use topics::{config_decision, ConfigDecision};
 
@@ -45,7 +48,7 @@ pub struct SyncMetrics {
     pub group_offset_errors: AtomicU64,
     /// Groups skipped because they have active members on the destination.
     pub group_offset_skipped_active: AtomicU64,
-    /// ACL sync failures (`AclSyncError`); ACL sync is not built yet.
+    /// ACL sync failures (`AclSyncError`).
     pub acl_errors: AtomicU64,
     /// Completed sync rounds (one per mirror per interval).
     pub rounds: AtomicU64,
@@ -75,6 +78,8 @@ pub enum SyncKind {
     TopicConfig,
     /// Consumer group offsets.
     GroupOffsets,
+    /// ACLs.
+    Acls,
 }
 
 impl SyncKind {
@@ -83,6 +88,7 @@ impl SyncKind {
             SyncKind::Metadata => "MetadataRefreshError",
             SyncKind::TopicConfig => "TopicConfigMetadataSyncError",
             SyncKind::GroupOffsets => "ConsumerGroupOffsetSyncError",
+            SyncKind::Acls => "AclSyncError",
         }
     }
 
@@ -91,6 +97,7 @@ impl SyncKind {
             SyncKind::Metadata => &METRICS.metadata_refresh_errors,
             SyncKind::TopicConfig => &METRICS.topic_config_errors,
             SyncKind::GroupOffsets => &METRICS.group_offset_errors,
+            SyncKind::Acls => &METRICS.acl_errors,
         }
     }
 }
@@ -286,5 +293,10 @@ impl MetadataSync {
             return;
         }
         groups::sync_groups(&source, &self.dest, def, &state, &mut self.active_groups).await;
+        match acls::sync_acls(&source, &self.dest, def).await {
+            Ok((0, 0)) => {}
+            Ok((created, deleted)) => tracing::info!(mirror, created, deleted, "ACLs synced from the source"),
+            Err(e) => report(SyncKind::Acls, mirror, "ACLs", &e),
+        }
     }
 }
