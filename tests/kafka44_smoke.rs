@@ -1,5 +1,8 @@
 //! Smoke run with Apache Kafka 4.4.0 as the destination: clients negotiate versions through
-//! mirrorgate and work (Kafka 4.4's own Java tools, librdkafka).
+//! mirrorgate and work (Kafka 4.4's own Java tools, librdkafka). Kafka 4.4 uses api key 94 for
+//! an API of its own, which the KIP-1279 prototype gives CreateClusterMirror: mirrorgate
+//! refuses to start until the mirror keys are moved (`mirror_api_keys`), and the CLI follows
+//! them with `mirror.api.key.*` in `--command-config`.
 
 mod support;
 
@@ -10,7 +13,29 @@ const V: &str = "4.4.0";
 #[test]
 fn kafka_4_4_destination_java_tools_and_librdkafka() {
     let dest = cluster_with("dest44", 1, V, &[]);
-    let mg = Mirrorgate::start(&dest);
+    let keys = [
+        ("create_cluster_mirror", 1094),
+        ("start_mirror_topics", 1095),
+        ("stop_mirror_topics", 1096),
+        ("list_cluster_mirrors", 1098),
+        ("describe_cluster_mirrors", 1099),
+        ("pause_mirror_topics", 1102),
+        ("resume_mirror_topics", 1103),
+        ("delete_cluster_mirror", 1104),
+    ];
+    let yaml: String = std::iter::once("mirror_api_keys:".to_string())
+        .chain(keys.iter().map(|(k, v)| format!("  {k}: {v}")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
+    // The operator CLI, told where the keys moved.
+    let cc = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("cc44")));
+    std::fs::write(&cc, keys.iter().map(|(k, v)| format!("mirror.api.key.{k}={v}\n")).collect::<String>()).unwrap();
+    let listed = ok(
+        mirrors_cli(&mg.bootstrap, &["--list", "--command-config", cc.to_str().unwrap()]),
+        "mirrors --list on Kafka 4.4",
+    );
+    assert!(listed.starts_with("MIRROR"), "{listed}");
     let bs = mg.bootstrap.as_str();
     let topic = unique_name("smoke44");
     let out = kafka_tool_ok(

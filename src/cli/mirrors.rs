@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{Args as _, Command};
-use mirrorgate::wire::mirror::MirrorApiTable;
 
 pub use args::MirrorsArgs;
 
@@ -94,7 +93,8 @@ pub fn main(args: MirrorsArgs) -> ExitCode {
         let timeouts = Timeouts { connect: CONNECT_TIMEOUT, request: REQUEST_TIMEOUT };
         let needed = actions::needed_apis(&inv.action);
         let mut conn =
-            AdminConnection::open(&inv.bootstrap, client_id, timeouts, MirrorApiTable::default(), &needed).await?;
+            AdminConnection::open(&inv.bootstrap, client_id, timeouts, command_config.api_keys.clone(), &needed)
+                .await?;
         actions::execute(&mut conn, &inv.action, mirror_config.as_ref()).await
     });
     match result {

@@ -168,6 +168,9 @@ fn unescape(value: &str) -> Result<String, String> {
 pub struct CommandConfig {
     /// `client.id` sent in every request header (default `mirrorgate-mirrors`).
     pub client_id: Option<String>,
+    /// The mirror RPC api keys, when mirrorgate's `mirror_api_keys` moved them
+    /// (`mirror.api.key.<rpc>=N`, e.g. `mirror.api.key.create_cluster_mirror=1094`).
+    pub api_keys: mirrorgate::wire::mirror::MirrorApiTable,
 }
 
 impl CommandConfig {
@@ -201,6 +204,22 @@ impl CommandConfig {
                         ))
                     }
                 },
+                k if k.starts_with("mirror.api.key.") => {
+                    let rpc = &k["mirror.api.key.".len()..];
+                    let key: i16 = p.value.trim().parse().map_err(|_| PropsError::at(p.line, format!("{k}: '{}' is not an api key number", p.value)))?;
+                    let slot = match rpc {
+                        "create_cluster_mirror" => &mut cfg.api_keys.create_cluster_mirror,
+                        "delete_cluster_mirror" => &mut cfg.api_keys.delete_cluster_mirror,
+                        "list_cluster_mirrors" => &mut cfg.api_keys.list_cluster_mirrors,
+                        "describe_cluster_mirrors" => &mut cfg.api_keys.describe_cluster_mirrors,
+                        "start_mirror_topics" => &mut cfg.api_keys.start_mirror_topics,
+                        "stop_mirror_topics" => &mut cfg.api_keys.stop_mirror_topics,
+                        "pause_mirror_topics" => &mut cfg.api_keys.pause_mirror_topics,
+                        "resume_mirror_topics" => &mut cfg.api_keys.resume_mirror_topics,
+                        other => return Err(PropsError::at(p.line, format!("unknown mirror RPC '{other}' in {k}"))),
+                    };
+                    *slot = key;
+                }
                 "client.id" => {
                     if p.value.is_empty() {
                         return Err(PropsError::at(p.line, "client.id is empty"));
@@ -216,7 +235,7 @@ impl CommandConfig {
                 k => {
                     return Err(PropsError::at(
                         p.line,
-                        format!("unsupported key '{k}' (supported for now: security.protocol=PLAINTEXT, client.id)"),
+                        format!("unsupported key '{k}' (supported for now: security.protocol=PLAINTEXT, client.id, mirror.api.key.<rpc>)"),
                     ))
                 }
             }
