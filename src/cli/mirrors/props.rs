@@ -356,7 +356,7 @@ mod tests {
     #[test]
     fn command_config_accepts_plaintext_and_client_id_only() {
         let ok = Properties::parse("security.protocol=plaintext\nclient.id=ops\n").unwrap();
-        assert_eq!(CommandConfig::from_properties(&ok).unwrap(), CommandConfig { client_id: Some("ops".into()) });
+        assert_eq!(CommandConfig::from_properties(&ok).unwrap(), CommandConfig { client_id: Some("ops".into()), ..Default::default() });
         assert_eq!(CommandConfig::from_properties(&Properties::default()).unwrap(), CommandConfig::default());
 
         let cfg_err = |t: &str| CommandConfig::from_properties(&Properties::parse(t).unwrap()).unwrap_err().to_string();
