@@ -425,3 +425,51 @@ async fn a_topic_that_becomes_excluded_is_stopped() {
         done.then_some(()).ok_or(format!("{rows:?}"))
     });
 }
+
+const AUTHORIZER: [&str; 2] =
+    ["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users=User:ANONYMOUS"];
+
+fn acls(bootstrap: &str, args: &[&str]) -> String {
+    let mut a = vec!["--bootstrap-server", bootstrap];
+    a.extend(args);
+    kafka_tool_ok(V, "acls", &a, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
+    let source = cluster_with("source-acl", 1, V, &AUTHORIZER);
+    let dest = cluster_with("dest-acl", 1, V, &AUTHORIZER);
+    let mg = Mirrorgate::start(&dest);
+    let prefix = unique_name("orders");
+    let orders = format!("{prefix}-eu");
+    let other = unique_name("payments");
+    create_mirror(&mg, &source, &[], &format!("acls.include=TOPIC;{prefix}.*\n"));
+    let add = |bs: &str, principal: &str, topic: &str| {
+        acls(bs, &["--add", "--allow-principal", principal, "--operation", "Read", "--topic", topic]);
+    };
+    add(&source.bootstrap, "User:alice", &orders);
+    add(&source.bootstrap, "User:alice", &other);
+    // A destination-only ACL the rules do not cover, and one they cover.
+    add(&dest.bootstrap, "User:local", &other);
+    add(&dest.bootstrap, "User:stale", &format!("{prefix}-old"));
+    let list = |topic: &str| acls(&dest.bootstrap, &["--list", "--topic", topic]);
+    eventually(Duration::from_secs(30), || {
+        let l = list(&orders);
+        l.contains("principal=User:alice").then_some(()).ok_or(l)
+    });
+    eventually(Duration::from_secs(30), || {
+        let l = list(&format!("{prefix}-old"));
+        (!l.contains("User:stale")).then_some(()).ok_or(l)
+    });
+    // Deleted on the source → deleted on the destination within an interval or two.
+    acls(
+        &source.bootstrap,
+        &["--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", &orders],
+    );
+    eventually(Duration::from_secs(10), || {
+        let l = list(&orders);
+        (!l.contains("User:alice")).then_some(()).ok_or(l)
+    });
+    let l = list(&other);
+    assert!(l.contains("User:local") && !l.contains("User:alice"), "uncovered ACLs untouched, not copied: {l}");
+}

@@ -108,6 +108,9 @@ impl AclRule {
 async fn describe(c: &ClusterClient) -> Result<Option<BTreeSet<Binding>>, String> {
     let mut req = DescribeAclsRequest::default();
     req.resource_type_filter = ANY;
+    req.resource_name_filter = None;
+    req.principal_filter = None;
+    req.host_filter = None;
     req.pattern_type_filter = ANY;
     req.operation = ANY;
     req.permission_type = ANY;
@@ -150,8 +153,10 @@ pub(super) async fn sync_acls(
         .map(AclRule::parse)
         .collect::<Result<Vec<_>, _>>()?;
     let (Some(src), Some(dst)) = (describe(source).await?, describe(dest).await?) else {
-        return Ok((0, 0)); // no authorizer on one side
+        tracing::debug!(mirror = %def.name, "ACL sync skipped: no authorizer on the source or the destination");
+        return Ok((0, 0));
     };
+    tracing::debug!(mirror = %def.name, source = src.len(), destination = dst.len(), rules = rules.len(), "ACLs described");
     let covered = |b: &Binding| rules.iter().any(|r| r.matches(b));
     let want: BTreeSet<&Binding> = src.iter().filter(|b| covered(b)).collect();
     let create: Vec<&Binding> = want.iter().filter(|b| !dst.contains(**b)).copied().collect();
