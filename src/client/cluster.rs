@@ -999,6 +999,44 @@ impl ClusterClient {
         .await
     }
 
+    /// Sends one Produce request to broker `node_id`, built by `build` for the version
+    /// negotiated with that broker (9..=13): the frame's record segments go to the socket
+    /// as they are (vectored I/O). No retry.
+    ///
+    /// # Errors
+    /// [`ClusterError::UnknownBroker`], [`ClusterError::Connect`],
+    /// [`ClusterError::Transport`] (ambiguous: the request may have been appended), or
+    /// [`ClusterError::InvalidArgument`] when `build` fails.
+    pub async fn send_produce_to_node(
+        &self,
+        node_id: i32,
+        build: impl FnOnce(i16) -> Result<crate::wire::produce::ProduceFrame, crate::wire::produce::ProduceFrameError>,
+    ) -> Result<(kafka_protocol::messages::ProduceResponse, i16), ClusterError> {
+        let addr = self.addr_of(node_id).ok_or(ClusterError::UnknownBroker { node_id })?;
+        let slot = self.slot(&addr);
+        let mut guard = slot.lock().await;
+        let nc = self.ensure_connected(&addr, &mut guard).await?;
+        let version = pick_version(ApiKey::Produce, &addr, nc, (PRODUCE_VERSIONS.0.max(9), PRODUCE_VERSIONS.1))?;
+        let frame = build(version).map_err(|e| ClusterError::InvalidArgument(e.to_string()))?;
+        match nc.conn.send_produce(frame).await {
+            Ok(r) => Ok((r, version)),
+            Err(source) => {
+                *guard = None;
+                Err(ClusterError::Transport { api: ApiKey::Produce, broker: addr, source })
+            }
+        }
+    }
+
+    /// The cached topic id of `topic` (Kafka's all-zero id when unknown).
+    pub fn cached_topic_id(&self, topic: &str) -> KafkaUuid {
+        self.cached_topic(topic).map(|t| t.topic_id).unwrap_or_default()
+    }
+
+    /// Drops the cached metadata of `topic` so the next lookup asks the cluster.
+    pub fn forget_topic(&self, topic: &str) {
+        self.invalidate_topic(topic);
+    }
+
     /// Like [`ClusterClient::produce`] for one batch given as segments (e.g. a patched
     /// 61-byte header and the untouched payload slice): the segments are written to the
     /// socket as they are (vectored I/O), never copied into a request buffer. Returns the

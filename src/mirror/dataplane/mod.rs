@@ -4,6 +4,7 @@
 //! flight) and then complete the transition; FAILED partitions are retried with backoff
 //! (`mirror.failed.retry.*`) unless the failure is not retryable.
 
+pub mod mux;
 pub mod partition;
 pub mod source;
 
@@ -50,6 +51,8 @@ pub struct DataPlane {
     control: Arc<ControlPlane>,
     dest: ClusterClient,
     sources: HashMap<String, ClusterClient>,
+    fetchers: HashMap<String, Arc<mux::FetchMux>>,
+    writer: Arc<mux::ProduceMux>,
     running: HashMap<(String, i32), Running>,
     nonce: u64,
     request_timeout: Duration,
@@ -59,7 +62,17 @@ impl DataPlane {
     /// A data plane appending to `dest`.
     pub fn new(control: Arc<ControlPlane>, dest: ClusterClient, request_timeout: Duration) -> Self {
         let nonce = rand::random::<u64>();
-        Self { control, dest, sources: HashMap::new(), running: HashMap::new(), nonce, request_timeout }
+        let writer = mux::ProduceMux::new(dest.clone(), request_timeout.as_millis().min(i32::MAX as u128) as i32);
+        Self {
+            control,
+            dest,
+            sources: HashMap::new(),
+            fetchers: HashMap::new(),
+            writer,
+            running: HashMap::new(),
+            nonce,
+            request_timeout,
+        }
     }
 
     /// Reconciles every 200 ms until `shutdown`, then stops every loop (finishing in-flight
@@ -132,10 +145,17 @@ impl DataPlane {
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
                     let Some(source) = self.source_client(def).await else { continue };
+                    let fetcher = self
+                        .fetchers
+                        .entry(def.name.clone())
+                        .or_insert_with(|| mux::FetchMux::new(source.clone(), fetch_settings(def)))
+                        .clone();
                     let task = PartitionTask {
                         control: self.control.clone(),
                         source,
                         dest: self.dest.clone(),
+                        fetcher,
+                        writer: self.writer.clone(),
                         mirror: def.name.clone(),
                         topic: topic.clone(),
                         partition: *p,

@@ -16,12 +16,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::cluster::{Acks, ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
 
+use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
 
@@ -54,6 +55,10 @@ pub struct PartitionTask {
     pub source: ClusterClient,
     /// Destination cluster client.
     pub dest: ClusterClient,
+    /// The mirror's per-source-broker Fetch batching.
+    pub fetcher: Arc<FetchMux>,
+    /// The per-destination-broker Produce batching.
+    pub writer: Arc<ProduceMux>,
     /// Mirror name.
     pub mirror: String,
     /// Topic.
@@ -194,7 +199,7 @@ impl PartitionTask {
             }
             let chunk = tokio::select! {
                 _ = stop.cancelled() => return Ok(Outcome::Stopped),
-                c = source::fetch(&self.source, topic, p, fetch_at, last_epoch, &self.fetch) => c.map_err(retry)?,
+                c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry(format!("fetch: {e}")))?,
             };
             match chunk.error_code {
                 0 => {}
@@ -481,7 +486,7 @@ impl PartitionTask {
 
     /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
     async fn append(&self, w: &mut Writer, segments: Vec<Bytes>, count: i64) -> Result<Option<Outcome>, Retry> {
-        match self.dest.produce_segments(&self.topic, self.partition, segments, Acks::All).await {
+        match self.writer.append(&self.topic, self.partition, segments).await {
             Ok(base) if base == w.dest_next => {
                 w.dest_next += count;
                 Ok(None)
@@ -490,17 +495,15 @@ impl PartitionTask {
                 format!("destination appended {}-{} at offset {base}, expected {}; something else writes to this mirror partition", self.topic, self.partition, w.dest_next),
                 false,
             ))),
-            Err(e) if e.is_ambiguous() => {
+            Err(MuxError::Ambiguous(e)) => {
                 // The append may or may not have landed: wait until any in-flight request
                 // has timed out on the broker, then re-read the log end (DESIGN §4.6).
                 tokio::time::sleep(self.request_timeout).await;
                 Err(Retry(format!("ambiguous append: {e}")))
             }
-            Err(e) => match e.kafka_error().map(|k| k.0) {
-                // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
-                Some(45) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
-                _ => Err(Retry(format!("append failed: {e}"))),
-            },
+            // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
+            Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
+            Err(e) => Err(Retry(format!("append failed: {e}"))),
         }
     }
 }

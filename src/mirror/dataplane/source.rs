@@ -13,7 +13,7 @@ use crate::client::cluster::{ClusterClient, ClusterError, KafkaErrorCode};
 
 /// Fetch version used: v12 names topics, carries `LastFetchedEpoch` and `diverging_epoch`
 /// (KIP-320/KIP-595) and is supported by every Kafka 3.x/4.x broker.
-const FETCH_VERSION: i16 = 12;
+pub(crate) const FETCH_VERSION: i16 = 12;
 /// `isolation_level` READ_COMMITTED.
 const READ_COMMITTED: i8 = 1;
 
@@ -113,10 +113,15 @@ pub async fn fetch(
                 reason: format!("no answer for {topic}-{partition}"),
             },
         )?;
+    Ok(chunk_of(p))
+}
+
+/// The mirror's view of one partition of a Fetch response.
+pub(crate) fn chunk_of(p: &kafka_protocol::messages::fetch_response::PartitionData) -> SourceChunk {
     let mut aborted: Vec<(i64, i64)> =
         p.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
     aborted.sort_by_key(|a| a.1);
-    Ok(SourceChunk {
+    SourceChunk {
         error_code: p.error_code,
         records: p.records.clone().unwrap_or_default(),
         high_watermark: p.high_watermark,
@@ -124,5 +129,5 @@ pub async fn fetch(
         log_start_offset: p.log_start_offset,
         aborted,
         diverging: (p.diverging_epoch.epoch >= 0).then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset)),
-    })
+    }
 }
