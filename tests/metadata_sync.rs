@@ -78,7 +78,7 @@ fn dynamic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
     );
     // "Dynamic configs for topic t are:\n  k=v sensitive=false synonyms={...}"
     out.lines()
-        .filter_map(|l| l.trim().split_whitespace().next())
+        .filter_map(|l| l.split_whitespace().next())
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
@@ -209,6 +209,9 @@ async fn source_partitions_3_to_6_while_producing_by_key() {
         None,
     );
     writer.join().unwrap();
+    // A producer started after the increase sees 6 partitions (the writer may have finished
+    // before its metadata refresh).
+    produce(&source.bootstrap, &topic, 2000, None, "after");
     eventually(Duration::from_secs(30), || {
         block(dst.refresh_metadata(Some(&[topic.as_str()]))).map_err(|e| e.to_string())?;
         let n = dst.metadata().topics.get(&topic).map_or(0, |t| t.partitions.len());
