@@ -122,8 +122,10 @@ fn demo_runs_end_to_end_and_shows_every_step() {
     // --describe converged: lag 0 everywhere, destination offsets = source offsets.
     assert!(out.contains("source=20000  destination=20000  lag=0  state=MIRRORING"), "{}", ctx("lag 0"));
     assert!(out.contains("all 20000 records mirrored"), "{}", ctx("records mirrored"));
-    let table_rows: Vec<&str> =
-        out.lines().filter(|l| l.starts_with("    | demo ") && l.contains("MIRRORING") && l.contains("identical")).collect();
+    let table_rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("    | demo ") && l.contains("MIRRORING") && l.contains("identical"))
+        .collect();
     assert!(table_rows.len() >= 6, "{}", ctx("describe table with 6 MIRRORING rows"));
     for row in &table_rows {
         let cells: Vec<&str> = row.trim_start_matches("    | ").split_whitespace().collect();
