@@ -17,6 +17,11 @@ lint:
 bench:
 	cargo bench --bench passthrough
 
+# End-to-end mirroring throughput: mirrorgate vs. direct access vs. MirrorMaker 2 on local
+# source and destination clusters (~5 min on 2 vCPUs; sizes via BENCH_* variables, see the script).
+bench-mirror:
+	benches/harness/mirror.sh
+
 kafka:
 	scripts/kafka.sh fetch 4.1.1
 

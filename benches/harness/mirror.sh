@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# End-to-end mirroring throughput, side by side (`make bench-mirror`, DESIGN §4.11, §7).
+#
+# Starts a source and a destination Kafka cluster (scripts/kafka.sh, full JIT, 1G heaps),
+# produces each case's data set on the source with Kafka's producer-perf, then measures:
+#   mirrorgate   release build in front of the destination: --create a mirror, --start the
+#                topic, time until the destination's end offsets equal the source's, then
+#                --describe (lag 0) and --verify (must pass);
+#   direct       consumer-perf reading the same topic from the source, and producer-perf
+#                writing the same data set to the destination: the brokers' own ceilings;
+#   MM2          MirrorMaker 2 (dedicated mode, tasks.max = partitions) until `src.<topic>`
+#                on the destination holds every record (MM2 renames the topic and assigns
+#                new offsets).
+# MB/s is record payload (records × record size, 10^6 bytes) divided by the copy time.
+# Prints a results table and writes it with machine facts to benches/harness/results-<date>.md.
+#
+# Cases (BENCH_CASES, space-separated):
+#   large  BENCH_RECORDS (1000000) × BENCH_RECORD_SIZE (1024) B, lz4, linger.ms=20,
+#          batch.size=262144
+#   small  BENCH_SMALL_RECORDS (100000) × BENCH_SMALL_RECORD_SIZE (100) B, lz4, linger.ms=0,
+#          batch.size=1 (one record per batch: the hard case of DESIGN §4.11)
+# Other environment:
+#   BENCH_PARTITIONS (6)      partitions per topic (and MM2 tasks.max)
+#   BENCH_DIRECT (1)          run the direct baselines;  BENCH_MM2 (1) run MirrorMaker 2
+#   BENCH_HEAP (1g)           broker heap;  BENCH_TIMEOUT (300) seconds per measurement
+#   BENCH_SKIP_BUILD=1        use target/release/mirrorgate as it is
+#   BENCH_OUT                 results file (default benches/harness/results-<UTC date>.md)
+#   BENCH_MIRROR_CONFIG       extra lines for the mirror's config file (e.g. fetch.max.bytes=...)
+#
+# Work files and logs: target/bench-mirror/. Clusters, mirrorgate and MM2 are stopped on exit.
+# Exit codes: 0 ok, 1 a step failed (including a failed --verify).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO="$(pwd)"
+
+CASES="${BENCH_CASES:-large small}"
+PARTITIONS="${BENCH_PARTITIONS:-6}"
+LARGE_N="${BENCH_RECORDS:-1000000}"
+LARGE_S="${BENCH_RECORD_SIZE:-1024}"
+SMALL_N="${BENCH_SMALL_RECORDS:-100000}"
+SMALL_S="${BENCH_SMALL_RECORD_SIZE:-100}"
+DIRECT="${BENCH_DIRECT:-1}"
+MM2="${BENCH_MM2:-1}"
+HEAP="${BENCH_HEAP:-1g}"
+TIMEOUT="${BENCH_TIMEOUT:-300}"
+DATE="$(date -u +%F)"
+OUT="${BENCH_OUT:-benches/harness/results-$DATE.md}"
+WORK="$REPO/target/bench-mirror"
+SRC_NAME="bench-src-$$"
+DST_NAME="bench-dst-$$"
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+
+T0=$(date +%s%3N)
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+now_ms() { date +%s%3N; }
+log() { printf '[bench-mirror %6.1fs] %s\n' "$(( $(now_ms) - T0 ))e-3" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+tool() { scripts/kafka.sh tool "$@"; }
+
+for cmd in cargo java mvn python3; do
+  command -v "$cmd" >/dev/null 2>&1 || die "required command not found: $cmd"
+done
+
+# ---------------------------------------------------------------------------------------------
+# cleanup
+# ---------------------------------------------------------------------------------------------
+MG_PID="" MM2_PID="" SAMPLER_PID="" STARTED_CLUSTERS=()
+stop_pid() {   # pid, seconds before KILL
+  local pid="$1" secs="${2:-10}"
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+CLEANED=0
+cleanup() {
+  [[ "$CLEANED" == 1 ]] && return 0
+  CLEANED=1
+  trap - INT TERM
+  stop_pid "$SAMPLER_PID" 1
+  stop_pid "$MM2_PID" 10
+  stop_pid "$MG_PID" 5
+  local c
+  for c in "${STARTED_CLUSTERS[@]+"${STARTED_CLUSTERS[@]}"}"; do
+    scripts/kafka.sh stop "$c" >/dev/null 2>&1 || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+PY="$(scripts/pyenv.sh)"
+util() { "$PY" benches/harness/bench_util.py "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# build, clusters, mirrorgate
+# ---------------------------------------------------------------------------------------------
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+  log "building mirrorgate (cargo build --release)"
+  cargo build --release --quiet --bin mirrorgate
+fi
+# A private copy: others may rebuild target/release while the benchmark runs.
+cp target/release/mirrorgate "$WORK/mirrorgate"
+MG_BIN="$WORK/mirrorgate"
+# The commit the binary was built from (+dirty-src: uncommitted changes under src/ at build time).
+COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
+scripts/kafka.sh fetch "$KAFKA_VERSION"
+
+log "starting clusters $SRC_NAME and $DST_NAME (full JIT, heap $HEAP)"
+STARTED_CLUSTERS=("$SRC_NAME" "$DST_NAME")
+start_cluster() {
+  MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
+    scripts/kafka.sh start "$1" --owner-pid $$ >"$WORK/$1.bootstrap" 2>"$WORK/$1.start.log"
+}
+start_cluster "$SRC_NAME" & p1=$!
+start_cluster "$DST_NAME" & p2=$!
+wait "$p1" || { cat "$WORK/$SRC_NAME.start.log" >&2; die "source cluster did not start"; }
+wait "$p2" || { cat "$WORK/$DST_NAME.start.log" >&2; die "destination cluster did not start"; }
+SRC="$(cat "$WORK/$SRC_NAME.bootstrap")"
+DST="$(cat "$WORK/$DST_NAME.bootstrap")"
+KAFKA_STATE="${MIRRORGATE_KAFKA_DIR:-$REPO/.kafka}"
+SRC_PID="$(cat "$KAFKA_STATE/$SRC_NAME/node-1/pid")"
+DST_PID="$(cat "$KAFKA_STATE/$DST_NAME/node-1/pid")"
+SRC_DATA="$KAFKA_STATE/$SRC_NAME/node-1/data"
+DST_DATA="$KAFKA_STATE/$DST_NAME/node-1/data"
+log "source $SRC (pid $SRC_PID), destination $DST (pid $DST_PID)"
+
+MG_PORT="$(util free-ports 12)"
+MG="127.0.0.1:$MG_PORT"
+cat >"$WORK/mirrorgate.yaml" <<EOF
+destination:
+  bootstrap_servers: $DST
+listeners:
+  - name: bench
+    bind_host: 127.0.0.1
+    advertised_host: 127.0.0.1
+    port_range: $MG_PORT-$((MG_PORT + 11))
+    admin: true
+mirror_state:
+  topic: __mirror_state
+  num_partitions: 3
+log:
+  level: info
+EOF
+log "starting mirrorgate on $MG"
+"$MG_BIN" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
+MG_PID=$!
+deadline=$(( $(date +%s) + 60 ))
+until grep -q 'mirrorgate ready' "$WORK/mirrorgate.log" 2>/dev/null; do
+  kill -0 "$MG_PID" 2>/dev/null || { tail -n 20 "$WORK/mirrorgate.log" >&2; MG_PID=""; die "mirrorgate exited"; }
+  (( $(date +%s) < deadline )) || { tail -n 20 "$WORK/mirrorgate.log" >&2; die "mirrorgate not ready after 60s"; }
+  sleep 0.2
+done
+mg() { "$MG_BIN" mirrors --bootstrap-server "$MG" "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# measurement helpers
+# ---------------------------------------------------------------------------------------------
+# Per-second CPU% of the given pids (and of the whole machine) while a measurement runs.
+start_sampler() {   # file pid...
+  local file="$1"; shift
+  (
+    declare -A prev
+    read_ticks() { local l; l="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
+      local -a f; read -r -a f <<<"${l##*) }"; echo $(( f[11] + f[12] )); }
+    sys_ticks() { local -a f; read -r -a f < /proc/stat; echo $(( f[1]+f[2]+f[3]+f[5]+f[6]+f[7] )) $(( f[1]+f[2]+f[3]+f[4]+f[5]+f[6]+f[7] )); }
+    for p in "$@"; do prev[$p]=$(read_ticks "$p"); done
+    read -r sb st < <(sys_ticks)
+    while sleep 1; do
+      line=""
+      for p in "$@"; do t=$(read_ticks "$p"); line+="$(( t - prev[$p] )) "; prev[$p]=$t; done
+      read -r nb nt < <(sys_ticks)
+      echo "$line$(( 100 * (nb - sb) / (nt - st > 0 ? nt - st : 1) ))"
+      sb=$nb; st=$nt
+    done
+  ) >"$file" 2>/dev/null &
+  SAMPLER_PID=$!
+}
+stop_sampler() { stop_pid "$SAMPLER_PID" 1; SAMPLER_PID=""; }
+# max of column N (1-based) of a sampler file
+col_max() { awk -v c="$2" 'BEGIN{m=0} {if ($c+0>m) m=$c+0} END{print m}' "$1"; }
+col_avg() { awk -v c="$2" '{s+=$c; n++} END{if (n) printf "%.0f", s/n; else print 0}' "$1"; }
+
+mbps() { awk -v b="$1" -v ms="$2" 'BEGIN{printf "%.1f", (ms > 0 ? b / 1e6 / (ms / 1000) : 0)}'; }
+rps() { awk -v n="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? n / (ms / 1000) : 0)}'; }
+secs() { awk -v ms="$1" 'BEGIN{printf "%.1f", ms / 1000}'; }
+pct() { awk -v c="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? 100 * c / (ms / 1000) : 0)}'; }
+cpu_of() { util cpu "$@"; }
+
+create_topic() {   # bootstrap topic
+  tool topics --bootstrap-server "$1" --create --topic "$2" --partitions "$PARTITIONS" \
+    --replication-factor 1 >/dev/null
+}
+# producer-perf; prints "records/sec MB/sec" from its summary line.
+produce() {   # bootstrap topic n size props...
+  local boot="$1" topic="$2" n="$3" size="$4"; shift 4
+  local out
+  out="$(tool producer-perf --topic "$topic" --num-records "$n" --record-size "$size" --throughput -1 \
+    --producer-props bootstrap.servers="$boot" acks=all "$@" 2>"$WORK/producer-perf.err" | tail -n 1)"
+  echo "$out" >>"$WORK/producer-perf.log"
+  # "1000000 records sent, 52356.0 records/sec (51.13 MB/sec), 512.3 ms avg latency, ..."
+  sed -E 's/.* ([0-9.]+) records\/sec \(([0-9.]+) MB\/sec\).*/\1 \2/' <<<"$out"
+}
+
+RESULTS=()   # markdown table rows
+NOTES=()
+add_row() { RESULTS+=("| $(IFS='|'; echo "$*" | sed 's/|/ | /g') |"); }
+
+# ---------------------------------------------------------------------------------------------
+# one case
+# ---------------------------------------------------------------------------------------------
+run_case() {   # name n size producer-props...
+  local name="$1" n="$2" size="$3"; shift 3
+  local props=("$@")
+  local topic="bench-$name" bytes=$(( n * size ))
+  local label="$name: $n × $size B, ${props[*]}"
+  log "=== case $label"
+
+  create_topic "$SRC" "$topic"
+  log "producing $n records of $size B on the source"
+  local t p_rps p_mbs
+  t=$(now_ms)
+  read -r p_rps p_mbs < <(produce "$SRC" "$topic" "$n" "$size" "${props[@]}")
+  local prod_ms=$(( $(now_ms) - t ))
+  local src_ends sum
+  src_ends="$(util ends "$SRC" "$topic")"
+  sum="$(python3 -c 'import json,sys; print(sum(json.loads(sys.argv[1]).values()))' "$src_ends")"
+  [[ "$sum" == "$n" ]] || die "source holds $sum offsets, expected $n"
+  local log_bytes batches recs
+  read -r log_bytes batches recs < <(util log-stats "$SRC_DATA" "$topic")
+  local per_batch=$(( recs / (batches > 0 ? batches : 1) ))
+  log "source: $n records, $log_bytes log bytes in $batches batches ($per_batch records/batch, $(( log_bytes / (batches > 0 ? batches : 1) )) B/batch)"
+  add_row "$name" "producer-perf → source broker (ingest)" "$(secs "$prod_ms")" "$p_mbs" "${p_rps%.*}" "—" "—"
+
+  # --- mirrorgate ---
+  local mirror="bench-$name-$$"
+  printf 'bootstrap.servers=%s\n%s\n' "$SRC" "${BENCH_MIRROR_CONFIG:-}" >"$WORK/$mirror.properties"
+  mg --create --mirror "$mirror" --mirror-config "$WORK/$mirror.properties" >/dev/null
+  start_sampler "$WORK/$name-mirrorgate.cpu" "$MG_PID" "$SRC_PID" "$DST_PID"
+  read -r c_mg0 c_src0 c_dst0 < <(cpu_of "$MG_PID" "$SRC_PID" "$DST_PID")
+  local t_start; t_start=$(now_ms)
+  mg --start --mirror "$mirror" --topics "$topic" >/dev/null
+  local first done_ms
+  read -r first done_ms < <(util wait-ends "$DST" "$topic" "$n" "$TIMEOUT" "$PARTITIONS") \
+    || die "mirrorgate did not copy $topic within ${TIMEOUT}s; see $WORK/mirrorgate.log"
+  read -r c_mg1 c_src1 c_dst1 < <(cpu_of "$MG_PID" "$SRC_PID" "$DST_PID")
+  stop_sampler
+  local wall=$(( done_ms - t_start )) copy=$(( done_ms - first ))
+  util threads "$MG_PID" >"$WORK/$name-mirrorgate.threads"
+  local mg_cpu src_cpu dst_cpu
+  mg_cpu=$(pct "$(awk -v a="$c_mg0" -v b="$c_mg1" 'BEGIN{print b-a}')" "$wall")
+  src_cpu=$(pct "$(awk -v a="$c_src0" -v b="$c_src1" 'BEGIN{print b-a}')" "$wall")
+  dst_cpu=$(pct "$(awk -v a="$c_dst0" -v b="$c_dst1" 'BEGIN{print b-a}')" "$wall")
+  local mg_peak sys_avg
+  mg_peak=$(col_max "$WORK/$name-mirrorgate.cpu" 1)
+  sys_avg=$(col_avg "$WORK/$name-mirrorgate.cpu" 4)
+  log "mirrorgate: $(secs "$wall") s from --start ($(secs "$copy") s first→last), $(mbps "$bytes" "$wall") MB/s; CPU mirrorgate ${mg_cpu}% (peak ${mg_peak}%), source broker ${src_cpu}%, destination broker ${dst_cpu}%, machine ${sys_avg}% busy"
+  add_row "$name" "**mirrorgate** (source → mirrorgate → destination)" "$(secs "$wall")" "$(mbps "$bytes" "$wall")" \
+    "$(rps "$n" "$wall")" "mg ${mg_cpu}% (peak ${mg_peak}%), src ${src_cpu}%, dst ${dst_cpu}%, machine ${sys_avg}%" "verify: …"
+  local row_idx=$(( ${#RESULTS[@]} - 1 ))
+
+  # describe must reach lag 0 (its progress is refreshed by the next source fetch), then verify.
+  local deadline=$(( $(date +%s) + 60 )) desc
+  while :; do
+    desc="$(mg --describe --mirror "$mirror" --json)"
+    if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r and all(x["lag"]==0 and x["state"]=="MIRRORING" for x in r) else 1)' "$desc"; then break; fi
+    (( $(date +%s) < deadline )) || { echo "$desc" >&2; die "--describe did not show lag 0 for every partition"; }
+    sleep 0.5
+  done
+  local t_v verify
+  t_v=$(now_ms)
+  verify="$(mg --verify --mirror "$mirror" 2>&1)" || { echo "$verify" >&2; die "--verify failed for $mirror"; }
+  echo "$verify" >"$WORK/$name-verify.txt"
+  grep -q " $PARTITIONS identical, 0 different" <<<"$verify" || { echo "$verify" >&2; die "--verify reports a difference"; }
+  log "--verify passed in $(secs $(( $(now_ms) - t_v ))) s: $(grep -m1 Verified <<<"$verify")"
+  RESULTS[row_idx]="${RESULTS[row_idx]/verify: …/--verify: $PARTITIONS identical}"
+  NOTES+=("- $name: source log $log_bytes B in $batches batches ($per_batch records, $(( log_bytes / (batches > 0 ? batches : 1) )) B per batch); mirrorgate copied first→last offset in $(secs "$copy") s. Busiest mirrorgate threads (CPU s): $(head -n 3 "$WORK/$name-mirrorgate.threads" | awk '{printf "%s%s %s", (NR>1 ? ", " : ""), $1, $4}').")
+
+  # --- direct baselines ---
+  if [[ "$DIRECT" == 1 ]]; then
+    log "consumer-perf from the source"
+    local cp
+    cp="$(tool consumer-perf --bootstrap-server "$SRC" --topic "$topic" --messages "$n" --group "bench-cp-$name-$$" \
+      --timeout 60000 --hide-header 2>"$WORK/consumer-perf.err" | tail -n 1)"
+    echo "$cp" >>"$WORK/consumer-perf.log"
+    # start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    local c_ms c_n
+    c_n="$(awk -F', *' '{print $5}' <<<"$cp")"
+    c_ms="$(awk -F', *' '{print $8}' <<<"$cp")"
+    [[ "${c_n%.*}" -ge "$n" ]] 2>/dev/null || log "WARNING: consumer-perf read ${c_n:-?} of $n records: $cp"
+    add_row "$name" "consumer-perf ← source broker (direct read)" "$(secs "$c_ms")" "$(mbps "$bytes" "$c_ms")" "$(rps "$n" "$c_ms")" "—" "—"
+
+    log "producer-perf to the destination"
+    create_topic "$DST" "direct-$topic"
+    t=$(now_ms)
+    read -r p_rps p_mbs < <(produce "$DST" "direct-$topic" "$n" "$size" "${props[@]}")
+    add_row "$name" "producer-perf → destination broker (direct write)" "$(secs $(( $(now_ms) - t )))" "$p_mbs" "${p_rps%.*}" "—" "—"
+  fi
+
+  # --- MirrorMaker 2 ---
+  if [[ "$MM2" == 1 ]]; then
+    run_mm2 "$name" "$topic" "$n" "$bytes"
+  fi
+}
+
+run_mm2() {   # name topic n bytes
+  local name="$1" topic="$2" n="$3" bytes="$4"
+  local cfg="$WORK/mm2-$name.properties"
+  cat >"$cfg" <<EOF
+clusters = src, dst
+src.bootstrap.servers = $SRC
+dst.bootstrap.servers = $DST
+src->dst.enabled = true
+dst->src.enabled = false
+src->dst.topics = $topic
+src->dst.groups.exclude = .*
+tasks.max = $PARTITIONS
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+sync.group.offsets.enabled = false
+emit.checkpoints.enabled = false
+emit.heartbeats.enabled = false
+sync.topic.acls.enabled = false
+refresh.topics.interval.seconds = 5
+refresh.groups.interval.seconds = 600
+# The same producer settings as the data set's producer (MM2 recompresses what it copies).
+dst.producer.compression.type = lz4
+dst.producer.linger.ms = 20
+dst.producer.batch.size = 262144
+EOF
+  log "MirrorMaker 2: src->dst for $topic (tasks.max=$PARTITIONS)"
+  local t_start; t_start=$(now_ms)
+  # kafka.sh runs tools with C1 only; the later -XX flag restores the full tiered JIT.
+  MIRRORGATE_TOOL_HEAP=1g MIRRORGATE_TOOL_JAVA_OPTS="-XX:TieredStopAtLevel=4" \
+    scripts/kafka.sh tool mirror-maker "$cfg" --clusters dst >"$WORK/mm2-$name.log" 2>&1 &
+  MM2_PID=$!
+  sleep 1
+  start_sampler "$WORK/$name-mm2.cpu" "$MM2_PID" "$SRC_PID" "$DST_PID"
+  read -r c_mm0 c_src0 c_dst0 < <(cpu_of "$MM2_PID" "$SRC_PID" "$DST_PID")
+  local first done_ms
+  read -r first done_ms < <(util wait-ends "$DST" "src.$topic" "$n" "$TIMEOUT" "$PARTITIONS") \
+    || die "MM2 did not copy $topic within ${TIMEOUT}s; see $WORK/mm2-$name.log"
+  read -r c_mm1 c_src1 c_dst1 < <(cpu_of "$MM2_PID" "$SRC_PID" "$DST_PID")
+  stop_sampler
+  stop_pid "$MM2_PID" 15; MM2_PID=""
+  local wall=$(( done_ms - t_start )) copy=$(( done_ms - first ))
+  local mm_cpu src_cpu dst_cpu
+  # CPU over the copy window only would need sampling; report over launch → done.
+  mm_cpu=$(pct "$(awk -v a="$c_mm0" -v b="$c_mm1" 'BEGIN{print b-a}')" "$((wall - 1000))")
+  src_cpu=$(pct "$(awk -v a="$c_src0" -v b="$c_src1" 'BEGIN{print b-a}')" "$((wall - 1000))")
+  dst_cpu=$(pct "$(awk -v a="$c_dst0" -v b="$c_dst1" 'BEGIN{print b-a}')" "$((wall - 1000))")
+  local mm_peak; mm_peak=$(col_max "$WORK/$name-mm2.cpu" 1)
+  local mm_bytes mm_batches mm_recs
+  read -r mm_bytes mm_batches mm_recs < <(util log-stats "$DST_DATA" "src.$topic")
+  log "MM2: $(secs "$wall") s from launch, $(secs "$copy") s first→last record, $(mbps "$bytes" "$copy") MB/s; CPU MM2 ${mm_cpu}% (peak ${mm_peak}%); destination log $mm_bytes B in $mm_batches batches"
+  add_row "$name" "MirrorMaker 2 (topic src.$topic, new offsets)" "$(secs "$copy") (+$(secs $(( first - t_start ))) startup)" \
+    "$(mbps "$bytes" "$copy")" "$(rps "$n" "$copy")" "mm2 ${mm_cpu}% (peak ${mm_peak}%), src ${src_cpu}%, dst ${dst_cpu}%" "offsets not kept"
+  NOTES+=("- $name: MM2 wrote $mm_bytes B in $mm_batches batches on the destination (re-batched and recompressed).")
+}
+
+# ---------------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------------
+for c in $CASES; do
+  case "$c" in
+    large) run_case large "$LARGE_N" "$LARGE_S" compression.type=lz4 linger.ms=20 batch.size=262144 ;;
+    small) run_case small "$SMALL_N" "$SMALL_S" compression.type=lz4 linger.ms=0 batch.size=1 ;;
+    *) die "unknown case '$c' (large, small)" ;;
+  esac
+done
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+MEM="$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+CPU_MODEL="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+JAVA="$(java -version 2>&1 | head -n 1)"
+LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+{
+  echo "# End-to-end mirroring benchmark — $DATE"
+  echo
+  echo "\`benches/harness/mirror.sh\` (\`make bench-mirror\`), total run $(secs $(( $(now_ms) - T0 ))) s."
+  echo
+  echo "- machine: \`nproc\` = $(nproc), $MEM RAM, $CPU_MODEL; load average at the start: $LOAD_START, at the end: $LOAD (other jobs share the machine when this is above ~2)"
+  echo "- Kafka $KAFKA_VERSION (KRaft, one node per cluster, full JIT, heap $HEAP, SerialGC), $JAVA"
+  echo "- mirrorgate commit $COMMIT (release build), mirror configs: defaults${BENCH_MIRROR_CONFIG:+ + $BENCH_MIRROR_CONFIG}"
+  echo "- $PARTITIONS partitions per topic; MB/s = records × record size / time (10^6 B); producers use acks=all"
+  echo
+  echo "| case | path | time (s) | MB/s | records/s | CPU (avg over the copy) | check |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${RESULTS[@]}"
+  echo
+  printf '%s\n' "${NOTES[@]}"
+} >"$WORK/results.md"
+cp "$WORK/results.md" "$OUT"
+echo
+cat "$OUT"
+log "results written to $OUT (logs in $WORK)"
