@@ -338,3 +338,67 @@ pub fn lines(path: &Path) -> Vec<String> {
     let f = std::fs::File::open(path).unwrap();
     BufReader::new(f).lines().map_while(Result::ok).collect()
 }
+
+/// Extra options for [`Mirrorgate::start_in_front_of`].
+#[derive(Default)]
+pub struct FrontOptions<'a> {
+    /// First port of the listener range (12 ports); `None` = a free range. Give a restarted
+    /// instance the same first port so that clients find it where it was.
+    pub first_port: Option<u16>,
+    /// Extra YAML lines inside the `destination:` section, each indented by two spaces
+    /// (e.g. `"  request_timeout_ms: 5000\n"`).
+    pub destination_yaml: &'a str,
+}
+
+impl Mirrorgate {
+    /// Starts mirrorgate with `destination.bootstrap_servers` set to an arbitrary `bootstrap`
+    /// string (for example another mirrorgate in front of the real destination), and waits
+    /// until it logs "mirrorgate ready". Waits up to 10 s for a fixed first port to be free.
+    pub fn start_in_front_of(bootstrap: &str, front: FrontOptions<'_>, opts: MirrorgateOptions<'_>) -> Self {
+        let first_port = match front.first_port {
+            Some(p) => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while (p..p + 12).any(|q| TcpListener::bind(("127.0.0.1", q)).is_err()) {
+                    assert!(Instant::now() < deadline, "ports {p}..{} are still taken", p + 11);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                p
+            }
+            None => free_port_range(12),
+        };
+        let dir = repo().join("target/test-mirrorgate");
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = unique_name("mg");
+        let config_path = dir.join(format!("{id}.yaml"));
+        let log_path = dir.join(format!("{id}.log"));
+        let state_topic = opts.state_topic.map(String::from).unwrap_or_else(|| unique_name("__mirror_state-test"));
+        let yaml = format!(
+            "destination:\n  bootstrap_servers: {bootstrap}\n  metadata_refresh_interval_ms: 5000\n{}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\nmirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
+            front.destination_yaml,
+            opts.advertised_host,
+            first_port,
+            first_port + 11,
+            opts.admin,
+            opts.extra_yaml
+        );
+        std::fs::write(&config_path, yaml).unwrap();
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_mirrorgate"))
+            .args(["run", "--config"])
+            .arg(&config_path)
+            .env_remove("RUST_LOG")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn mirrorgate");
+        let mg = Self {
+            child,
+            bootstrap: format!("{}:{first_port}", opts.advertised_host),
+            first_port,
+            log_path,
+            config_path,
+        };
+        mg.wait_for_log("mirrorgate ready", Duration::from_secs(60));
+        mg
+    }
+}
