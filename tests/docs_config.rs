@@ -284,3 +284,122 @@ fn a_changed_default_is_noticed() {
     assert!(rows.iter().any(|r| r.key == "destination.bootstrap_servers" && r.default == Default::Required));
     assert!(rows.iter().any(|r| r.key == "listeners[].admin" && r.default == Default::Literal("false".into())));
 }
+
+/// One row of the mirror config table: `| `name` | default | unit | meaning |`, with the default
+/// as `KEYS` spells it (`required` / `none` → `None`, `empty` → `Some("")`, a code span → its
+/// text).
+#[derive(Debug)]
+struct MirrorRow {
+    name: String,
+    default: Option<String>,
+    required: bool,
+    unit: String,
+}
+
+fn mirror_rows(doc: &str) -> Vec<MirrorRow> {
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in doc.lines() {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.first() == Some(&"Mirror config") {
+            assert_eq!(
+                cells,
+                ["Mirror config", "Default", "Unit", "Meaning"],
+                "mirror config table header in docs/configuration.md"
+            );
+            in_table = true;
+            continue;
+        }
+        if !in_table || cells[0].starts_with("---") {
+            continue;
+        }
+        assert_eq!(cells.len(), 4, "mirror config row has {} cells: {line}", cells.len());
+        let name = code(cells[0]).unwrap_or_else(|| panic!("mirror config name is not in code font: {line}"));
+        let default =
+            match cells[1] {
+                "required" | "none" => None,
+                "empty" => Some(String::new()),
+                d => Some(code(d).unwrap_or_else(|| {
+                    panic!("`{name}`: default must be `literal`, required, none or empty, not {d:?}")
+                })),
+            };
+        assert!(!cells[3].is_empty(), "`{name}` has no meaning");
+        rows.push(MirrorRow { name, default, required: cells[1] == "required", unit: cells[2].to_string() });
+    }
+    rows
+}
+
+#[test]
+fn mirror_config_table_is_exactly_the_code_keys_with_their_defaults() {
+    use mirrorgate::mirror::configs::KEYS;
+    let rows = mirror_rows(DOC);
+    assert!(!rows.is_empty(), "no mirror config table (header `| Mirror config | Default | Unit | Meaning |`)");
+    let mut documented = BTreeMap::new();
+    for r in &rows {
+        assert!(documented.insert(r.name.as_str(), r).is_none(), "mirror config `{}` is documented twice", r.name);
+    }
+    let code_keys: BTreeMap<&str, _> = KEYS.iter().map(|k| (k.name, k)).collect();
+    let missing: Vec<_> = code_keys.keys().filter(|k| !documented.contains_key(*k)).collect();
+    let extra: Vec<_> = documented.keys().filter(|k| !code_keys.contains_key(*k)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/configuration.md mirror configs are out of step with src/mirror/configs.rs KEYS\n  in KEYS but not \
+         documented: {missing:?}\n  documented but not in KEYS: {extra:?}"
+    );
+    for (name, k) in &code_keys {
+        let row = documented[name];
+        assert_eq!(
+            row.default.as_deref(),
+            k.default,
+            "mirror config `{name}`: documented default differs from src/mirror/configs.rs"
+        );
+        if let Some(d) = k.default {
+            assert_eq!(mirrorgate::mirror::configs::validate(name, d), Ok(()), "`{name}`: default is invalid");
+        }
+        // Units that can be told from the name.
+        if name.ends_with(".ms") {
+            assert_eq!(row.unit, "ms", "mirror config `{name}` unit");
+        }
+        if name.ends_with(".bytes") {
+            assert_eq!(row.unit, "bytes", "mirror config `{name}` unit");
+        }
+    }
+    // `required` is exactly what validate_all requires: a config with every other key set (to its
+    // default, or an address) is refused as missing that key.
+    let full: BTreeMap<String, String> = KEYS
+        .iter()
+        .filter_map(|k| {
+            let v = k.default.or((k.name == "bootstrap.servers").then_some("127.0.0.1:9092"))?;
+            Some((k.name.to_string(), v.to_string()))
+        })
+        .collect();
+    assert_eq!(mirrorgate::mirror::configs::validate_all(&full), Ok(()));
+    for r in &rows {
+        let mut without = full.clone();
+        without.remove(&r.name);
+        let refused = matches!(
+            mirrorgate::mirror::configs::validate_all(&without),
+            Err(mirrorgate::mirror::configs::ConfigValueError::Missing(ref k)) if k == &r.name
+        );
+        assert_eq!(r.required, refused, "mirror config `{}`: documented as required = {}", r.name, r.required);
+    }
+}
+
+#[test]
+fn a_wrong_mirror_config_row_is_noticed() {
+    // The parser reads the rows this test relies on, so a changed default or a missing row
+    // would be seen by the comparison above.
+    let rows = mirror_rows(DOC);
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap_or_else(|| panic!("no row for `{n}`"));
+    assert_eq!(get("bootstrap.servers").default, None);
+    assert_eq!(get("topics.include").default, Some(String::new()));
+    assert_eq!(get("topics.exclude").default, Some("__.*".to_string()));
+    let changed = DOC.replace("| `fetch.max.bytes` | `1048576` |", "| `fetch.max.bytes` | `1048577` |");
+    let r = mirror_rows(&changed).into_iter().find(|r| r.name == "fetch.max.bytes").unwrap();
+    assert_ne!(r.default.as_deref(), mirrorgate::mirror::configs::key("fetch.max.bytes").unwrap().default);
+}
