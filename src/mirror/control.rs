@@ -266,6 +266,11 @@ impl ControlPlane {
         if !state_machine::is_valid_transition(Some(rec.state), to) || rec.state == to && error.is_none() {
             return Ok(false);
         }
+        // A non-retryable failure keeps its first reason (a later, derived error must not
+        // hide why the partition failed).
+        if rec.state == MirrorPartitionState::Failed && to == MirrorPartitionState::Failed && !rec.retryable {
+            return Ok(false);
+        }
         if rec.state == MirrorPartitionState::Failed && to == MirrorPartitionState::LogAlignment {
             rec.retry_attempt += 1;
         }

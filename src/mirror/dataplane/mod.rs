@@ -160,7 +160,7 @@ impl DataPlane {
                         topic: topic.clone(),
                         partition: *p,
                         fetch: fetch_settings(def),
-                        fill_max_gap: long(def, "mirror.fill.max.gap", 10_000),
+                        fill_max_gap: long(def, "mirror.fill.max.gap", 1_000_000),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };
