@@ -16,4 +16,4 @@ scripts/pyenv.sh >/dev/null
 
 step "cargo test"
 # Test binaries run one after another; the tests inside a binary share its Kafka clusters.
-cargo test --all-targets -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
+cargo test --all-targets --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"

@@ -406,7 +406,7 @@ mod tests {
     fn exactly_one_action() {
         assert_eq!(
             bad("--mirror m"),
-            "give exactly one action: --create, --start, --stop, --pause, --resume, --list, --describe or --delete"
+            "give exactly one action: --create, --start, --stop, --pause, --resume, --list, --describe, --delete or --verify"
         );
         assert_eq!(bad("--list --describe"), "give exactly one action, not --list and --describe");
         assert_eq!(bad("--create --delete --mirror m"), "give exactly one action, not --create and --delete");

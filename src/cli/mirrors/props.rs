@@ -356,7 +356,10 @@ mod tests {
     #[test]
     fn command_config_accepts_plaintext_and_client_id_only() {
         let ok = Properties::parse("security.protocol=plaintext\nclient.id=ops\n").unwrap();
-        assert_eq!(CommandConfig::from_properties(&ok).unwrap(), CommandConfig { client_id: Some("ops".into()), ..Default::default() });
+        assert_eq!(
+            CommandConfig::from_properties(&ok).unwrap(),
+            CommandConfig { client_id: Some("ops".into()), ..Default::default() }
+        );
         assert_eq!(CommandConfig::from_properties(&Properties::default()).unwrap(), CommandConfig::default());
 
         let cfg_err = |t: &str| CommandConfig::from_properties(&Properties::parse(t).unwrap()).unwrap_err().to_string();
@@ -379,7 +382,7 @@ mod tests {
         assert_eq!(cfg_err("client.id="), "line 1: client.id is empty");
         assert_eq!(
             cfg_err("request.timeout.ms=1"),
-            "line 1: unsupported key 'request.timeout.ms' (supported for now: security.protocol=PLAINTEXT, client.id)"
+            "line 1: unsupported key 'request.timeout.ms' (supported for now: security.protocol=PLAINTEXT, client.id, mirror.api.key.<rpc>)"
         );
     }
 
