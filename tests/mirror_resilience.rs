@@ -456,7 +456,6 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
 /// (a batch starts at 150). The mirror must
 /// put the partition in FAILED naming the divergence and must not copy any of the new records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "src bug: the copy loop forgets LastFetchedEpoch (local `last_epoch = -1` in run_once) after the leader change's retry, so the new leader's records at 150.. are copied silently (state MIRRORING, destination end 250)"]
 async fn diverged_source_log_fails_the_partition_without_recopy() {
     let _serial = serial();
     let t0 = Instant::now();

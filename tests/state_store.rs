@@ -71,6 +71,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
             OffsetSegment { source_start: 0, destination_start: 0 },
             OffsetSegment { source_start: 500 + i64::from(epoch), destination_start: 480 },
         ],
+        source_epochs: Vec::new(),
         producer_id: Some(4000 + i64::from(p)),
         producer_epoch: Some(0),
         updated_ms: 1_700_000_000_002,

@@ -108,6 +108,11 @@ pub struct PartitionStateRecord {
     /// append decides the first segment.
     #[serde(default)]
     pub segments: Vec<OffsetSegment>,
+    /// Source leader-epoch history of what was copied: `(leader epoch, first source offset)`
+    /// ascending (DESIGN §4.1). The last entry is sent as `LastFetchedEpoch`, so a source log
+    /// that diverged under the mirror is detected even after a retry or a restart.
+    #[serde(default)]
+    pub source_epochs: Vec<(i32, i64)>,
     /// Destination producer id used for this partition's appends (DESIGN §4.5), once allocated.
     #[serde(default)]
     pub producer_id: Option<i64>,

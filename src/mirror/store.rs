@@ -832,6 +832,7 @@ mod tests {
             retryable: false,
             previous_state: None,
             segments: vec![OffsetSegment { source_start: 0, destination_start: 0 }],
+            source_epochs: Vec::new(),
             producer_id: Some(7),
             producer_epoch: Some(0),
             updated_ms: 1,

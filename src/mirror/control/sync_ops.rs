@@ -72,6 +72,7 @@ impl ControlPlane {
                 retryable: false,
                 previous_state: None,
                 segments: Vec::new(),
+                source_epochs: Vec::new(),
                 producer_id: None,
                 producer_epoch: None,
                 updated_ms: now_ms(),

@@ -191,7 +191,11 @@ impl PartitionTask {
         tracing::info!(mirror = %self.mirror, topic, partition = p, source_offset = next_src, destination_offset = dest_end, shift = w.shift, "mirroring partition");
 
         let mut fetch_at = next_src;
-        let mut last_epoch = -1;
+        // LastFetchedEpoch: the source epoch of the last copied batch, from the persisted
+        // history (an empty history means nothing was copied yet, or a state from before it
+        // was kept: the first batch starts it).
+        let mut epochs = rec.source_epochs.clone();
+        let mut last_epoch = if next_src > 0 { epochs.last().map_or(-1, |e| e.0) } else { -1 };
         let mut last_ts: i64 = 0;
         let mut dest_log_start_followed = -1;
         loop {
@@ -277,7 +281,17 @@ impl PartitionTask {
                     }
                 });
                 last_ts = last_ts.max(b.max_timestamp());
-                last_epoch = b.partition_leader_epoch();
+                let epoch = b.partition_leader_epoch();
+                if epoch > epochs.last().map_or(-1, |e| e.0) {
+                    // A new source leader epoch starts here: record it before copying past it.
+                    epochs.push((epoch, b.base_offset()));
+                    let snapshot = epochs.clone();
+                    self.control
+                        .update_partition(topic, p, |r| r.source_epochs = snapshot)
+                        .await
+                        .map_err(|e| Retry(e.to_string()))?;
+                }
+                last_epoch = epoch;
                 if b.base_offset() > next_src {
                     if let Some(o) = self.gap(&mut w, next_src, b.base_offset(), b.base_timestamp()).await? {
                         return Ok(o);
