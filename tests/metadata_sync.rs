@@ -343,7 +343,7 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
     }
     let group = unique_name("g");
     let other = unique_name("excluded-g");
-    create_mirror(&mg, &source, &[&topic], &format!("groups.exclude=excluded-g.*\n"));
+    create_mirror(&mg, &source, &[&topic], "groups.exclude=excluded-g.*\n");
     wait_identical(&src, &dst, &topic, 4);
     // p1 beyond the destination end, p3 nothing.
     commit(&src, &group, &topic, &[(0, 0), (1, 1_000_000), (2, 60)]);
