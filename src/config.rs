@@ -37,6 +37,18 @@ pub struct ProxyConfig {
     /// The `__mirror_state` topic on the destination.
     #[serde(default)]
     pub mirror_state: MirrorStateConfig,
+    /// Prometheus metrics.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// Where Prometheus scrapes mirrorgate.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `host:port` of the `/metrics` endpoint, e.g. `127.0.0.1:9464`; unset = no endpoint.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 /// Where mirrorgate keeps its state (KIP-1279 `mirror.state.topic.*` broker configs).
@@ -236,6 +248,8 @@ pub struct Settings {
     pub mirror_api_keys: MirrorApiTable,
     /// State topic settings.
     pub mirror_state: MirrorStateConfig,
+    /// Metrics endpoint, if any.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ProxyConfig {
@@ -336,6 +350,12 @@ impl ProxyConfig {
         if self.mirror_state.replication_factor < 1 {
             return Err(invalid("mirror_state.replication_factor", "must be at least 1"));
         }
+        let metrics_listen = match &self.metrics.listen {
+            None => None,
+            Some(a) => Some(
+                a.parse::<SocketAddr>().map_err(|_| invalid("metrics.listen", format!("`{a}` is not `ip:port`")))?,
+            ),
+        };
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", format!("`{}`: {e}", self.log.level)))?;
         Ok(Settings {
@@ -349,6 +369,7 @@ impl ProxyConfig {
             log: self.log,
             mirror_api_keys: self.mirror_api_keys,
             mirror_state: self.mirror_state,
+            metrics_listen,
         })
     }
 }

@@ -572,3 +572,44 @@ async fn a_foreign_write_fails_only_that_partition() {
     let rows = describe_json(&mg, &mirror);
     assert_eq!(rows.iter().find(|r| r["partition"] == 1).unwrap()["state"], "MIRRORING");
 }
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_metrics_report_states_lag_and_bytes() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("metrics");
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "500"]), "produce");
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 2, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let body = eventually(Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics");
+        let mirroring = format!("mirrorgate_mirror_partitions{{mirror=\"{mirror}\",state=\"MIRRORING\"}} 2");
+        let lag = format!("mirrorgate_mirror_max_lag{{mirror=\"{mirror}\"}} 0");
+        if body.contains(&mirroring) && body.contains(&lag) {
+            Ok(body)
+        } else {
+            Err(body)
+        }
+    });
+    let bytes_line = body
+        .lines()
+        .find(|l| l.starts_with(&format!("mirrorgate_mirror_records_total{{mirror=\"{mirror}\"}}")))
+        .unwrap_or_else(|| panic!("no records counter: {body}"));
+    assert!(bytes_line.ends_with(" 500"), "{bytes_line}");
+    assert!(body.contains("mirrorgate_client_connections"), "{body}");
+}

@@ -70,7 +70,9 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
         }
     };
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, upstream = %upstream_addr, "client connection opened");
+    crate::telemetry::metrics::client_connection(1.0);
     let reason = pump(client, upstream, &listener, &shared).await;
+    crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
 

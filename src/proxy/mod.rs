@@ -155,6 +155,10 @@ async fn open_mirror_gate(
         snapshot.partitions.into_values(),
     ));
     crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
+    if let Some(addr) = settings.metrics_listen {
+        crate::telemetry::metrics::install(addr)?;
+        tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
+    }
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
     tokio::spawn(data_plane.run(shutdown.clone()));
     Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination)))

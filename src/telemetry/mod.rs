@@ -1,4 +1,6 @@
-//! Logs (and later traces and metrics). Log lines never contain secrets.
+//! Logs and Prometheus metrics (traces come later). Log lines never contain secrets.
+
+pub mod metrics;
 
 use std::io::IsTerminal;
 

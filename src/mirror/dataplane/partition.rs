@@ -430,7 +430,11 @@ impl PartitionTask {
         );
         // The payload goes to the socket as the slice of the fetch response it came in.
         let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
-        self.append(w, segments, i64::from(b.last_offset_delta()) + 1).await
+        let outcome = self.append(w, segments, i64::from(b.last_offset_delta()) + 1).await;
+        if matches!(outcome, Ok(None)) {
+            crate::telemetry::metrics::record_append(&self.mirror, b.bytes().len(), i64::from(b.record_count()));
+        }
+        outcome
     }
 
     /// A compacted source batch with holes inside (fewer records than offsets) cannot be

@@ -1,0 +1,110 @@
+//! Prometheus metrics: the KIP-1279 metric set (seed "Metrics" table) under Prometheus names,
+//! served on `metrics.listen` (e.g. `127.0.0.1:9464/metrics`) by `metrics-exporter-prometheus`.
+//!
+//! | Prometheus name | KIP metric |
+//! |---|---|
+//! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets) |
+//! | `mirrorgate_mirror_max_lag{mirror}` | MirrorFetcherManager MaxLag (offsets) |
+//! | `mirrorgate_mirror_partitions{mirror,state}` | *PartitionState gauges (FailedPartitionState, ...) |
+//! | `mirrorgate_mirror_failed_partitions{mirror}` | FailedPartitionsCount |
+//! | `mirrorgate_mirror_bytes_total{mirror}` / `mirrorgate_mirror_records_total{mirror}` | FetcherStats BytesPerSec (rate() of it) |
+//! | `mirrorgate_mirror_lost_offsets_total` | source offsets removed by retention before they were copied |
+//! | `mirrorgate_metadata_sync_errors_total{kind}` | MetadataRefreshError, TopicConfigMetadataSyncError, ConsumerGroupOffsetSyncError, AclSyncError |
+//! | `mirrorgate_client_connections` | connection-count |
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::mirror::control::ControlPlane;
+use crate::wire::mirror::MirrorPartitionState;
+
+/// Installs the Prometheus recorder with its HTTP listener on `addr`.
+///
+/// # Errors
+/// The listener cannot be bound or a recorder is already installed.
+pub fn install(addr: SocketAddr) -> anyhow::Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
+    tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+    Ok(())
+}
+
+/// Counts bytes and records appended by a mirror.
+pub fn record_append(mirror: &str, bytes: usize, records: i64) {
+    metrics::counter!("mirrorgate_mirror_bytes_total", "mirror" => mirror.to_string()).increment(bytes as u64);
+    metrics::counter!("mirrorgate_mirror_records_total", "mirror" => mirror.to_string())
+        .increment(records.max(0) as u64);
+}
+
+/// Client connection opened (+1) or closed (-1).
+pub fn client_connection(delta: f64) {
+    metrics::gauge!("mirrorgate_client_connections").increment(delta);
+}
+
+/// Refreshes the gauges from the control plane every second until `shutdown`.
+pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
+    loop {
+        let state = control.snapshot();
+        let mut per_state: BTreeMap<(String, &'static str), f64> = BTreeMap::new();
+        let mut max_lag: BTreeMap<String, i64> = BTreeMap::new();
+        for m in state.mirrors.keys() {
+            for s in ALL_STATES {
+                per_state.insert((m.clone(), s.as_str()), 0.0);
+            }
+            max_lag.insert(m.clone(), 0);
+        }
+        for ((topic, p), rec) in &state.partitions {
+            *per_state.entry((rec.mirror.clone(), rec.state.as_str())).or_default() += 1.0;
+            if let Some(g) = control.progress(topic, *p) {
+                let lag = (g.source_lso - (g.destination_end + g.shift)).max(0);
+                metrics::gauge!("mirrorgate_mirror_partition_lag", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
+                    .set(lag as f64);
+                let e = max_lag.entry(rec.mirror.clone()).or_default();
+                *e = (*e).max(lag);
+            }
+        }
+        for ((m, s), n) in &per_state {
+            metrics::gauge!("mirrorgate_mirror_partitions", "mirror" => m.clone(), "state" => *s).set(*n);
+            if *s == "FAILED" {
+                metrics::gauge!("mirrorgate_mirror_failed_partitions", "mirror" => m.clone()).set(*n);
+            }
+        }
+        for (m, lag) in max_lag {
+            metrics::gauge!("mirrorgate_mirror_max_lag", "mirror" => m).set(lag as f64);
+        }
+        metrics::gauge!("mirrorgate_mirror_lost_offsets_total").set(control.lost_offsets() as f64);
+        let sync = crate::mirror::sync::metrics();
+        for (kind, v) in [
+            ("metadata_refresh", &sync.metadata_refresh_errors),
+            ("topic_config", &sync.topic_config_errors),
+            ("consumer_group_offset", &sync.group_offset_errors),
+            ("acl", &sync.acl_errors),
+        ] {
+            metrics::gauge!("mirrorgate_metadata_sync_errors_total", "kind" => kind)
+                .set(v.load(Ordering::Relaxed) as f64);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+const ALL_STATES: [MirrorPartitionState; 9] = [
+    MirrorPartitionState::LogAlignment,
+    MirrorPartitionState::EpochFencing,
+    MirrorPartitionState::UleRecovery,
+    MirrorPartitionState::Mirroring,
+    MirrorPartitionState::Pausing,
+    MirrorPartitionState::Paused,
+    MirrorPartitionState::Stopping,
+    MirrorPartitionState::Stopped,
+    MirrorPartitionState::Failed,
+];
