@@ -613,3 +613,26 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
     assert!(bytes_line.ends_with(" 500"), "{bytes_line}");
     assert!(body.contains("mirrorgate_client_connections"), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_append_time_source_keeps_its_timestamps_through_mirrorgate() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("lat");
+    create_topic(&source.bootstrap, &topic, 1, &["message.timestamp.type=LogAppendTime"]);
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "200"]), "produce");
+    start_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 1, &[]);
+    let on_source = consume_all(&source.bootstrap, &topic, 200, "read_committed");
+    let via = consume_all(&mg.bootstrap, &topic, 200, "read_committed");
+    // librdkafka: timestamp type 2 = LogAppendTime, the same append times as on the source.
+    assert!(on_source.iter().all(|r| r["timestamp_type"] == 2), "{:?}", on_source.first());
+    assert!(
+        on_source == via,
+        "timestamps or types differ through mirrorgate: {:?} vs {:?}",
+        on_source.first(),
+        via.first()
+    );
+}

@@ -51,6 +51,7 @@ fn topic(mirror: &str, topic: &str, desired: DesiredState) -> MirrorTopic {
         source_topic_id: Some("AAAAAAAAAAAAAAAAAAAAAQ".into()),
         desired,
         partitions: Some(4),
+        source_log_append_time: false,
         updated_ms: 1_700_000_000_001,
     }
 }

@@ -338,6 +338,11 @@ impl ControlPlane {
         self.with_state(|s| s.topics.contains_key(topic))
     }
 
+    /// Whether `topic` is a mirror topic whose source stamps LogAppendTime.
+    pub fn source_log_append_time(&self, topic: &str) -> bool {
+        self.with_state(|s| s.topics.get(topic).is_some_and(|t| t.source_log_append_time))
+    }
+
     /// The mirror that makes `topic` read-only, if any: a mirror topic is read-only unless
     /// every partition state is STOPPED (KIP-1279 §9). `None` for ordinary topics and stopped
     /// mirror topics.
@@ -596,12 +601,21 @@ impl ControlPlane {
                     )
                 })
             };
+            let source_log_append_time = access
+                .effective_topic_config(&t.name, "message.timestamp.type")
+                .await
+                .map_err(|e| MirrorError {
+                    code: UNKNOWN_SERVER_ERROR,
+                    message: format!("cannot read the timestamp type of source topic `{}`: {e}", t.name),
+                })?
+                .is_some_and(|v| v == "LogAppendTime");
             let topic = MirrorTopic {
                 mirror: mirror.to_string(),
                 topic: t.name.clone(),
                 source_topic_id: Some(t.topic_id.clone()),
                 desired: DesiredState::Mirroring,
                 partitions: Some(t.partitions),
+                source_log_append_time,
                 updated_ms: now_ms(),
             };
             self.persist(StateWrite::Topic(topic.clone())).await?;

@@ -56,6 +56,11 @@ pub struct MirrorTopic {
     /// Partition count, once known from the source.
     #[serde(default)]
     pub partitions: Option<i32>,
+    /// Whether the source topic stamps LogAppendTime (`message.timestamp.type`): the
+    /// destination keeps CreateTime batches and mirrorgate restores the type on Fetch
+    /// (DESIGN §4.10).
+    #[serde(default)]
+    pub source_log_append_time: bool,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }

@@ -883,6 +883,7 @@ mod tests {
             source_topic_id: None,
             desired: DesiredState::Paused,
             partitions: Some(4),
+            source_log_append_time: false,
             updated_ms: 5,
         };
         let m = MirrorDefinition {

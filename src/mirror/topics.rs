@@ -110,6 +110,27 @@ impl ClusterAccess {
         Ok(out)
     }
 
+    /// The value of one config of `topic` wherever it comes from (topic, broker default).
+    ///
+    /// # Errors
+    /// [`ClientError`] when no bootstrap server answers or the broker refuses.
+    pub async fn effective_topic_config(&self, topic: &str, key: &str) -> Result<Option<String>, ClientError> {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        use kafka_protocol::messages::DescribeConfigsRequest;
+        let mut conn = self.connect().await?;
+        let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_string(key.to_string())]))]);
+        let resp = conn.send(&req, 4).await?;
+        Ok(resp
+            .results
+            .iter()
+            .flat_map(|r| r.configs.iter())
+            .find(|c| c.name.as_str() == key)
+            .and_then(|c| c.value.as_ref().map(|v| v.to_string())))
+    }
+
     /// Number of brokers in the cluster.
     ///
     /// # Errors

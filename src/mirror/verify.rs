@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use crate::client::cluster::{ClusterClient, EARLIEST_TIMESTAMP};
-use crate::wire::batch::{Batch, BatchIter, ATTR_TRANSACTIONAL};
+use crate::wire::batch::{Batch, BatchIter, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL};
 
 use super::dataplane::source::{self, FetchSettings};
 use super::model::OffsetSegment;
@@ -64,7 +64,9 @@ fn summary(b: &Batch) -> Summary {
         base: b.base_offset(),
         last: b.last_offset(),
         record_count: b.record_count(),
-        attributes: b.attributes() & !ATTR_TRANSACTIONAL,
+        // The destination holds committed data outside transactions, and CreateTime batches
+        // for a LogAppendTime source (restored by the proxy on Fetch).
+        attributes: b.attributes() & !ATTR_TRANSACTIONAL & !ATTR_LOG_APPEND_TIME,
         base_ts: b.base_timestamp(),
         max_ts: b.max_timestamp(),
         payload: b.payload(),

@@ -117,10 +117,12 @@ pub fn apply(
     Ok(out.freeze())
 }
 
-/// Replaces each placeholder batch of a mirror topic in a Fetch response with a synthesised
-/// COMMIT control batch for the same offsets (DESIGN §4.3), so clients skip those offsets
-/// exactly as they skip transaction markers and compaction holes on the source. Returns
-/// whether anything changed. Batches of other topics are not looked at.
+/// Restores the source's view of mirror topics in a Fetch response: each placeholder batch
+/// becomes a synthesised COMMIT control batch for the same offsets (DESIGN §4.3), so clients
+/// skip those offsets exactly as they skip transaction markers and compaction holes on the
+/// source; for a source that stamps LogAppendTime, each data batch gets its timestamp type
+/// back (the destination keeps the append time as the batch's max timestamp, DESIGN §4.10).
+/// Returns whether anything changed. Batches of other topics are not looked at.
 fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
     use crate::wire::batch::{self, BatchIter, OwnBatch};
     let mut changed = false;
@@ -134,18 +136,19 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
         if !gate.control.is_mirror_topic(&name) {
             continue;
         }
+        let log_append_time = gate.control.source_log_append_time(&name);
         for p in &mut t.partitions {
             let Some(records) = p.records.clone() else { continue };
             let mut iter = BatchIter::new(records.clone());
             let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
-            if !batches.iter().any(|b| b.is_placeholder()) {
+            if !log_append_time && !batches.iter().any(|b| b.is_placeholder()) {
                 continue;
             }
             let consumed: usize = batches.iter().map(|b| b.bytes().len()).sum();
             let mut out = BytesMut::with_capacity(records.len());
             for b in &batches {
+                let start = out.len();
                 if b.is_placeholder() {
-                    let start = out.len();
                     out.extend_from_slice(&batch::control_batch(&OwnBatch {
                         base_offset: b.base_offset(),
                         count: b.last_offset_delta() + 1,
@@ -156,6 +159,9 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
                     }));
                     // partitionLeaderEpoch sits outside the CRC'd region: keep the broker's.
                     out[start + 12..start + 16].copy_from_slice(&b.partition_leader_epoch().to_be_bytes());
+                } else if log_append_time && !b.is_control() && !b.is_log_append_time() {
+                    out.extend_from_slice(b.bytes());
+                    batch::set_log_append_time(&mut out[start..]);
                 } else {
                     out.extend_from_slice(b.bytes());
                 }

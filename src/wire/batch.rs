@@ -283,6 +283,19 @@ pub fn patch_header(batch: &Batch, patch: &HeaderPatch) -> [u8; HEADER_LEN] {
     h
 }
 
+/// Sets the LogAppendTime bit of the whole batch in `bytes` and recomputes its CRC (the
+/// proxy restores a LogAppendTime source's timestamp type; the max timestamp already holds
+/// the append time). Does nothing to a buffer shorter than a header.
+pub fn set_log_append_time(bytes: &mut [u8]) {
+    if bytes.len() < HEADER_LEN {
+        return;
+    }
+    let attrs = be_i16(bytes, 21) | ATTR_LOG_APPEND_TIME;
+    bytes[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[CRC_START..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Parameters of a batch mirrorgate writes itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OwnBatch {
