@@ -8,6 +8,8 @@
 
 mod support;
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
@@ -635,4 +637,93 @@ async fn log_append_time_source_keeps_its_timestamps_through_mirrorgate() {
         on_source.first(),
         via.first()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_open_at_failover_is_never_visible_and_the_topic_is_writable() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("open-txn");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "20",
+            "--prefix",
+            "before",
+        ]),
+        "produce",
+    );
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 1, &[]);
+    // A transaction stays open on the source while failing over.
+    let cp = String::from_utf8(
+        Command::new(repo().join("scripts/kafka.sh")).args(["classpath", "4.1.1"]).output().unwrap().stdout,
+    )
+    .unwrap();
+    let mut open = Command::new("java")
+        .args(["-Xmx256m", "-cp", cp.trim()])
+        .arg(repo().join("tests/java/OpenTxn.java"))
+        .args([
+            "--bootstrap-server",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--transactional-id",
+            &unique_name("open"),
+            "--values",
+            "o1,o2,o3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(open.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "OPEN 3");
+    // More committed data after the open transaction's records (held back by the LSO).
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "5",
+            "--prefix",
+            "after-open",
+        ]),
+        "produce",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
+    // Writable at once.
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "1",
+            "--prefix",
+            "failover",
+        ]),
+        "produce after --stop",
+    );
+    let seen = consume_all(&mg.bootstrap, &topic, 21, "read_committed");
+    let values: Vec<&str> = seen.iter().map(|r| r["value"].as_str().unwrap()).collect();
+    assert!(values.iter().all(|v| !v.starts_with('o')), "records of the open transaction are visible: {values:?}");
+    assert!(values.contains(&"failover-0"), "{values:?}");
+    let _ = open.kill();
+    let _ = open.wait();
 }
