@@ -1,7 +1,8 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
 .PHONY: demo test lint bench kafka clean
 
-# Start a destination Kafka cluster on loopback with mirrorgate in front of it (Ctrl-C stops both).
+# The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
+# the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
 demo:
 	scripts/demo.sh
 

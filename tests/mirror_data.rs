@@ -727,3 +727,44 @@ async fn a_transaction_open_at_failover_is_never_visible_and_the_topic_is_writab
     let _ = open.kill();
     let _ = open.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("reseed");
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "300"]), "produce");
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 2, &[]);
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
+    // The operator throws the destination copy away (allowed once STOPPED) and starts again.
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &mg.bootstrap, "--delete", "--topic", &topic], None);
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "100",
+            "--prefix",
+            "later",
+        ]),
+        "produce",
+    );
+    eventually(Duration::from_secs(60), || {
+        let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    let reports = wait_identical(&src, &dst, &topic, 2, &[]);
+    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 400);
+    assert!(describe_json(&mg, &mirror).iter().all(|r| r["state"] == "MIRRORING"));
+}

@@ -397,6 +397,14 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
     if !configs.contains_key("bootstrap.servers") {
         return Err(ConfigValueError::Missing("bootstrap.servers".into()));
     }
+    // TLS and SASL towards the source arrive with the security work: refuse rather than
+    // connect in plaintext to a cluster the operator asked to reach securely.
+    if let Some(p) = configs.get("security.protocol").filter(|p| p.as_str() != "PLAINTEXT") {
+        return Err(ConfigValueError::Invalid {
+            key: "security.protocol".into(),
+            reason: format!("`{p}` is not supported yet; this version reaches the source with PLAINTEXT only"),
+        });
+    }
     Ok(())
 }
 

@@ -134,6 +134,25 @@ impl PartitionTask {
         let dest_end = self.dest.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(retry)?;
         let src_start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
 
+        // Re-seed: a failback onto an empty destination partition (the operator deleted and
+        // re-created the topic after the failover) starts over as a new mirror partition.
+        let mut rec = rec;
+        if rec.state == MirrorPartitionState::LogAlignment
+            && rec.previous_state == Some(MirrorPartitionState::Stopped)
+            && dest_end == 0
+            && !rec.segments.is_empty()
+        {
+            tracing::info!(mirror = %self.mirror, topic, partition = p, "destination partition is empty: re-seeding from the source");
+            rec = self
+                .control
+                .update_partition(topic, p, |r| {
+                    r.segments.clear();
+                    r.source_epochs.clear();
+                    r.last_mirrored_offset = -1;
+                })
+                .await
+                .map_err(|e| Retry(e.to_string()))?;
+        }
         // The first segment: identical (delta 0) when the source head can be filled, else
         // shifted to start where the source starts (DESIGN §4.2). Persisted before the first append.
         let mut segments = rec.segments.clone();
@@ -172,14 +191,19 @@ impl PartitionTask {
             && rec.last_mirrored_offset >= 0
             && next_src != rec.last_mirrored_offset + 1
         {
-            return Ok(fail(
+            let message = if next_src > rec.last_mirrored_offset + 1 {
                 format!(
-                    "destination {topic}-{p} ends at offset {dest_end} (source offset {next_src}) but mirroring stopped after source offset {}: {} offset(s) were written on the destination after the failover; re-seed the partition to mirror it again",
+                    "destination {topic}-{p} ends at offset {dest_end} (source offset {next_src}) but mirroring stopped after source offset {}: {} offset(s) were written on the destination after the failover; delete the destination topic (or its records) to re-seed it",
                     rec.last_mirrored_offset,
                     next_src - rec.last_mirrored_offset - 1
-                ),
-                false,
-            ));
+                )
+            } else {
+                format!(
+                    "destination {topic}-{p} ends at offset {dest_end} (source offset {next_src}) but mirroring stopped after source offset {}: the destination lost records after the failover; delete the destination topic to re-seed it",
+                    rec.last_mirrored_offset
+                )
+            };
+            return Ok(fail(message, false));
         }
 
         if rec.state == MirrorPartitionState::LogAlignment {
