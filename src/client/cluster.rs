@@ -28,7 +28,6 @@ use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest,
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
 use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::sync::Mutex;
@@ -931,72 +930,7 @@ impl ClusterClient {
     /// `CORRUPT_MESSAGE`, `INVALID_RECORD`, `OUT_OF_ORDER_SEQUENCE_NUMBER`), or transport
     /// errors.
     pub async fn produce(&self, topic: &str, partition: i32, records: Bytes, acks: Acks) -> Result<i64, ClusterError> {
-        let timeout_ms = self.timeout_ms();
-        let retry_if = |e: &ClusterError| !e.is_ambiguous();
-        self.retrying(ApiKey::Produce, &[topic], retry_if, || {
-            let records = records.clone();
-            async move {
-                let leader = self.leader_for(topic, partition).await?;
-                let topic_id = self.cached_topic(topic).map(|t| t.topic_id).unwrap_or_default();
-                let addr =
-                    self.addr_of(leader.node_id).ok_or(ClusterError::UnknownBroker { node_id: leader.node_id })?;
-                let max = if topic_id == KafkaUuid::ZERO { 12 } else { PRODUCE_VERSIONS.1 };
-                let (resp, version) = self
-                    .call(&addr, (PRODUCE_VERSIONS.0, max), |v| {
-                        let mut pd = PartitionProduceData::default();
-                        pd.index = partition;
-                        pd.records = Some(records.clone());
-                        let mut td = TopicProduceData::default();
-                        if v >= 13 {
-                            td.topic_id = to_proto_uuid(topic_id);
-                        } else {
-                            td.name = topic_name(topic);
-                        }
-                        td.partition_data = vec![pd];
-                        let mut req = ProduceRequest::default();
-                        req.transactional_id = None;
-                        req.acks = acks.wire();
-                        req.timeout_ms = timeout_ms;
-                        req.topic_data = vec![td];
-                        req
-                    })
-                    .await?;
-                let p = resp
-                    .responses
-                    .iter()
-                    .filter(|t| {
-                        if version >= 13 {
-                            KafkaUuid(*t.topic_id.as_bytes()) == topic_id
-                        } else {
-                            t.name.0.as_str() == topic
-                        }
-                    })
-                    .flat_map(|t| t.partition_responses.iter())
-                    .find(|p| p.index == partition)
-                    .ok_or_else(|| ClusterError::Unexpected {
-                        api: ApiKey::Produce,
-                        broker: addr.clone(),
-                        reason: format!("no answer for {topic}-{partition}"),
-                    })?;
-                if p.error_code != 0 {
-                    let mut message = p.error_message.as_ref().map(to_string);
-                    if let Some(re) = p.record_errors.first() {
-                        let detail = re.batch_index_error_message.as_ref().map(to_string).unwrap_or_default();
-                        let m = format!("record {}: {detail}", re.batch_index);
-                        message = Some(message.map_or(m.clone(), |x| format!("{x}; {m}")));
-                    }
-                    return Err(ClusterError::Kafka {
-                        api: ApiKey::Produce,
-                        broker: addr,
-                        resource: format!("{topic}-{partition}"),
-                        error: KafkaErrorCode(p.error_code),
-                        message,
-                    });
-                }
-                Ok(p.base_offset)
-            }
-        })
-        .await
+        self.produce_segments(topic, partition, vec![records], acks).await
     }
 
     /// Sends one Produce request to broker `node_id`, built by `build` for the version

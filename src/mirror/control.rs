@@ -628,21 +628,8 @@ impl ControlPlane {
                     tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
                     for p in 0..t.partitions {
                         let rec = PartitionStateRecord {
-                            mirror: mirror.to_string(),
-                            topic: t.name.clone(),
-                            partition: p,
-                            state: MirrorPartitionState::Failed,
-                            state_epoch: 0,
-                            last_mirrored_offset: -1,
                             error_message: Some(reason.clone()),
-                            retry_attempt: 0,
-                            retryable: false,
-                            previous_state: None,
-                            segments: Vec::new(),
-                            source_epochs: Vec::new(),
-                            producer_id: None,
-                            producer_epoch: None,
-                            updated_ms: now_ms(),
+                            ..PartitionStateRecord::new(mirror, &t.name, p, MirrorPartitionState::Failed)
                         };
                         self.persist(StateWrite::Partition(rec.clone())).await?;
                         self.update_state(|s| {
@@ -678,23 +665,7 @@ impl ControlPlane {
                         }
                         c
                     }
-                    None => PartitionStateRecord {
-                        mirror: t.mirror.clone(),
-                        topic: topic.to_string(),
-                        partition: p,
-                        state: next,
-                        state_epoch: 0,
-                        last_mirrored_offset: -1,
-                        error_message: None,
-                        retry_attempt: 0,
-                        retryable: false,
-                        previous_state: None,
-                        segments: Vec::new(),
-                        source_epochs: Vec::new(),
-                        producer_id: None,
-                        producer_epoch: None,
-                        updated_ms: now_ms(),
-                    },
+                    None => PartitionStateRecord::new(&t.mirror, topic, p, next),
                 };
                 self.persist(StateWrite::Partition(rec.clone())).await?;
                 tracing::info!(mirror = %t.mirror, topic, partition = p, state = rec.state.as_str(), "mirror partition state");

@@ -128,6 +128,29 @@ pub struct PartitionStateRecord {
     pub updated_ms: i64,
 }
 
+impl PartitionStateRecord {
+    /// The first state record of a mirror partition: `state`, epoch 0, nothing copied yet.
+    pub fn new(mirror: &str, topic: &str, partition: i32, state: MirrorPartitionState) -> Self {
+        Self {
+            mirror: mirror.to_string(),
+            topic: topic.to_string(),
+            partition,
+            state,
+            state_epoch: 0,
+            last_mirrored_offset: -1,
+            error_message: None,
+            retry_attempt: 0,
+            retryable: false,
+            previous_state: None,
+            segments: Vec::new(),
+            source_epochs: Vec::new(),
+            producer_id: None,
+            producer_epoch: None,
+            updated_ms: now_ms(),
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)

@@ -60,23 +60,7 @@ impl ControlPlane {
             if self.with_state(|s| s.partitions.contains_key(&(topic.to_string(), p))) {
                 continue;
             }
-            let rec = PartitionStateRecord {
-                mirror: t.mirror.clone(),
-                topic: topic.to_string(),
-                partition: p,
-                state: MirrorPartitionState::LogAlignment,
-                state_epoch: 0,
-                last_mirrored_offset: -1,
-                error_message: None,
-                retry_attempt: 0,
-                retryable: false,
-                previous_state: None,
-                segments: Vec::new(),
-                source_epochs: Vec::new(),
-                producer_id: None,
-                producer_epoch: None,
-                updated_ms: now_ms(),
-            };
+            let rec = PartitionStateRecord::new(&t.mirror, topic, p, MirrorPartitionState::LogAlignment);
             self.persist(StateWrite::Partition(rec.clone())).await?;
             tracing::info!(mirror = %t.mirror, topic, partition = p, state = rec.state.as_str(), "mirror partition state");
             self.update_state(|s| {
