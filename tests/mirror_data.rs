@@ -115,18 +115,23 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
     let dest = cluster("dest");
     let mg = Mirrorgate::start(&dest);
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
-    let codecs: [(&str, &[&str], u32); 3] =
-        [("plain", &["none", "gzip"], 0), ("fast", &["snappy", "lz4"], 0), ("zstd", &["zstd"], 2)];
+    // (name, codecs, records per codec, records over 1 MiB): 100,002 records in all.
+    let codecs: [(&str, &[&str], usize, u32); 3] = [
+        ("plain", &["none", "gzip"], 17_000, 0),
+        ("fast", &["snappy", "lz4"], 17_000, 0),
+        ("zstd", &["zstd"], 32_000, 2),
+    ];
     let mut topics = Vec::new();
-    for (name, _, _) in &codecs {
+    for (name, _, _, _) in &codecs {
         let t = unique_name(&format!("codec-{name}"));
         create_topic(&source.bootstrap, &t, 3, &["max.message.bytes=4000000"]);
         topics.push(t);
     }
     let mut total = Vec::new();
-    for ((_, cs, big), t) in codecs.iter().zip(&topics) {
+    for ((_, cs, count, big), t) in codecs.iter().zip(&topics) {
         let mut n = 0;
         for (i, c) in cs.iter().enumerate() {
+            let count_arg = count.to_string();
             ok(
                 python_client(&[
                     "produce-mixed",
@@ -135,7 +140,7 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
                     "--topic",
                     t,
                     "--count",
-                    "4000",
+                    &count_arg,
                     "--codec",
                     c,
                     "--seed",
@@ -145,7 +150,7 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
                 ]),
                 "produce-mixed",
             );
-            n += 4000 + *big as usize;
+            n += count + *big as usize;
         }
         total.push(n);
     }
