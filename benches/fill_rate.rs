@@ -12,6 +12,11 @@ use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
 use mirrorgate::wire::batch::{placeholder_batch, OwnBatch};
 
 fn main() {
+    // `cargo test --all-targets` runs bench binaries without `--bench`: only build-check then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("fill_rate: run with `cargo bench --bench fill_rate`");
+        return;
+    }
     let repo = env!("CARGO_MANIFEST_DIR");
     let bootstrap = std::env::var("MIRRORGATE_BENCH_BOOTSTRAP").unwrap_or_else(|_| {
         let out = Command::new(format!("{repo}/scripts/kafka.sh"))
