@@ -16,4 +16,7 @@ scripts/pyenv.sh >/dev/null
 
 step "cargo test"
 # Test binaries run one after another; the tests inside a binary share its Kafka clusters.
-cargo test --all-targets --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
+cargo test --lib --bins --tests --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
+
+step "benches, in test mode (build check; Criterion runs each once)"
+cargo test --benches --no-fail-fast
