@@ -2,7 +2,7 @@
 //! `MIRRORGATE__SECTION__KEY`), validated up front into typed structs. After startup no code
 //! reads raw strings from the configuration.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -389,14 +389,6 @@ pub fn parse_bootstrap(list: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(entries)
-}
-
-/// Resolves a `host:port` string to socket addresses.
-///
-/// # Errors
-/// An `io::Error` if the name does not resolve.
-pub fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
-    Ok(addr.to_socket_addrs()?.collect())
 }
 
 fn parse_port_range(s: &str) -> Result<(u16, u16), String> {

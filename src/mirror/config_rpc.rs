@@ -27,18 +27,9 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-/// Whether any resource of the request is a cluster mirror, and whether all are.
-pub fn mirror_resources(types: impl IntoIterator<Item = i8>) -> (bool, bool) {
-    let mut any = false;
-    let mut all = true;
-    for t in types {
-        if t == CLUSTER_MIRROR_RESOURCE_TYPE {
-            any = true;
-        } else {
-            all = false;
-        }
-    }
-    (any, all && any)
+/// Whether any resource of the request is a cluster mirror (resource type 64).
+pub fn names_mirror_resource(types: impl IntoIterator<Item = i8>) -> bool {
+    types.into_iter().any(|t| t == CLUSTER_MIRROR_RESOURCE_TYPE)
 }
 
 /// Answers a DescribeConfigs request. Resources that are not cluster mirrors get

@@ -34,7 +34,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use crate::mirror::configs::CLUSTER_MIRROR_RESOURCE_TYPE;
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{base64_uuid, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
@@ -46,8 +45,6 @@ use crate::wire::scan::{self, TopicRef};
 pub const POLICY_VIOLATION: i16 = 44;
 /// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-/// Kafka error INVALID_REQUEST (42).
-pub const INVALID_REQUEST: i16 = 42;
 
 /// A partition of a Produce request refused because its topic is a mirror topic.
 #[derive(Debug, Clone)]
@@ -184,7 +181,7 @@ impl MirrorGate {
             ApiKey::Produce => self.produce(prefix, frame).await,
             ApiKey::DescribeConfigs => {
                 let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
-                let (any, _) = config_rpc::mirror_resources(res.iter().map(|r| r.resource_type));
+                let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if !any {
                     return Ok(GateDecision::Pass);
                 }
@@ -194,7 +191,7 @@ impl MirrorGate {
             }
             ApiKey::IncrementalAlterConfigs => {
                 let res = scan::incremental_alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
-                let (any, _) = config_rpc::mirror_resources(res.iter().map(|r| r.resource_type));
+                let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if any {
                     let req: IncrementalAlterConfigsRequest = decode_body(key, prefix, frame)?;
                     let resp = config_rpc::incremental_alter(&self.control, &req).await;
@@ -382,7 +379,7 @@ impl MirrorGate {
                     Some(m) => (t.clone(), POLICY_VIOLATION, format!("cannot {verb} topic {t}: {}", read_only_message(t, &m))),
                     None => (
                         t.clone(),
-                        INVALID_REQUEST,
+                        config_rpc::INVALID_REQUEST,
                         format!("not attempted: the same request names mirror topic {} of mirror {}; send requests for other topics separately", first.0, first.1),
                     ),
                 })
@@ -539,9 +536,4 @@ type BodyEncoder = Box<dyn Fn(&mut BytesMut, i16) -> anyhow::Result<()>>;
 
 fn encode_any<T: Encodable + 'static>(resp: T) -> BodyEncoder {
     Box::new(move |out, v| resp.encode(out, v))
-}
-
-/// Whether a DescribeConfigs / IncrementalAlterConfigs resource is a cluster mirror.
-pub fn is_mirror_resource(resource_type: i8) -> bool {
-    resource_type == CLUSTER_MIRROR_RESOURCE_TYPE
 }

@@ -7,9 +7,8 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -331,12 +330,6 @@ pub fn eventually<T>(timeout: Duration, mut f: impl FnMut() -> Result<T, String>
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
-}
-
-/// Reads lines from a file as they come (for following logs).
-pub fn lines(path: &Path) -> Vec<String> {
-    let f = std::fs::File::open(path).unwrap();
-    BufReader::new(f).lines().map_while(Result::ok).collect()
 }
 
 /// Extra options for [`Mirrorgate::start_in_front_of`].
