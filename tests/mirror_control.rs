@@ -73,6 +73,14 @@ fn mirrors_survive_a_restart_and_errors_are_named() {
     create_topic(&source.bootstrap, &topic, 2);
 
     let mg = Mirrorgate::start_with(&dest, opts());
+    // A fresh state topic on this 1-broker cluster: the default replication factor 3 is lowered,
+    // and the operator is told so.
+    let log = mg.log();
+    assert!(
+        log.contains("WARN") && log.contains("replication factor 3") && log.contains("lowering it to 1"),
+        "expected a warning about the lowered state topic replication factor; log:\n{}",
+        tail(&log, 30)
+    );
     let mirror = unique_name("m");
     let cfg = mirror_config_file(
         &source,

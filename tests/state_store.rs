@@ -6,8 +6,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 use kafka_protocol::messages::{FetchRequest, ProduceRequest};
 use mirrorgate::client::cluster::ClusterClient;
@@ -79,48 +77,16 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
     }
 }
 
-/// Captures `tracing` output of the current thread (tests run on a current-thread runtime).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test]
 async fn topic_is_created_compacted_with_the_configured_partitions_and_rf_lowered_to_the_broker_count() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+    // The warning about the lowered replication factor is asserted on mirrorgate's own log in
+    // `tests/mirror_control.rs`: a per-thread `tracing` subscriber misses events when other
+    // tests of this binary touch the same callsites concurrently (it failed CI once).
     let client = connect().await;
     let s = StateStoreSettings { replication_factor: 3, ..settings(7) };
     let store = StateStore::open(client.clone(), s.clone()).await.unwrap();
     let t = store.topic().clone();
     assert_eq!((t.partitions, t.replication_factor, t.created), (7, 1, true), "{t:?}");
-
-    let log = logs.text();
-    assert!(
-        log.contains("WARN") && log.contains("replication factor 3") && log.contains("lowering it to 1"),
-        "expected a warning about the lowered replication factor; log:\n{log}"
-    );
 
     // What the broker says about the topic, independent of the store.
     let other = connect().await;
