@@ -11,6 +11,8 @@
 //! | `mirrorgate_mirror_lost_offsets_total` | source offsets removed by retention before they were copied |
 //! | `mirrorgate_metadata_sync_errors_total{kind}` | MetadataRefreshError, TopicConfigMetadataSyncError, ConsumerGroupOffsetSyncError, AclSyncError |
 //! | `mirrorgate_client_connections` | connection-count |
+//! | `mirrorgate_mirror_fetch_requests_total{mirror,kind}` | source Fetch requests, `kind` = `full` / `incremental` (KIP-227 sessions) |
+//! | `mirrorgate_mirror_fetch_partitions_listed_total{mirror}` | partitions listed in those requests (an idle partition in a session is not) |
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -41,6 +43,16 @@ pub fn record_append(mirror: &str, bytes: usize, records: i64) {
     metrics::counter!("mirrorgate_mirror_bytes_total", "mirror" => mirror.to_string()).increment(bytes as u64);
     metrics::counter!("mirrorgate_mirror_records_total", "mirror" => mirror.to_string())
         .increment(records.max(0) as u64);
+}
+
+/// Counts a Fetch request sent to a source broker (`kind` full or incremental, KIP-227) and
+/// the partitions it listed.
+pub fn record_fetch(mirror: &str, full: bool, partitions_listed: usize) {
+    let kind = if full { "full" } else { "incremental" };
+    metrics::counter!("mirrorgate_mirror_fetch_requests_total", "mirror" => mirror.to_string(), "kind" => kind)
+        .increment(1);
+    metrics::counter!("mirrorgate_mirror_fetch_partitions_listed_total", "mirror" => mirror.to_string())
+        .increment(partitions_listed as u64);
 }
 
 /// Client connection opened (+1) or closed (-1).

@@ -6,6 +6,7 @@
 
 pub mod mux;
 pub mod partition;
+pub mod session;
 pub mod source;
 
 use std::collections::HashMap;
@@ -148,7 +149,7 @@ impl DataPlane {
                     let fetcher = self
                         .fetchers
                         .entry(def.name.clone())
-                        .or_insert_with(|| mux::FetchMux::new(source.clone(), fetch_settings(def)))
+                        .or_insert_with(|| mux::FetchMux::new(source.clone(), fetch_settings(def), &def.name))
                         .clone();
                     let task = PartitionTask {
                         control: self.control.clone(),

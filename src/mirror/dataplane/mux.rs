@@ -3,13 +3,17 @@
 //! hand them to one task per source broker (Fetch) and one per destination broker (Produce),
 //! which sends everything queued as one request and hands each loop its partition's answer.
 //! While a request is in flight the next one's partitions queue up, so a broker sees one
-//! request at a time per mirror, carrying every partition that is ready.
+//! request at a time per mirror, carrying every partition that is ready. Fetches run in an
+//! incremental fetch session (KIP-227): after the first request only changed partitions are
+//! listed, and the broker answers only partitions with something new.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
@@ -18,6 +22,9 @@ use crate::client::cluster::{ClusterClient, KafkaErrorCode};
 use crate::wire::mirror::KafkaUuid;
 use crate::wire::produce::{ProduceFrameBuilder, ProduceTopic};
 
+use super::session::{
+    FetchParams, FetchSession, PartitionKey, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+};
 use super::source::{FetchSettings, SourceChunk};
 
 /// Why a multiplexed request did not give a partition its answer.
@@ -46,23 +53,50 @@ impl std::fmt::Display for MuxError {
 struct FetchJob {
     topic: String,
     partition: i32,
-    offset: i64,
-    last_epoch: i32,
-    leader_epoch: i32,
+    params: FetchParams,
     reply: oneshot::Sender<Result<SourceChunk, MuxError>>,
 }
 
-/// Source-side batching: one Fetch per source broker carrying every waiting partition.
+/// Counters of one mirror's Fetch requests, across its source brokers.
+#[derive(Debug, Default)]
+pub struct FetchStats {
+    /// Full requests sent (no session yet, or after a reset).
+    pub full: AtomicU64,
+    /// Incremental requests sent (KIP-227 session epoch >= 1).
+    pub incremental: AtomicU64,
+    /// Partitions listed in requests, summed.
+    pub partitions_listed: AtomicU64,
+    /// Partition answers handed to copy loops, summed (listed or not).
+    pub partitions_answered: AtomicU64,
+    /// Sessions dropped after an error (the next request is full).
+    pub session_resets: AtomicU64,
+}
+
+/// Source-side batching: one Fetch per source broker carrying every waiting partition, in an
+/// incremental fetch session ([`super::session`]).
 pub struct FetchMux {
     client: ClusterClient,
     settings: FetchSettings,
+    mirror: String,
+    stats: Arc<FetchStats>,
     brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<FetchJob>>>,
 }
 
 impl FetchMux {
-    /// A multiplexer over `client` with the mirror's fetch settings.
-    pub fn new(client: ClusterClient, settings: FetchSettings) -> Arc<Self> {
-        Arc::new(Self { client, settings, brokers: Mutex::new(HashMap::new()) })
+    /// A multiplexer over `client` with the fetch settings of mirror `mirror`.
+    pub fn new(client: ClusterClient, settings: FetchSettings, mirror: &str) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            settings,
+            mirror: mirror.to_string(),
+            stats: Arc::default(),
+            brokers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Request counters so far.
+    pub fn stats(&self) -> &FetchStats {
+        &self.stats
     }
 
     /// Fetches `topic`-`partition` at `offset` (READ_COMMITTED, `LastFetchedEpoch`
@@ -79,14 +113,13 @@ impl FetchMux {
     ) -> Result<SourceChunk, MuxError> {
         let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
         let (reply, rx) = oneshot::channel();
-        let job = FetchJob {
-            topic: topic.to_string(),
-            partition,
+        let params = FetchParams {
             offset,
-            last_epoch,
-            leader_epoch: leader.leader_epoch,
-            reply,
+            last_fetched_epoch: last_epoch,
+            current_leader_epoch: leader.leader_epoch,
+            max_bytes: self.settings.partition_max_bytes,
         };
+        let job = FetchJob { topic: topic.to_string(), partition, params, reply };
         self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("fetcher stopped".into()))?;
         rx.await.map_err(|_| MuxError::NotSent("fetcher stopped".into()))?
     }
@@ -97,33 +130,133 @@ impl FetchMux {
             return tx.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(fetch_loop(self.client.clone(), node_id, self.settings, rx));
+        let fetcher = Fetcher {
+            client: self.client.clone(),
+            node_id,
+            settings: self.settings,
+            mirror: self.mirror.clone(),
+            stats: self.stats.clone(),
+            session: FetchSession::new(),
+        };
+        tokio::spawn(fetcher.run(rx));
         brokers.insert(node_id, tx.clone());
         tx
     }
 }
 
-async fn fetch_loop(client: ClusterClient, node_id: i32, s: FetchSettings, mut rx: mpsc::UnboundedReceiver<FetchJob>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while let Ok(j) = rx.try_recv() {
-            jobs.push(j);
+/// How long a round waits for the copy loops whose last answer was empty (they re-ask at
+/// once) so that an idle partition is not dropped from the session and re-added every round.
+const GATHER_IDLE: Duration = Duration::from_millis(5);
+
+/// The Fetch task of one mirror and source broker.
+struct Fetcher {
+    client: ClusterClient,
+    node_id: i32,
+    settings: FetchSettings,
+    mirror: String,
+    stats: Arc<FetchStats>,
+    session: FetchSession,
+}
+
+impl Fetcher {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<FetchJob>) {
+        let mut idle: HashSet<PartitionKey> = HashSet::new();
+        while let Some(first) = rx.recv().await {
+            let mut jobs = vec![first];
+            while let Ok(j) = rx.try_recv() {
+                jobs.push(j);
+            }
+            let deadline = tokio::time::Instant::now() + GATHER_IDLE;
+            while idle.iter().any(|k| !jobs.iter().any(|j| j.topic == k.0 && j.partition == k.1)) {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(j)) => jobs.push(j),
+                    _ => break,
+                }
+            }
+            // One answer per partition and request: a second job for a partition (not
+            // expected: a copy loop has one fetch outstanding) is refused.
+            let mut seen = HashSet::new();
+            jobs.retain_mut(|j| seen.insert((j.topic.clone(), j.partition)));
+            idle = self.round(jobs).await;
         }
+    }
+
+    /// Sends one Fetch for `jobs` and answers each; returns the partitions answered without
+    /// records or error.
+    async fn round(&mut self, jobs: Vec<FetchJob>) -> HashSet<PartitionKey> {
+        let wants: Vec<(PartitionKey, FetchParams)> =
+            jobs.iter().map(|j| ((j.topic.clone(), j.partition), j.params)).collect();
+        let mut outcome = self.send(&wants).await;
+        if matches!(outcome, Err(MuxError::Kafka(FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH, _))) {
+            // The broker lost or rejected the session: start a new one with a full request.
+            outcome = self.send(&wants).await;
+        }
+        let mut idle = HashSet::new();
+        match outcome {
+            Err(e) => {
+                for j in jobs {
+                    let _ = j.reply.send(Err(e.clone()));
+                }
+            }
+            Ok(mut answers) => {
+                for (j, (key, _)) in jobs.into_iter().zip(&wants) {
+                    let answer = match answers.remove(key) {
+                        Some(chunk) => Ok(chunk),
+                        None => match self.session.unchanged(key) {
+                            Some(chunk) => Ok(chunk),
+                            None => Err(MuxError::NotSent(format!(
+                                "broker {} did not answer for {}-{}",
+                                self.node_id, j.topic, j.partition
+                            ))),
+                        },
+                    };
+                    if let Ok(c) = &answer {
+                        if c.error_code == 0 && c.records.is_empty() {
+                            idle.insert(key.clone());
+                        }
+                    }
+                    self.stats.partitions_answered.fetch_add(1, Ordering::Relaxed);
+                    let _ = j.reply.send(answer);
+                }
+            }
+        }
+        idle
+    }
+
+    /// Sends the request for `wants` in the session; returns the partitions the broker
+    /// answered. Any error resets the session.
+    async fn send(
+        &mut self,
+        wants: &[(PartitionKey, FetchParams)],
+    ) -> Result<HashMap<PartitionKey, SourceChunk>, MuxError> {
+        let plan = self.session.plan(wants);
+        let s = &self.settings;
         let mut topics: Vec<FetchTopic> = Vec::new();
-        for j in &jobs {
+        for ((topic, partition), p) in &plan.send {
             let part = FetchPartition::default()
-                .with_partition(j.partition)
-                .with_current_leader_epoch(j.leader_epoch)
-                .with_fetch_offset(j.offset)
-                .with_last_fetched_epoch(j.last_epoch)
+                .with_partition(*partition)
+                .with_current_leader_epoch(p.current_leader_epoch)
+                .with_fetch_offset(p.offset)
+                .with_last_fetched_epoch(p.last_fetched_epoch)
                 .with_log_start_offset(-1)
-                .with_partition_max_bytes(s.partition_max_bytes);
-            match topics.iter_mut().find(|t| t.topic.0.as_str() == j.topic) {
+                .with_partition_max_bytes(p.max_bytes);
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
                 Some(t) => t.partitions.push(part),
                 None => topics.push(
                     FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(j.topic.clone())))
+                        .with_topic(TopicName(StrBytes::from_string(topic.clone())))
                         .with_partitions(vec![part]),
+                ),
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        for (topic, partition) in &plan.forget {
+            match forgotten.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+                Some(t) => t.partitions.push(*partition),
+                None => forgotten.push(
+                    ForgottenTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                        .with_partitions(vec![*partition]),
                 ),
             }
         }
@@ -133,42 +266,44 @@ async fn fetch_loop(client: ClusterClient, node_id: i32, s: FetchSettings, mut r
             .with_min_bytes(s.min_bytes)
             .with_max_bytes(s.response_max_bytes)
             .with_isolation_level(1)
-            .with_session_id(0)
-            .with_session_epoch(-1)
+            .with_session_id(plan.session_id)
+            .with_session_epoch(plan.session_epoch)
             .with_rack_id(StrBytes::default())
-            .with_topics(topics);
-        let resp = client.send_to_node(node_id, &req, super::source::FETCH_VERSION).await;
-        match resp {
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten);
+        let counter = if plan.full { &self.stats.full } else { &self.stats.incremental };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.stats.partitions_listed.fetch_add(plan.send.len() as u64, Ordering::Relaxed);
+        crate::telemetry::metrics::record_fetch(&self.mirror, plan.full, plan.send.len());
+        let resp = match self.client.send_to_node(self.node_id, &req, super::source::FETCH_VERSION).await {
+            Ok(resp) => resp,
             Err(e) => {
-                let m = e.to_string();
-                for j in jobs {
-                    let _ = j.reply.send(Err(MuxError::NotSent(m.clone())));
-                }
+                self.reset(&e.to_string());
+                return Err(MuxError::NotSent(e.to_string()));
             }
-            Ok(resp) if resp.error_code != 0 => {
-                for j in jobs {
-                    let _ = j.reply.send(Err(MuxError::Kafka(resp.error_code, None)));
-                }
-            }
-            Ok(resp) => {
-                for j in jobs {
-                    let p = resp
-                        .responses
-                        .iter()
-                        .filter(|t| t.topic.0.as_str() == j.topic)
-                        .flat_map(|t| t.partitions.iter())
-                        .find(|p| p.partition_index == j.partition);
-                    let answer = match p {
-                        Some(p) => Ok(super::source::chunk_of(p)),
-                        None => Err(MuxError::NotSent(format!(
-                            "broker {node_id} did not answer for {}-{}",
-                            j.topic, j.partition
-                        ))),
-                    };
-                    let _ = j.reply.send(answer);
-                }
-            }
+        };
+        if resp.error_code != 0 {
+            self.reset(&KafkaErrorCode(resp.error_code).to_string());
+            return Err(MuxError::Kafka(resp.error_code, None));
         }
+        let answers: HashMap<PartitionKey, SourceChunk> = resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| ((t.topic.0.to_string(), p.partition_index), p)))
+            .filter(|(k, _)| wants.iter().any(|(w, _)| w == k))
+            .map(|(k, p)| (k, super::source::chunk_of(p)))
+            .collect();
+        let answered: Vec<(PartitionKey, &SourceChunk)> = answers.iter().map(|(k, c)| (k.clone(), c)).collect();
+        self.session.answered(&plan, resp.session_id, &answered);
+        Ok(answers)
+    }
+
+    fn reset(&mut self, why: &str) {
+        if self.session.id() != 0 {
+            tracing::debug!(mirror = %self.mirror, broker = self.node_id, session_id = self.session.id(), reason = why, "fetch session dropped; the next Fetch is full");
+            self.stats.session_resets.fetch_add(1, Ordering::Relaxed);
+        }
+        self.session.reset();
     }
 }
 
