@@ -67,7 +67,7 @@ fn expiry_cluster() -> std::sync::Arc<Cluster> {
         "pin-expiry",
         1,
         V,
-        &["producer.id.expiration.ms=2000", "producer.id.expiration.check.interval.ms=500"],
+        &["producer.id.expiration.ms=10000", "producer.id.expiration.check.interval.ms=500"],
     )
 }
 
@@ -836,39 +836,78 @@ async fn producer_state_expires_by_batch_timestamp_not_by_wall_clock_append_time
     let mut b = Broker::connect(&cluster).await;
     let topic = support::unique_name("pin-expiry");
     b.create_topic(&topic, MIRROR_TOPIC).await;
-    let now = now_ms();
 
     // Three producers, written at the same wall-clock moment, differing only in batch
-    // timestamps: far in the past, now, a year ahead.
+    // timestamps: far in the past, now, a year ahead. `producer.id.expiration.ms` is 10 s,
+    // checked every 500 ms. A refused (out of sequence) produce appends nothing, so the
+    // checks below poll instead of sleeping a fixed time.
     let (old_pid, e_old) = b.init_producer_id().await;
     let (now_pid, e_now) = b.init_producer_id().await;
     let (fut_pid, e_fut) = b.init_producer_id().await;
+    let now = now_ms();
     b.produce_ok(&topic, idem_batch(old_pid, e_old, 0, 1, 1_000_000_000_000, "old")).await;
     b.produce_ok(&topic, idem_batch(now_pid, e_now, 0, 1, now, "now")).await;
     b.produce_ok(&topic, idem_batch(fut_pid, e_fut, 0, 1, now + YEAR_MS, "future")).await;
 
-    // 1.2 s later (< producer.id.expiration.ms = 2 s of wall clock, > 2 check intervals):
-    // the producer whose batch timestamp is 2001 is already forgotten, the others are not.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let old_gap = b.produce(&topic, idem_batch(old_pid, e_old, 500, 1, 1_000_000_000_000, "old")).await;
-    assert_eq!(old_gap.error, NONE, "2001-stamped producer forgotten after 1.2 s: {old_gap:?}");
+    // The producer whose batch timestamp is 2001 is forgotten at the next expiry check, while
+    // the now-stamped one (written at the same moment) is still known.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let old_gap = b.produce(&topic, idem_batch(old_pid, e_old, 500, 1, 1_000_000_000_000, "old")).await;
+        if old_gap.error == NONE {
+            assert_eq!(old_gap.base_offset, 3, "{old_gap:?}");
+            break;
+        }
+        assert_eq!(old_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER, "{old_gap:?}");
+        assert!(std::time::Instant::now() < deadline, "2001-stamped producer never forgotten");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let forgotten_old_after = now_ms() - now;
     let now_gap = b.produce(&topic, idem_batch(now_pid, e_now, 500, 1, now, "now")).await;
-    assert_eq!(now_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER, "now-stamped producer still known: {now_gap:?}");
+    let checked_at = now_ms() - now;
+    assert!(checked_at < 9_000, "the machine is too slow for this check: {checked_at} ms since the batches");
+    assert_eq!(
+        now_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "now-stamped producer still known {checked_at} ms after its batch: {now_gap:?}"
+    );
 
-    // 3 s after its last batch the now-stamped producer is forgotten, the future-stamped one
-    // (timestamp a year ahead) is still remembered.
-    tokio::time::sleep(Duration::from_millis(3000)).await;
-    let now_gap = b.produce(&topic, idem_batch(now_pid, e_now, 700, 1, now, "now")).await;
-    assert_eq!(now_gap.error, NONE, "now-stamped producer forgotten after 3 s: {now_gap:?}");
+    // About 10 s after its batch timestamp the now-stamped producer is forgotten; the
+    // future-stamped one (a year ahead) is still remembered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now_gap = b.produce(&topic, idem_batch(now_pid, e_now, 700, 1, now, "now")).await;
+        if now_gap.error == NONE {
+            assert_eq!(now_gap.base_offset, 4, "{now_gap:?}");
+            break;
+        }
+        assert_eq!(now_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER, "{now_gap:?}");
+        assert!(std::time::Instant::now() < deadline, "now-stamped producer never forgotten");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let forgotten_now_after = now_ms() - now;
+    assert!(forgotten_now_after >= 10_000, "forgotten before its expiration: {forgotten_now_after} ms");
+    eprintln!(
+        "2001-stamped producer forgotten after {forgotten_old_after} ms, now-stamped after {forgotten_now_after} ms"
+    );
     let fut_gap = b.produce(&topic, idem_batch(fut_pid, e_fut, 700, 1, now + YEAR_MS, "future")).await;
-    assert_eq!(fut_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER, "future-stamped producer kept after 3 s: {fut_gap:?}");
+    assert_eq!(fut_gap.error, OUT_OF_ORDER_SEQUENCE_NUMBER, "future-stamped producer kept: {fut_gap:?}");
     // ... and it still de-duplicates its last batch.
     let dup = b.produce(&topic, idem_batch(fut_pid, e_fut, 0, 1, now + YEAR_MS, "future")).await;
     assert_eq!((dup.error, dup.base_offset), (NONE, 2), "future-stamped duplicate: {dup:?}");
 
     // After expiry, the "forgotten" producer no longer de-duplicates: a resend appends again.
-    let old_again = b.produce(&topic, idem_batch(old_pid, e_old, 500, 1, 1_000_000_000_000, "old")).await;
-    assert_eq!((old_again.error, old_again.base_offset), (NONE, 5), "appended again: {old_again:?}");
+    // (Its entry from the sequence-500 batch, stamped 2001, expires at the next check.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let old_again = b.produce(&topic, idem_batch(old_pid, e_old, 500, 1, 1_000_000_000_000, "old")).await;
+        assert_eq!(old_again.error, NONE, "{old_again:?}");
+        if old_again.base_offset != 3 {
+            assert_eq!(old_again.base_offset, 5, "appended again: {old_again:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the 2001-stamped entry is still de-duplicating");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1219,4 +1258,125 @@ async fn read_committed_fetch_returns_aborted_batches_markers_and_the_aborted_li
     // read_uncommitted gives no aborted list.
     let ru = b.fetch(&topic, 0, 0).await;
     assert_eq!(ru.aborted, None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Incremental fetch sessions (KIP-227), as the mirror's fetcher uses them.
+// ---------------------------------------------------------------------------------------------
+
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+
+/// One Fetch v12 (read_committed, max_wait 0) in session `session_id` at `epoch`, listing
+/// `list` (topic, fetch offset) and forgetting `forget`; returns the top-level error, the
+/// session id and what each answered partition carried (topic, HW, log start, record count).
+async fn session_fetch(
+    b: &mut Broker,
+    session_id: i32,
+    epoch: i32,
+    list: &[(&str, i64)],
+    forget: &[&str],
+) -> (i16, i32, Vec<(String, i64, i64, usize)>) {
+    use kafka_protocol::messages::fetch_request::ForgottenTopic;
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_wait_ms = 0;
+    req.min_bytes = 0;
+    req.max_bytes = 32 << 20;
+    req.isolation_level = 1;
+    req.session_id = session_id;
+    req.session_epoch = epoch;
+    req.topics = list
+        .iter()
+        .map(|(topic, offset)| {
+            let mut p = FetchPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = -1;
+            p.fetch_offset = *offset;
+            p.last_fetched_epoch = -1;
+            p.log_start_offset = -1;
+            p.partition_max_bytes = 1 << 20;
+            let mut t = FetchTopic::default();
+            t.topic = name(topic);
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    req.forgotten_topics_data = forget
+        .iter()
+        .map(|topic| {
+            let mut f = ForgottenTopic::default();
+            f.topic = name(topic);
+            f.partitions = vec![0];
+            f
+        })
+        .collect();
+    let resp = b.conn.send(&req, 12).await.expect("Fetch");
+    let parts = resp
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                let records = p.records.clone().unwrap_or_default();
+                (t.topic.0.to_string(), p.high_watermark, p.log_start_offset, batches(&records).len())
+            })
+        })
+        .collect();
+    (resp.error_code, resp.session_id, parts)
+}
+
+#[tokio::test]
+async fn incremental_fetch_sessions_answer_only_partitions_with_news() {
+    let cluster = pin_cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let a = support::unique_name("pin-session-a");
+    let c = support::unique_name("pin-session-b");
+    b.create_topic(&a, MIRROR_TOPIC).await;
+    b.create_topic(&c, MIRROR_TOPIC).await;
+    let now = now_ms();
+    let three: Vec<Rec> = (0..3).map(|j| Rec::kv(j, now, &format!("a{j}"), "v")).collect();
+    b.produce_ok(&a, build_batch(Hdr::default(), &three)).await;
+
+    // Full request (session 0, epoch 0): a session is created and every partition answered.
+    let (err, id, parts) = session_fetch(&mut b, 0, 0, &[(&a, 0), (&c, 0)], &[]).await;
+    assert_eq!(err, NONE);
+    assert!(id != 0, "the broker created no fetch session");
+    assert_eq!(parts, vec![(a.clone(), 3, 0, 1), (c.clone(), 0, 0, 0)]);
+
+    // Epoch 1: a moved to its end, c not listed. Nothing is new: nothing is answered.
+    let (err, id1, parts) = session_fetch(&mut b, id, 1, &[(&a, 3)], &[]).await;
+    assert_eq!((err, id1), (NONE, id));
+    assert!(parts.is_empty(), "unchanged partitions answered: {parts:?}");
+
+    // New records on c (still held at offset 0 by the session): only c is answered, with them.
+    let two: Vec<Rec> = (0..2).map(|j| Rec::kv(j, now, &format!("c{j}"), "v")).collect();
+    b.produce_ok(&c, build_batch(Hdr::default(), &two)).await;
+    let (err, _, parts) = session_fetch(&mut b, id, 2, &[], &[]).await;
+    assert_eq!(err, NONE);
+    assert_eq!(parts, vec![(c.clone(), 2, 0, 1)]);
+
+    // A moved log start (DeleteRecords) is news without records; an unchanged high watermark
+    // after a changed fetch offset is not.
+    assert_eq!(b.delete_records(&a, 1).await, (NONE, 1));
+    let (err, _, parts) = session_fetch(&mut b, id, 3, &[(&c, 2)], &[]).await;
+    assert_eq!(err, NONE);
+    assert_eq!(parts, vec![(a.clone(), 3, 1, 0)]);
+
+    // A forgotten partition is no longer answered, even with new records.
+    let (err, _, parts) = session_fetch(&mut b, id, 4, &[], &[&a]).await;
+    assert_eq!((err, parts.len()), (NONE, 0));
+    b.produce_ok(&a, build_batch(Hdr::default(), &three)).await;
+    let (err, _, parts) = session_fetch(&mut b, id, 5, &[], &[]).await;
+    assert_eq!((err, parts.len()), (NONE, 0), "{parts:?}");
+    // Listed again, it is answered in full (the broker's cached high watermark was dropped).
+    let (err, _, parts) = session_fetch(&mut b, id, 6, &[(&a, 3)], &[]).await;
+    assert_eq!(err, NONE);
+    assert_eq!(parts, vec![(a.clone(), 6, 1, 1)]);
+
+    // A wrong epoch or an unknown session id is a top-level error.
+    let (err, _, _) = session_fetch(&mut b, id, 9, &[], &[]).await;
+    assert_eq!(err, INVALID_FETCH_SESSION_EPOCH);
+    let other = if id == i32::MAX { 1 } else { id + 1 };
+    let (err, _, _) = session_fetch(&mut b, other, 1, &[], &[]).await;
+    assert_eq!(err, FETCH_SESSION_ID_NOT_FOUND);
 }

@@ -8,6 +8,8 @@
 //! its own cluster names (`DEMO_NAME`) and directory (`DEMO_DIR`), so that it runs next to
 //! other test binaries and next to a `make demo` on the default ports.
 
+mod support;
+
 use std::fs::File;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -19,22 +21,6 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A range of `n` consecutive loopback ports that are free now, below the ephemeral range.
-fn free_port_range(n: u16) -> u16 {
-    let seed = u64::from(std::process::id()) ^ Instant::now().elapsed().as_nanos() as u64;
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    for _ in 0..500 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let first = 20_000 + ((x >> 33) % 12_000) as u16;
-        let held: Vec<TcpListener> =
-            (first..first + n).map_while(|p| TcpListener::bind(("127.0.0.1", p)).ok()).collect();
-        if held.len() == usize::from(n) {
-            return first;
-        }
-    }
-    panic!("no {n} consecutive free ports found");
 }
 
 /// Runs scripts/demo.sh with `env`, output (stdout and stderr, interleaved) to `log`; kills
@@ -83,7 +69,7 @@ fn word_after<'a>(out: &'a str, prefix: &str) -> Option<&'a str> {
 
 #[test]
 fn demo_runs_end_to_end_and_shows_every_step() {
-    let first = free_port_range(12);
+    let first = support::free_port_range(12);
     let name = format!("demotest{}", std::process::id());
     let dir = repo().join("target/test-demo").join(&name);
     std::fs::create_dir_all(&dir).unwrap();
@@ -92,6 +78,9 @@ fn demo_runs_end_to_end_and_shows_every_step() {
         &[
             ("DEMO_MIRRORGATE_BIN", env!("CARGO_BIN_EXE_mirrorgate").to_string()),
             ("DEMO_PORT_RANGE", format!("{first}-{}", first + 11)),
+            // Generous on a loaded CI machine (the script's defaults suit an idle laptop).
+            ("DEMO_READY_TIMEOUT", "180".to_string()),
+            ("DEMO_LAG_TIMEOUT", "300".to_string()),
             ("DEMO_NAME", name.clone()),
             ("DEMO_DIR", dir.display().to_string()),
         ],
@@ -167,7 +156,7 @@ fn demo_runs_end_to_end_and_shows_every_step() {
 
 #[test]
 fn demo_refuses_a_busy_bootstrap_port_at_once() {
-    let first = free_port_range(2);
+    let first = support::free_port_range(2);
     let _held = TcpListener::bind(("127.0.0.1", first)).unwrap();
     let dir = repo().join("target/test-demo").join(format!("busy{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -117,7 +117,7 @@ async fn topic_configs_follow_the_source_except_owned_and_excluded() {
     let topic = unique_name("cfg");
     create_topic(&source.bootstrap, &topic, 1, &[]);
     create_mirror(&mg, &source, &[&topic], "");
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let d = dynamic_configs(&dest.bootstrap, &topic);
         d.contains_key("retention.ms").then_some(()).ok_or(format!("mirror topic not created yet: {d:?}"))
     });
@@ -127,23 +127,27 @@ async fn topic_configs_follow_the_source_except_owned_and_excluded() {
         "max.message.bytes=2000000,segment.bytes=50000000,cleanup.policy=compact,retention.ms=1000,min.insync.replicas=2,compression.type=gzip",
     );
     let changed = Instant::now();
-    let d = eventually(Duration::from_secs(20), || {
-        let d = dynamic_configs(&dest.bootstrap, &topic);
-        let want = [("max.message.bytes", "2000000"), ("segment.bytes", "50000000"), ("cleanup.policy", "compact")];
+    // Polled in-process (a JVM tool per poll takes seconds on a loaded machine).
+    let dst = client(&dest.bootstrap);
+    let want = [("max.message.bytes", "2000000"), ("segment.bytes", "50000000"), ("cleanup.policy", "compact")];
+    eventually(Duration::from_secs(120), || {
+        let d = block(dst.describe_topic_configs(&topic)).map_err(|e| e.to_string())?;
         if want.iter().all(|(k, v)| d.get(*k).map(String::as_str) == Some(*v)) {
-            Ok(d)
+            Ok(())
         } else {
             Err(format!("{d:?}"))
         }
     });
-    assert!(changed.elapsed() < Duration::from_secs(2 * 2 + 6), "applied within an interval: {:?}", changed.elapsed());
+    // One refresh interval (2 s) plus the sync's own work, with room for a loaded machine.
+    assert!(changed.elapsed() < Duration::from_secs(20), "applied within an interval: {:?}", changed.elapsed());
+    let d = dynamic_configs(&dest.bootstrap, &topic);
     // Owned for offset identity / retention while mirroring: kept as mirrorgate set them.
     assert_eq!(d.get("retention.ms").map(String::as_str), Some("-1"), "{d:?}");
     assert_eq!(d.get("compression.type").map(String::as_str), Some("producer"), "{d:?}");
     // Excluded by topic.properties.exclude.
     assert!(!d.contains_key("min.insync.replicas"), "{d:?}");
     // The refusal is reported.
-    mg.wait_for_log("would break offset identity", Duration::from_secs(10));
+    mg.wait_for_log("would break offset identity", Duration::from_secs(30));
     let log = mg.log();
     assert!(log.lines().any(|l| l.contains("refused") && l.contains(&topic) && l.contains("compression.type")));
     // Still excluded a few intervals later.
@@ -212,7 +216,7 @@ async fn source_partitions_3_to_6_while_producing_by_key() {
     // A producer started after the increase sees 6 partitions (the writer may have finished
     // before its metadata refresh).
     produce(&source.bootstrap, &topic, 2000, None, "after");
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         block(dst.refresh_metadata(Some(&[topic.as_str()]))).map_err(|e| e.to_string())?;
         let n = dst.metadata().topics.get(&topic).map_or(0, |t| t.partitions.len());
         (n == 6).then_some(()).ok_or(format!("destination has {n} partitions"))
@@ -249,13 +253,13 @@ async fn recreated_source_topic_fails_its_partitions_naming_the_id_change() {
     let mirror = create_mirror(&mg, &source, &[&topic], "");
     wait_identical(&src, &dst, &topic, 2);
     kafka_tool_ok(V, "topics", &["--bootstrap-server", &source.bootstrap, "--delete", "--topic", &topic], None);
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let out = kafka_tool_ok(V, "topics", &["--bootstrap-server", &source.bootstrap, "--list"], None);
         (!out.lines().any(|l| l == topic)).then_some(()).ok_or("still listed".to_string())
     });
     create_topic(&source.bootstrap, &topic, 2, &[]);
     produce(&source.bootstrap, &topic, 10, None, "new");
-    let rows = eventually(Duration::from_secs(30), || {
+    let rows = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let done = rows.len() == 2
             && rows
@@ -280,7 +284,7 @@ fn coordinator(c: &ClusterClient, group: &str) -> i32 {
     let mut req = FindCoordinatorRequest::default();
     req.key = StrBytes::from_string(group.to_string());
     let node = *c.metadata().brokers.keys().next().unwrap();
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let r = block(c.send_to_node(node, &req, 3)).map_err(|e| e.to_string())?;
         (r.error_code == 0).then_some(r.node_id.0).ok_or(format!("FindCoordinator error {}", r.error_code))
     })
@@ -348,7 +352,7 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
     // p1 beyond the destination end, p3 nothing.
     commit(&src, &group, &topic, &[(0, 0), (1, 1_000_000), (2, 60)]);
     commit(&src, &other, &topic, &[(0, 5)]);
-    let got = eventually(Duration::from_secs(20), || {
+    let got = eventually(Duration::from_secs(120), || {
         let c = committed(&dst, &group, &topic);
         (c.len() == 3).then_some(c.clone()).ok_or(format!("{c:?}"))
     });
@@ -365,7 +369,9 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
         kafka_tool(
             V,
             "console-consumer",
-            &["--bootstrap-server", &bs, "--topic", &t, "--group", &g, "--timeout-ms", "15000"],
+            // Stays in the group for 40 s after its last record: long enough for the check
+            // below on a loaded machine.
+            &["--bootstrap-server", &bs, "--topic", &t, "--group", &g, "--timeout-ms", "40000"],
             None,
         )
     });
@@ -376,7 +382,7 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
     assert_ne!(during.get(&2).map(|c| c.0), Some(30), "overwritten while active: {during:?}");
     consumer.join().unwrap();
     // Once the group is empty, a source reset backwards is followed.
-    eventually(Duration::from_secs(20), || {
+    eventually(Duration::from_secs(120), || {
         let c = committed(&dst, &group, &topic);
         (c.get(&2).map(|c| c.0) == Some(30)).then_some(()).ok_or(format!("{c:?}"))
     });
@@ -416,13 +422,13 @@ async fn a_topic_that_becomes_excluded_is_stopped() {
     create_topic(&source.bootstrap, &a, 1, &[]);
     create_topic(&source.bootstrap, &b, 1, &[]);
     let state = |rows: &[Value], t: &str| rows.iter().find(|r| r["topic"] == t).map(|r| r["state"].clone());
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let up = state(&rows, &a) == Some("MIRRORING".into()) && state(&rows, &b) == Some("MIRRORING".into());
         up.then_some(()).ok_or(format!("{rows:?}"))
     });
     alter_mirror_configs(&mg, &mirror, &[("topics.exclude", &format!("__.*,{base}\\.a"))]);
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let done = state(&rows, &a) == Some("STOPPED".into()) && state(&rows, &b) == Some("MIRRORING".into());
         done.then_some(()).ok_or(format!("{rows:?}"))
@@ -456,11 +462,11 @@ async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
     add(&dest.bootstrap, "User:local", &other);
     add(&dest.bootstrap, "User:stale", &format!("{prefix}-old"));
     let list = |topic: &str| acls(&dest.bootstrap, &["--list", "--topic", topic]);
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let l = list(&orders);
         l.contains("principal=User:alice").then_some(()).ok_or(l)
     });
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let l = list(&format!("{prefix}-old"));
         (!l.contains("User:stale")).then_some(()).ok_or(l)
     });
@@ -469,7 +475,7 @@ async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
         &source.bootstrap,
         &["--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", &orders],
     );
-    eventually(Duration::from_secs(10), || {
+    eventually(Duration::from_secs(120), || {
         let l = list(&orders);
         (!l.contains("User:alice")).then_some(()).ok_or(l)
     });
@@ -513,7 +519,7 @@ async fn java_consumer_resumes_after_failover_at_its_source_commit() {
     assert_eq!(first.len(), 40);
     let mirror = create_mirror(&mg, &source, &[&topic], "");
     // The group's offset reaches the destination.
-    eventually(Duration::from_secs(60), || {
+    eventually(Duration::from_secs(120), || {
         let c = committed(&dst, &group, &topic);
         match c.get(&0) {
             Some((40, _, _)) => Ok(()),

@@ -352,7 +352,7 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     assert_eq!(after.trim(), format!("Offset:{dest_end}\tafter-0"));
     // Failback onto a destination that took writes after the failover: reported, not kept.
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start again");
-    let failed = eventually(Duration::from_secs(30), || {
+    let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         if rows[0]["state"] == "FAILED" {
             Ok(rows[0].clone())
@@ -465,7 +465,7 @@ async fn source_head_removed_by_retention_filled_or_shifted() {
     // Within the fill bound: the head is filled and then removed, log starts match.
     start_mirror(&mg, &source, &[&filled], "");
     wait_identical(&src, &dst, &filled, 1, &[]);
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let start = block(dst.list_offsets(&filled, 0, -2)).map_err(|e| e.to_string())?;
         if start == 200 {
             Ok(())
@@ -562,7 +562,7 @@ async fn a_foreign_write_fails_only_that_partition() {
             "produce",
         );
     }
-    let failed = eventually(Duration::from_secs(60), || {
+    let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let p0 = rows.iter().find(|r| r["partition"] == 0).cloned().unwrap();
         if p0["state"] == "FAILED" {
@@ -574,7 +574,7 @@ async fn a_foreign_write_fails_only_that_partition() {
     let msg = failed["errorMessage"].as_str().unwrap();
     assert!(msg.contains("at offset 51, expected 50") || msg.contains("out of sequence"), "{msg}");
     // The other partition keeps mirroring.
-    let r = eventually(Duration::from_secs(60), || block(verify_partition(&src, &dst, &topic, 1, &[], None)));
+    let r = eventually(Duration::from_secs(120), || block(verify_partition(&src, &dst, &topic, 1, &[], None)));
     assert_eq!(r.records, 70);
     let rows = describe_json(&mg, &mirror);
     assert_eq!(rows.iter().find(|r| r["partition"] == 1).unwrap()["state"], "MIRRORING");
@@ -603,7 +603,7 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     wait_identical(&src, &dst, &topic, 2, &[]);
     let addr = format!("127.0.0.1:{port}");
-    let body = eventually(Duration::from_secs(30), || {
+    let body = eventually(Duration::from_secs(120), || {
         let body = http_get(&addr, "/metrics");
         let mirroring = format!("mirrorgate_mirror_partitions{{mirror=\"{mirror}\",state=\"MIRRORING\"}} 2");
         let lag = format!("mirrorgate_mirror_max_lag{{mirror=\"{mirror}\"}} 0");
@@ -619,6 +619,106 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
         .unwrap_or_else(|| panic!("no records counter: {body}"));
     assert!(bytes_line.ends_with(" 500"), "{bytes_line}");
     assert!(body.contains("mirrorgate_client_connections"), "{body}");
+    // The source is read in an incremental fetch session: after the first (full) request the
+    // idle partitions' long polls are incremental.
+    let incremental = eventually(Duration::from_secs(120), || {
+        let body = http_get(&addr, "/metrics");
+        let n = body
+            .lines()
+            .filter(|l| l.starts_with("mirrorgate_mirror_fetch_requests_total{"))
+            .filter(|l| l.contains(&format!("mirror=\"{mirror}\"")) && l.contains("kind=\"incremental\""))
+            .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if n >= 3.0 {
+            Ok(n)
+        } else {
+            Err(body)
+        }
+    });
+    assert!(incremental >= 3.0);
+}
+
+/// The mirror's fetcher ([`FetchMux`]) against the real source: records come back complete
+/// and in order per partition, idle partitions stay out of the incremental requests, and news
+/// on an idle partition (left out of the request) still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fetcher_reads_in_an_incremental_session_and_loses_nothing() {
+    use mirrorgate::client::cluster::LATEST_TIMESTAMP;
+    use mirrorgate::mirror::dataplane::mux::FetchMux;
+    use mirrorgate::mirror::dataplane::source::FetchSettings;
+    use mirrorgate::wire::batch::BatchIter;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let source = cluster("source");
+    let topic = unique_name("session");
+    create_topic(&source.bootstrap, &topic, 4, &[]);
+    let src = client(&source.bootstrap);
+    let settings = FetchSettings {
+        max_wait: Duration::from_millis(100),
+        min_bytes: 1,
+        response_max_bytes: 1 << 20,
+        // Small: every partition takes several rounds to read.
+        partition_max_bytes: 8 << 10,
+    };
+    let mux = FetchMux::new(src.clone(), settings, "test");
+
+    // Reads each partition from `from[p]` to `to[p]`, checking that batches follow each other
+    // without a hole, then long-polls `idle_polls` times at the end expecting nothing.
+    async fn read(mux: std::sync::Arc<FetchMux>, topic: String, p: i32, from: i64, to: i64, idle_polls: usize) -> i64 {
+        let mut at = from;
+        let mut records = 0i64;
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while at < to {
+            assert!(std::time::Instant::now() < deadline, "{topic}-{p} stuck at {at} of {to}");
+            let chunk = mux.fetch(&topic, p, at, -1).await.expect("fetch");
+            assert_eq!(chunk.error_code, 0, "{topic}-{p} at {at}");
+            for b in BatchIter::new(chunk.records.clone()) {
+                let b = b.expect("batch");
+                assert_eq!(b.base_offset(), at, "{topic}-{p}: a batch does not start where the last ended");
+                records += i64::from(b.record_count());
+                at = b.next_offset();
+            }
+        }
+        assert_eq!(at, to, "{topic}-{p}");
+        for _ in 0..idle_polls {
+            let chunk = mux.fetch(&topic, p, at, -1).await.expect("fetch");
+            assert_eq!((chunk.error_code, chunk.records.len(), chunk.high_watermark), (0, 0, to), "idle {topic}-{p}");
+        }
+        records
+    }
+
+    let ends = |src: &ClusterClient| -> Vec<i64> {
+        (0..4).map(|p| block(src.list_offsets(&topic, p, LATEST_TIMESTAMP)).unwrap()).collect()
+    };
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "2000"]), "produce");
+    let first = ends(&src);
+    assert_eq!(first.iter().sum::<i64>(), 2000, "{first:?}");
+    let tasks: Vec<_> =
+        (0..4).map(|p| tokio::spawn(read(mux.clone(), topic.clone(), p, 0, first[p as usize], 5))).collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 2000);
+    let stats = mux.stats();
+    let (full, incremental) = (stats.full.load(Relaxed), stats.incremental.load(Relaxed));
+    let (listed, answered) = (stats.partitions_listed.load(Relaxed), stats.partitions_answered.load(Relaxed));
+    eprintln!("full {full}, incremental {incremental}, partitions listed {listed}, answered {answered}");
+    assert!(full >= 1 && incremental > full, "full {full}, incremental {incremental}");
+    assert!(listed < answered, "idle partitions were listed every time: listed {listed}, answered {answered}");
+    assert_eq!(stats.session_resets.load(Relaxed), 0);
+
+    // News while the session holds every partition at its end.
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "1000"]), "produce");
+    let second = ends(&src);
+    let tasks: Vec<_> = (0..4)
+        .map(|p| tokio::spawn(read(mux.clone(), topic.clone(), p, first[p as usize], second[p as usize], 1)))
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 1000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -761,7 +861,7 @@ async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
         ]),
         "produce",
     );
-    eventually(Duration::from_secs(60), || {
+    eventually(Duration::from_secs(120), || {
         let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]);
         if out.status.success() {
             Ok(())

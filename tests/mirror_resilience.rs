@@ -68,8 +68,8 @@ fn stop_node(c: &Cluster, node: u32) {
 fn start_node(c: &Cluster, node: u32) {
     let out = kafka_sh(
         &["start-node", &c.name, &node.to_string()],
-        &[("MIRRORGATE_KAFKA_START_TIMEOUT", "20")],
-        Duration::from_secs(60),
+        &[("MIRRORGATE_KAFKA_START_TIMEOUT", "60")],
+        Duration::from_secs(120),
     );
     if !out.status.success() {
         let status = kafka_sh(&["status", &c.name], &[], Duration::from_secs(30));
@@ -187,20 +187,6 @@ fn consume_all(bootstrap: &str, topic: &str, count: usize) -> Vec<(i64, i64, Str
     recs
 }
 
-/// A first port such that `first..first+count` are free, below the ephemeral port range (so
-/// that no outgoing connection takes one of them while a process listening there restarts).
-fn low_port_range(count: u16) -> u16 {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
-    for i in 0..500u64 {
-        let first = 20_000 + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % 10_000) as u16;
-        let held: Vec<_> = (first..first + count).map(|p| std::net::TcpListener::bind(("127.0.0.1", p))).collect();
-        if held.iter().all(Result::is_ok) {
-            return first;
-        }
-    }
-    panic!("no free range of {count} ports in 20000..30000");
-}
-
 /// Runs `tests/java/OldProducer.java`; panics unless every record was delivered.
 fn old_producer(bootstrap: &str, topic: &str, count: usize, extra: &[&str]) {
     let n = count.to_string();
@@ -222,7 +208,7 @@ fn old_producer(bootstrap: &str, topic: &str, count: usize, extra: &[&str]) {
 async fn source_broker_restart_during_mirroring_resumes_by_itself() {
     let _serial = serial();
     let t0 = Instant::now();
-    let source = cluster_with("source3", 3, V, &[]);
+    let source = owned_cluster("source3", 3, V, &[]);
     let dest = cluster("dest");
     let mg = Mirrorgate::start(&dest);
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
@@ -275,7 +261,7 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
             rounds
         })
     };
-    eventually(Duration::from_secs(60), || {
+    eventually(Duration::from_secs(120), || {
         let end = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
         if end > 0 {
             Ok(())
@@ -285,7 +271,7 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
     });
     let mut stopped = Vec::new();
     for round in 0..2 {
-        let (leader, _) = eventually(Duration::from_secs(30), || describe_partition(&source.bootstrap, &topic, 0));
+        let (leader, _) = eventually(Duration::from_secs(120), || describe_partition(&source.bootstrap, &topic, 0));
         assert!(leader > 0, "partition 0 has no leader before round {round}");
         let t = Instant::now();
         stop_node(&source, leader as u32);
@@ -298,7 +284,7 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
             .filter(|(i, _)| *i as i32 + 1 != leader)
             .map(|(_, a)| a.to_string())
             .collect();
-        let (new_leader, _) = eventually(Duration::from_secs(30), || {
+        let (new_leader, _) = eventually(Duration::from_secs(120), || {
             let (l, isr) = describe_partition(&survivors.join(","), &topic, 0)?;
             if l > 0 && l != leader {
                 Ok((l, isr))
@@ -309,8 +295,17 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
         eprintln!("round {round}: stopped node {leader} ({:?}); partition 0 led by {new_leader}", t.elapsed());
         std::thread::sleep(Duration::from_secs(5));
         start_node(&source, leader as u32);
-        eprintln!("round {round}: node {leader} back after {:?}", t.elapsed());
-        std::thread::sleep(Duration::from_secs(3));
+        // Back in the ISR of partition 0 (so that the next round never leaves the partition
+        // without an in-sync replica to elect).
+        eventually(Duration::from_secs(120), || {
+            let (l, isr) = describe_partition(&source.bootstrap, &topic, 0)?;
+            if l > 0 && isr.len() == 3 {
+                Ok(())
+            } else {
+                Err(format!("leader {l}, isr {isr:?}"))
+            }
+        });
+        eprintln!("round {round}: node {leader} back in sync after {:?}", t.elapsed());
     }
     stop.store(true, Ordering::Relaxed);
     let rounds = writer.join().expect("writer thread");
@@ -326,8 +321,11 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
         want.extend((0..500).map(|i| format!("w{r}-{i}")));
     }
     assert!(values.iter().all(|v| want.contains(*v)) && values.len() == want.len(), "records differ");
-    let rows = describe_json(&mg, &mirror);
-    assert!(rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:#?}");
+    // (A leader rebalance after the restarts may send a partition through LOG_ALIGNMENT.)
+    eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        rows.iter().all(|r| r["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:#?}"))
+    });
     let restarts = mg.log().matches("re-aligning mirror partition").count();
     eprintln!(
         "source restart: {total} records ({rounds} rounds while stopping nodes {stopped:?}), {restarts} re-alignments, {:?}",
@@ -375,7 +373,7 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
         extra_yaml: front_keys,
         ..Default::default()
     };
-    let front_port = low_port_range(12);
+    let front_port = free_port_range(12);
     let start_front = || {
         Mirrorgate::start_in_front_of(
             &dest.bootstrap,
@@ -409,7 +407,7 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
             break; // all copied already
         }
         // Kill only while the copy makes progress (the drop lands mid-copy).
-        let _ = eventually(Duration::from_secs(90), || {
+        let _ = eventually(Duration::from_secs(120), || {
             let now = dest_total();
             if now > before {
                 Ok(now)
@@ -459,7 +457,7 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
 async fn diverged_source_log_fails_the_partition_without_recopy() {
     let _serial = serial();
     let t0 = Instant::now();
-    let source = cluster_with("diverge3", 3, V, &[]);
+    let source = owned_cluster("diverge3", 3, V, &[]);
     let dest = cluster("dest");
     let mg = Mirrorgate::start(&dest);
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
@@ -507,7 +505,7 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
 
     stop_node(&source, 2);
     let others = format!("{},{}", addr(1), addr(3));
-    eventually(Duration::from_secs(30), || match describe_partition(&others, &topic, 0)? {
+    eventually(Duration::from_secs(120), || match describe_partition(&others, &topic, 0)? {
         (1, isr) if isr == [1] => Ok(()),
         other => Err(format!("{other:?}")),
     });
@@ -519,7 +517,7 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     stop_node(&source, 1);
     start_node(&source, 2);
     let node2 = format!("{},{}", addr(2), addr(3));
-    let (leader, isr) = eventually(Duration::from_secs(60), || match describe_partition(&node2, &topic, 0)? {
+    let (leader, isr) = eventually(Duration::from_secs(120), || match describe_partition(&node2, &topic, 0)? {
         (2, isr) => Ok((2, isr)),
         other => Err(format!("not yet elected uncleanly: {other:?}")),
     });
@@ -532,7 +530,7 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     produce(&node2, "d", 100);
     start_node(&source, 1); // truncates to node 2's log
     let src_now = client(&source.bootstrap);
-    eventually(Duration::from_secs(30), || {
+    eventually(Duration::from_secs(120), || {
         let e = block(src_now.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
         if e == 250 {
             Ok(())
@@ -541,7 +539,7 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
         }
     });
 
-    let failed = eventually(Duration::from_secs(60), || {
+    let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let p0 = rows.iter().find(|r| r["partition"] == 0).cloned().ok_or("no row")?;
         if p0["state"] == "FAILED" {
@@ -783,7 +781,7 @@ fn compacted_source_into_compacted_destination(layout: Layout) {
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
     let mut polls = 0;
-    eventually(Duration::from_secs(90), || {
+    eventually(Duration::from_secs(120), || {
         polls += 1;
         if polls % 10 == 1 {
             no_failed_partition(&mg, &mirror);
@@ -840,7 +838,7 @@ fn compacted_source_into_compacted_destination(layout: Layout) {
         t0.elapsed()
     );
     let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
-    eventually(Duration::from_secs(60), || {
+    eventually(Duration::from_secs(120), || {
         let end = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
         if end == src_end {
             Ok(())
@@ -852,8 +850,24 @@ fn compacted_source_into_compacted_destination(layout: Layout) {
     check_compacted_mirror(&src, &dst, &topic).unwrap();
     // A read_committed consumer through mirrorgate sees the destination's real records at
     // their offsets.
-    let dest_real = raw_records(&dst, &topic, 0);
-    let via = consume_all(&mg.bootstrap, &topic, dest_real.len());
+    // The destination's cleaner may still remove records between two reads: compare against
+    // a raw read that is the same before and after the consumer's.
+    let mut attempt = 0;
+    let (dest_real, via) = loop {
+        attempt += 1;
+        // Wait for the cleaner to be done: two raw reads 3 s apart agree.
+        let before = eventually(Duration::from_secs(120), || {
+            let first = raw_records(&dst, &topic, 0);
+            std::thread::sleep(Duration::from_secs(3));
+            (raw_records(&dst, &topic, 0) == first)
+                .then_some(first)
+                .ok_or_else(|| "the cleaner is still at work".to_string())
+        });
+        let via = consume_all(&mg.bootstrap, &topic, before.len());
+        if raw_records(&dst, &topic, 0) == before || attempt == 5 {
+            break (before, via);
+        }
+    };
     let want: Vec<_> =
         dest_real.iter().map(|r| (0, r.0, r.1.clone().unwrap_or_default(), r.2.clone().unwrap_or_default())).collect();
     assert!(

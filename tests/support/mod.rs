@@ -73,6 +73,31 @@ pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Ar
     c
 }
 
+/// A cluster only one test uses, stopped when the test ends (passing or not), so that a
+/// test binary does not keep every cluster of its tests running until it exits.
+pub struct OwnedCluster(Arc<Cluster>);
+
+impl std::ops::Deref for OwnedCluster {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.0
+    }
+}
+
+impl Drop for OwnedCluster {
+    fn drop(&mut self) {
+        if let Some(map) = CLUSTERS.get() {
+            map.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, c| c.name != self.0.name);
+        }
+        let _ = Command::new(repo().join("scripts/kafka.sh")).args(["stop", &self.0.name]).output();
+    }
+}
+
+/// Like [`cluster_with`], for a cluster that only the calling test uses.
+pub fn owned_cluster(name: &str, nodes: u32, version: &str, props: &[&str]) -> OwnedCluster {
+    OwnedCluster(cluster_with(name, nodes, version, props))
+}
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A topic name no other test of any binary uses: `prefix-PID-N`.
@@ -80,21 +105,32 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A first port such that `first..first+count` are all free right now.
+/// Where the next [`free_port_range`] search of this process starts.
+static NEXT_PORT: Mutex<Option<u32>> = Mutex::new(None);
+
+/// A first port such that `first..first+count` are all free right now, from 10000..20000:
+/// below `scripts/kafka.sh`'s band (20000..32000) and below the ephemeral range, so that no
+/// outgoing connection takes one of them before the process meant to listen there binds.
+/// One process never hands out the same port twice (until the band wraps).
 pub fn free_port_range(count: u16) -> u16 {
-    for _ in 0..200 {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        let first = probe.local_addr().unwrap().port();
-        drop(probe);
-        if first > 65535 - count {
-            continue;
+    const LO: u32 = 10_000;
+    const HI: u32 = 20_000;
+    let count32 = u32::from(count.max(1));
+    let mut next = NEXT_PORT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut at = next.unwrap_or_else(|| LO + (std::process::id().wrapping_mul(7919)) % (HI - LO));
+    for _ in 0..(2 * (HI - LO) / count32) {
+        if at + count32 > HI {
+            at = LO;
         }
+        let first = at as u16;
+        at += count32;
         let held: Vec<_> = (first..first + count).map(|p| TcpListener::bind(("127.0.0.1", p))).collect();
         if held.iter().all(Result::is_ok) {
+            *next = Some(at);
             return first;
         }
     }
-    panic!("no free range of {count} loopback ports");
+    panic!("no free range of {count} loopback ports in {LO}..{HI}");
 }
 
 /// A mirrorgate process; killed on drop.
