@@ -155,7 +155,9 @@ async fn codecs_keys_headers_and_big_records_are_offset_identical() {
         total.push(n);
     }
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    start_mirror(&mg, &source, &refs, "");
+    // An in-flight budget below the 1.5 MB records and below fetch.response.max.bytes: the
+    // fetchers share 2 MiB and still copy records larger than their reservation.
+    start_mirror(&mg, &source, &refs, "mirror.inflight.max.bytes=2097152\n");
     for (t, n) in topics.iter().zip(&total) {
         let reports = wait_identical(&src, &dst, t, 3, &[]);
         let records: i64 = reports.iter().map(|r| r.records).sum();
@@ -638,6 +640,66 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
     assert!(incremental >= 3.0);
 }
 
+/// The in-flight budget (`mirror.inflight.max.bytes`) against the real source: while a copy
+/// loop holds fetched records that fill the budget, the next Fetch waits; once they are
+/// dropped (appended), it goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetched_records_held_by_a_copy_loop_hold_back_the_next_fetch() {
+    use mirrorgate::mirror::dataplane::mux::FetchMux;
+    use mirrorgate::mirror::dataplane::source::FetchSettings;
+
+    let source = cluster("source");
+    let topic = unique_name("budget");
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    for p in 0..2 {
+        let p = p.to_string();
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                "3000",
+                "--partition",
+                &p,
+            ]),
+            "produce",
+        );
+    }
+    let src = client(&source.bootstrap);
+    let cap = 16 << 10;
+    let settings = FetchSettings {
+        max_wait: Duration::from_millis(100),
+        min_bytes: 1,
+        response_max_bytes: 1 << 20,
+        partition_max_bytes: 1 << 20,
+        inflight_max_bytes: cap,
+    };
+    let mux = FetchMux::new(src, settings, "test");
+    let held = mux.fetch(&topic, 0, 0, -1).await.expect("fetch partition 0");
+    assert!(!held.records.is_empty(), "partition 0 returned no records");
+    let taken = mux.inflight_bytes();
+    assert!(taken > 0 && taken <= cap as usize, "the held records take room in the budget: {taken}");
+
+    // Another partition on the same broker: its Fetch waits for room.
+    let next = {
+        let mux = mux.clone();
+        let topic = topic.clone();
+        tokio::spawn(async move { mux.fetch(&topic, 1, 0, -1).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!next.is_finished(), "a Fetch went out while the budget was full");
+    drop(held);
+    let got = tokio::time::timeout(Duration::from_secs(60), next).await.expect("the Fetch never went out").unwrap();
+    let got = got.expect("fetch partition 1");
+    assert!(!got.records.is_empty(), "partition 1 returned no records");
+    assert!(mux.inflight_bytes() > 0 && mux.inflight_bytes() <= cap as usize);
+    drop(got);
+    assert_eq!(mux.inflight_bytes(), 0, "room given back once the records are dropped");
+}
+
 /// The mirror's fetcher ([`FetchMux`]) against the real source: records come back complete
 /// and in order per partition, idle partitions stay out of the incremental requests, and news
 /// on an idle partition (left out of the request) still arrives.
@@ -659,6 +721,7 @@ async fn the_fetcher_reads_in_an_incremental_session_and_loses_nothing() {
         response_max_bytes: 1 << 20,
         // Small: every partition takes several rounds to read.
         partition_max_bytes: 8 << 10,
+        inflight_max_bytes: 64 << 20,
     };
     let mux = FetchMux::new(src.clone(), settings, "test");
 

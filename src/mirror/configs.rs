@@ -310,6 +310,14 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "Largest source offset gap filled with placeholders, offsets (larger gaps start a new offset segment). \
               Set from the measured fill rate: about 0.35 s and 32 MB per million offsets (docs/performance.md).",
     },
+    ConfigKey {
+        name: "mirror.inflight.max.bytes",
+        default: Some("67108864"),
+        kind: ConfigType::Long { min: 1, max: I32 },
+        sensitive: false,
+        doc: "Most source record bytes a mirror holds at once (fetched and not yet appended), bytes. \
+              Fetchers wait for room, so a slow destination slows them instead of growing buffers.",
+    },
 ];
 
 /// The definition of `name`, if known.

@@ -83,6 +83,7 @@ const SETTINGS: FetchSettings = FetchSettings {
     min_bytes: 0,
     response_max_bytes: 8 << 20,
     partition_max_bytes: 4 << 20,
+    inflight_max_bytes: 8 << 20,
 };
 
 /// Committed data batches of the source partition from its log start up to `end` (or its

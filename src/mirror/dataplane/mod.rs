@@ -264,5 +264,6 @@ fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
         min_bytes: long(def, "fetch.min.bytes", 1) as i32,
         response_max_bytes: long(def, "fetch.response.max.bytes", 10 << 20) as i32,
         partition_max_bytes: long(def, "fetch.max.bytes", 1 << 20) as i32,
+        inflight_max_bytes: long(def, "mirror.inflight.max.bytes", 64 << 20).clamp(1, i64::from(i32::MAX)) as i32,
     }
 }

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::client::cluster::{ClusterClient, KafkaErrorCode};
 use crate::wire::mirror::KafkaUuid;
@@ -79,6 +79,7 @@ pub struct FetchMux {
     settings: FetchSettings,
     mirror: String,
     stats: Arc<FetchStats>,
+    budget: Arc<Semaphore>,
     brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<FetchJob>>>,
 }
 
@@ -90,6 +91,7 @@ impl FetchMux {
             settings,
             mirror: mirror.to_string(),
             stats: Arc::default(),
+            budget: Arc::new(Semaphore::new(settings.inflight_max_bytes.max(1) as usize)),
             brokers: Mutex::new(HashMap::new()),
         })
     }
@@ -97,6 +99,12 @@ impl FetchMux {
     /// Request counters so far.
     pub fn stats(&self) -> &FetchStats {
         &self.stats
+    }
+
+    /// Bytes of the in-flight budget (`mirror.inflight.max.bytes`) taken right now: by
+    /// requests on the wire and by fetched records not yet dropped by their copy loop.
+    pub fn inflight_bytes(&self) -> usize {
+        (self.settings.inflight_max_bytes.max(1) as usize).saturating_sub(self.budget.available_permits())
     }
 
     /// Fetches `topic`-`partition` at `offset` (READ_COMMITTED, `LastFetchedEpoch`
@@ -136,6 +144,7 @@ impl FetchMux {
             settings: self.settings,
             mirror: self.mirror.clone(),
             stats: self.stats.clone(),
+            budget: self.budget.clone(),
             session: FetchSession::new(),
         };
         tokio::spawn(fetcher.run(rx));
@@ -148,6 +157,9 @@ impl FetchMux {
 /// once) so that an idle partition is not dropped from the session and re-added every round.
 const GATHER_IDLE: Duration = Duration::from_millis(5);
 
+/// The smallest Fetch response room a fetcher asks for when the budget is short, bytes.
+const MIN_RESERVATION: u32 = 64 << 10;
+
 /// The Fetch task of one mirror and source broker.
 struct Fetcher {
     client: ClusterClient,
@@ -155,6 +167,7 @@ struct Fetcher {
     settings: FetchSettings,
     mirror: String,
     stats: Arc<FetchStats>,
+    budget: Arc<Semaphore>,
     session: FetchSession,
 }
 
@@ -229,6 +242,7 @@ impl Fetcher {
         &mut self,
         wants: &[(PartitionKey, FetchParams)],
     ) -> Result<HashMap<PartitionKey, SourceChunk>, MuxError> {
+        let mut room = self.reserve().await;
         let plan = self.session.plan(wants);
         let s = &self.settings;
         let mut topics: Vec<FetchTopic> = Vec::new();
@@ -264,7 +278,8 @@ impl Fetcher {
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(s.max_wait.as_millis().min(i32::MAX as u128) as i32)
             .with_min_bytes(s.min_bytes)
-            .with_max_bytes(s.response_max_bytes)
+            // No more than the room reserved (Kafka still returns a first batch that is larger).
+            .with_max_bytes(room.num_permits().min(i32::MAX as usize) as i32)
             .with_isolation_level(1)
             .with_session_id(plan.session_id)
             .with_session_epoch(plan.session_epoch)
@@ -286,16 +301,57 @@ impl Fetcher {
             self.reset(&KafkaErrorCode(resp.error_code).to_string());
             return Err(MuxError::Kafka(resp.error_code, None));
         }
+        // The records stay in memory until the copy loops drop them: keep the room they take
+        // (all of a response's records share its buffer) and give back the rest now.
+        let fetched: usize = resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .sum();
+        let unused = room.num_permits().saturating_sub(fetched);
+        drop(room.split(unused));
+        let hold = (room.num_permits() > 0).then(|| Arc::new(room));
         let answers: HashMap<PartitionKey, SourceChunk> = resp
             .responses
             .iter()
             .flat_map(|t| t.partitions.iter().map(move |p| ((t.topic.0.to_string(), p.partition_index), p)))
             .filter(|(k, _)| wants.iter().any(|(w, _)| w == k))
-            .map(|(k, p)| (k, super::source::chunk_of(p)))
+            .map(|(k, p)| {
+                let mut chunk = super::source::chunk_of(p);
+                if !chunk.records.is_empty() {
+                    chunk.hold = hold.clone();
+                }
+                (k, chunk)
+            })
             .collect();
         let answered: Vec<(PartitionKey, &SourceChunk)> = answers.iter().map(|(k, c)| (k.clone(), c)).collect();
         self.session.answered(&plan, resp.session_id, &answered);
         Ok(answers)
+    }
+
+    /// Reserves room in the mirror's in-flight budget for one response: as much as
+    /// `fetch.response.max.bytes` when it is free, less when it is not (halving down to
+    /// [`MIN_RESERVATION`]), and waits for that much when even this is taken.
+    async fn reserve(&self) -> OwnedSemaphorePermit {
+        let total = self.settings.inflight_max_bytes.max(1) as u32;
+        let floor = MIN_RESERVATION.min(total);
+        let mut want = (self.settings.response_max_bytes.max(1) as u32).min(total);
+        loop {
+            match self.budget.clone().try_acquire_many_owned(want) {
+                Ok(permit) => return permit,
+                Err(_) if want > floor => want = (want / 2).max(floor),
+                Err(_) => {
+                    tracing::debug!(mirror = %self.mirror, broker = self.node_id, bytes = want, "in-flight budget full: the fetcher waits for the destination");
+                    return self
+                        .budget
+                        .clone()
+                        .acquire_many_owned(want)
+                        .await
+                        .expect("the in-flight budget semaphore is never closed");
+                }
+            }
+        }
     }
 
     fn reset(&mut self, why: &str) {

@@ -141,6 +141,7 @@ impl FetchSession {
             log_start_offset: m.log_start_offset,
             aborted: Vec::new(),
             diverging: None,
+            hold: None,
         })
     }
 
@@ -169,6 +170,7 @@ mod tests {
             log_start_offset: 0,
             aborted: Vec::new(),
             diverging: None,
+            hold: None,
         }
     }
 

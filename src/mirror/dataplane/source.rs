@@ -2,12 +2,14 @@
 //! LSO) with `LastFetchedEpoch`, returning raw batches plus what the gap logic needs
 //! (aborted transactions, LSO, log start, diverging epoch). Never decompresses.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::client::cluster::{ClusterClient, ClusterError, KafkaErrorCode};
 
@@ -48,6 +50,9 @@ pub struct SourceChunk {
     pub aborted: Vec<(i64, i64)>,
     /// `(epoch, end_offset)` when the source log diverged from `LastFetchedEpoch`.
     pub diverging: Option<(i32, i64)>,
+    /// Room in the mirror's in-flight byte budget (`mirror.inflight.max.bytes`) taken by the
+    /// response these records came in; given back when the last chunk of it is dropped.
+    pub hold: Option<Arc<OwnedSemaphorePermit>>,
 }
 
 /// Fetch settings from the mirror's configs.
@@ -61,6 +66,8 @@ pub struct FetchSettings {
     pub response_max_bytes: i32,
     /// `fetch.max.bytes` (per partition).
     pub partition_max_bytes: i32,
+    /// `mirror.inflight.max.bytes`: source record bytes the mirror may hold at once.
+    pub inflight_max_bytes: i32,
 }
 
 /// Fetches `topic`-`partition` at `offset` from its source leader.
@@ -129,5 +136,6 @@ pub(crate) fn chunk_of(p: &kafka_protocol::messages::fetch_response::PartitionDa
         log_start_offset: p.log_start_offset,
         aborted,
         diverging: (p.diverging_epoch.epoch >= 0).then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset)),
+        hold: None,
     }
 }
