@@ -279,6 +279,52 @@ async fn recreated_source_topic_fails_its_partitions_naming_the_id_change() {
     assert_eq!(end, 100, "records of the recreated topic were merged into the mirror");
 }
 
+/// An operator moves the mirror to another address of the same source (here: a plain
+/// mirrorgate in front of it): the copy loops follow the new `bootstrap.servers`. Pointing it
+/// at another cluster fails every partition, naming both cluster ids, and copies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_bootstrap_is_followed_and_another_source_cluster_fails_the_mirror() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("moved");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    produce(&source.bootstrap, &topic, 100, None, "direct");
+    let mirror = create_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 1);
+
+    // Through a front proxy: the only way to the source once the mirror uses its address.
+    let front = Mirrorgate::start_in_front_of(&source.bootstrap, FrontOptions::default(), MirrorgateOptions::default());
+    alter_mirror_configs(&mg, &mirror, &[("bootstrap.servers", front.bootstrap.as_str())]);
+    mg.wait_for_log("its copy loops restart with the new settings", Duration::from_secs(60));
+    produce(&source.bootstrap, &topic, 100, None, "via-front");
+    wait_identical(&src, &dst, &topic, 1);
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 200);
+    // With the front gone, nothing more arrives: the old address is no longer used.
+    drop(front);
+    produce(&source.bootstrap, &topic, 50, None, "unreachable");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 200, "copied without the configured source");
+
+    // Another cluster (the destination itself, where the topic exists): FAILED, not retried.
+    let source_id = src.metadata().cluster_id.clone().expect("the source's cluster id");
+    alter_mirror_configs(&mg, &mirror, &[("bootstrap.servers", dest.bootstrap.as_str())]);
+    let rows = eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        let done = rows.len() == 1
+            && rows[0]["state"] == "FAILED"
+            && rows[0]["errorMessage"].as_str().is_some_and(|m| m.contains("source cluster id changed"));
+        done.then_some(rows.clone()).ok_or(format!("{rows:?}"))
+    });
+    let msg = rows[0]["errorMessage"].as_str().unwrap();
+    assert!(msg.contains(&source_id), "the reason names the original cluster id {source_id}: {msg}");
+    std::thread::sleep(Duration::from_secs(5));
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows[0]["state"], "FAILED", "{rows:?}");
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 200, "something was copied from another cluster");
+}
+
 /// The group coordinator of `group` (single-broker test clusters: its only broker).
 fn coordinator(c: &ClusterClient, group: &str) -> i32 {
     let mut req = FindCoordinatorRequest::default();

@@ -9,7 +9,7 @@ pub mod partition;
 pub mod session;
 pub mod source;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,8 +55,27 @@ pub struct DataPlane {
     fetchers: HashMap<String, Arc<mux::FetchMux>>,
     writer: Arc<mux::ProduceMux>,
     running: HashMap<(String, i32), Running>,
+    /// Per mirror, the configs its source client, fetcher and copy loops were built with.
+    built_with: HashMap<String, BTreeMap<String, String>>,
     nonce: u64,
     request_timeout: Duration,
+}
+
+/// The mirror configs the data plane builds clients, fetchers and copy loops from: a change to
+/// any of them (an operator's IncrementalAlterConfigs on the mirror) restarts its loops.
+fn data_plane_configs(def: &MirrorDefinition) -> BTreeMap<String, String> {
+    const KEYS: &[&str] = &[
+        "bootstrap.servers",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+        "mirror.inflight.max.bytes",
+        "mirror.fill.max.gap",
+    ];
+    def.configs
+        .iter()
+        .filter(|(k, _)| k.starts_with("fetch.") || KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 impl DataPlane {
@@ -71,6 +90,7 @@ impl DataPlane {
             fetchers: HashMap::new(),
             writer,
             running: HashMap::new(),
+            built_with: HashMap::new(),
             nonce,
             request_timeout,
         }
@@ -111,6 +131,27 @@ impl DataPlane {
         }
         match ClusterClient::connect(opts).await {
             Ok(c) => {
+                // Never copy from another cluster than the one the mirror started on (KIP-1279
+                // §4.3): its partitions go FAILED, non-retryable, naming both ids.
+                let actual = c.metadata().cluster_id;
+                if let (Some(expected), Some(actual)) = (&def.source_cluster_id, &actual) {
+                    if expected != actual {
+                        let reason = format!("source cluster id changed from {expected} to {actual}");
+                        tracing::error!(mirror = %def.name, %reason, "refusing to copy from another source cluster");
+                        let topics: Vec<String> = self
+                            .control
+                            .snapshot()
+                            .topics
+                            .values()
+                            .filter(|t| t.mirror == def.name && t.desired == DesiredState::Mirroring)
+                            .map(|t| t.topic.clone())
+                            .collect();
+                        for t in topics {
+                            let _ = self.control.fail_topic(&t, &reason, false).await;
+                        }
+                        return None;
+                    }
+                }
                 self.sources.insert(def.name.clone(), c.clone());
                 Some(c)
             }
@@ -137,6 +178,7 @@ impl DataPlane {
             }
         }
         let state = self.control.snapshot();
+        self.follow_config_changes(&state).await;
         for ((topic, p), rec) in &state.partitions {
             let key = (topic.clone(), *p);
             let Some(t) = state.topics.get(topic) else { continue };
@@ -203,6 +245,42 @@ impl DataPlane {
 }
 
 impl DataPlane {
+    /// Drops the clients of deleted mirrors, and of mirrors whose data-plane configs changed
+    /// (a new `bootstrap.servers`, new `fetch.*` settings, ...): their copy loops stop here
+    /// (finishing the append in flight) and start again with the new settings, from the
+    /// destination log end like after any restart.
+    async fn follow_config_changes(&mut self, state: &super::control::ControlState) {
+        self.built_with.retain(|m, _| state.mirrors.contains_key(m));
+        self.sources.retain(|m, _| state.mirrors.contains_key(m));
+        self.fetchers.retain(|m, _| state.mirrors.contains_key(m));
+        for (name, def) in &state.mirrors {
+            let now = data_plane_configs(def);
+            let changed = match self.built_with.get(name) {
+                Some(before) => *before != now,
+                None => false,
+            };
+            self.built_with.insert(name.clone(), now);
+            if !changed {
+                continue;
+            }
+            self.sources.remove(name);
+            self.fetchers.remove(name);
+            let keys: Vec<(String, i32)> = self
+                .running
+                .keys()
+                .filter(|(topic, _)| state.topics.get(topic).is_some_and(|t| &t.mirror == name))
+                .cloned()
+                .collect();
+            tracing::info!(mirror = %name, partitions = keys.len(), "mirror configs changed: its copy loops restart with the new settings");
+            for key in keys {
+                if let Some(r) = self.running.remove(&key) {
+                    r.stop.cancel();
+                    let _ = r.handle.await;
+                }
+            }
+        }
+    }
+
     /// At STOPPED the destination topic takes the source's retention settings back
     /// (retention was disabled while mirroring, DESIGN §4.9): `retention.ms` and
     /// `retention.bytes` set on the source topic are set, those not set are removed so the
