@@ -5,12 +5,13 @@
 // Run (single-file source launcher, no build step):
 //   java -cp "$(scripts/kafka.sh classpath)" tests/java/OldProducer.java \
 //     --bootstrap-server HOST:PORT --topic T --count N [--partitions P] [--prefix P]
-//     [--timestamp-start MS|now] [--keys K] [--sync] [--prop key=value ...]
+//     [--timestamp-start MS|now] [--keys K] [--key-prefix KP] [--sync] [--prop key=value ...]
 //
 //   --partitions P       record i goes to partition i % P (default 1)
 //   --timestamp-start    record i gets timestamp MS + i (default 978307200000 =
 //                        2001-01-01T00:00:00Z); `now` leaves the timestamp to the producer
 //   --keys K             key "k-(i % K)"; 0 (default) = "k-i" (every key unique)
+//   --key-prefix KP      put KP before every key (default none)
 //   --sync               wait for each record before sending the next (one record per
 //                        batch; batch.size=0 alone still lets two records share a batch)
 //   --prop key=value     producer properties (e.g. batch.size=1024, linger.ms=0,
@@ -33,7 +34,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class OldProducer {
     public static void main(String[] args) throws Exception {
         quietLogging();
-        String bootstrap = null, topic = null, prefix = "old";
+        String bootstrap = null, topic = null, prefix = "old", keyPrefix = "";
         long count = -1, tsStart = 978307200000L;
         boolean now = false, sync = false;
         int partitions = 1, keys = 0;
@@ -49,6 +50,7 @@ public class OldProducer {
                 case "--partitions": partitions = Integer.parseInt(v); i++; break;
                 case "--prefix": prefix = v; i++; break;
                 case "--keys": keys = Integer.parseInt(v); i++; break;
+                case "--key-prefix": keyPrefix = v; i++; break;
                 case "--timestamp-start":
                     if ("now".equals(v)) now = true; else tsStart = Long.parseLong(v);
                     i++;
@@ -75,7 +77,7 @@ public class OldProducer {
                  new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (long i = 0; i < count; i++) {
-                String key = keys > 0 ? "k-" + (i % keys) : "k-" + i;
+                String key = keyPrefix + (keys > 0 ? "k-" + (i % keys) : "k-" + i);
                 Long ts = now ? null : tsStart + i;
                 Future<RecordMetadata> f =
                     producer.send(new ProducerRecord<>(topic, (int) (i % partitions), ts, key, prefix + "-" + i));
