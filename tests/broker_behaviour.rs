@@ -1380,3 +1380,46 @@ async fn incremental_fetch_sessions_answer_only_partitions_with_news() {
     let (err, _, _) = session_fetch(&mut b, other, 1, &[], &[]).await;
     assert_eq!(err, FETCH_SESSION_ID_NOT_FOUND);
 }
+
+/// The in-flight budget asks for less than a batch may need: a Fetch whose `max_bytes` and
+/// `partition_max_bytes` are below the first batch still returns that batch whole (KIP-74),
+/// and nothing after it.
+#[tokio::test]
+async fn a_fetch_smaller_than_the_first_batch_returns_that_batch_whole() {
+    let cluster = pin_cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let topic = support::unique_name("pin-kip74");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let now = now_ms();
+    let big = "x".repeat(20_000);
+    for i in 0..2 {
+        let recs: Vec<Rec> = (0..5).map(|j| Rec::kv(j, now, &format!("k{i}{j}"), &big)).collect();
+        b.produce_ok(&topic, build_batch(Hdr::default(), &recs)).await;
+    }
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.current_leader_epoch = -1;
+    p.fetch_offset = 0;
+    p.last_fetched_epoch = -1;
+    p.log_start_offset = -1;
+    p.partition_max_bytes = 1024;
+    let mut t = FetchTopic::default();
+    t.topic = name(&topic);
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_wait_ms = 0;
+    req.min_bytes = 0;
+    req.max_bytes = 1024;
+    req.isolation_level = 1;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = vec![t];
+    let resp = b.conn.send(&req, 12).await.expect("Fetch");
+    let part = &resp.responses[0].partitions[0];
+    assert_eq!(part.error_code, NONE);
+    let got = batches(&part.records.clone().unwrap_or_default());
+    assert_eq!(got.len(), 1, "exactly the first batch");
+    assert_eq!((got[0].base_offset(), got[0].record_count()), (0, 5));
+    assert!(got[0].bytes().len() > 100_000, "the whole batch: {} bytes", got[0].bytes().len());
+}
