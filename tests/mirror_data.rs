@@ -640,6 +640,50 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
     assert!(incremental >= 3.0);
 }
 
+/// `client.id` reaches the source: a consumer byte-rate quota on that client id on the
+/// source slows the mirror down (the broker throttles by the request header's client id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_client_id_is_what_the_source_throttles() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("quota");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "6000"]), "produce");
+    let client_id = unique_name("throttled-mirror");
+    kafka_tool_ok(
+        V,
+        "configs",
+        &[
+            "--bootstrap-server",
+            &source.bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            &client_id,
+            "--add-config",
+            "consumer_byte_rate=20000",
+        ],
+        None,
+    );
+    let t = std::time::Instant::now();
+    // Small responses, so that the quota acts between them.
+    start_mirror(
+        &mg,
+        &source,
+        &[&topic],
+        &format!("client.id={client_id}\nfetch.max.bytes=16384\nfetch.response.max.bytes=16384\n"),
+    );
+    wait_identical(&src, &dst, &topic, 1, &[]);
+    let took = t.elapsed();
+    let end = block(src.list_offsets(&topic, 0, -1)).unwrap();
+    eprintln!("6000 records under a 20000 B/s quota in {took:?}");
+    assert_eq!(end, 6000);
+    assert!(took >= Duration::from_secs(4), "copied in {took:?}: the quota on client id {client_id} did not apply");
+}
+
 /// The in-flight budget (`mirror.inflight.max.bytes`) against the real source: while a copy
 /// loop holds fetched records that fill the budget, the next Fetch waits; once they are
 /// dropped (appended), it goes out.
@@ -672,6 +716,7 @@ async fn fetched_records_held_by_a_copy_loop_hold_back_the_next_fetch() {
     let cap = 16 << 10;
     let settings = FetchSettings {
         max_wait: Duration::from_millis(100),
+        backoff: Duration::from_millis(100),
         min_bytes: 1,
         response_max_bytes: 1 << 20,
         partition_max_bytes: 1 << 20,
@@ -717,6 +762,7 @@ async fn the_fetcher_reads_in_an_incremental_session_and_loses_nothing() {
     let src = client(&source.bootstrap);
     let settings = FetchSettings {
         max_wait: Duration::from_millis(100),
+        backoff: Duration::from_millis(100),
         min_bytes: 1,
         response_max_bytes: 1 << 20,
         // Small: every partition takes several rounds to read.

@@ -60,8 +60,11 @@ pub struct ClusterOptions {
     pub retry_backoff: Duration,
     /// Upper bound of the backoff.
     pub retry_backoff_max: Duration,
-    /// `client.id` sent in every request header (default `mirrorgate`). Informational.
+    /// `ClientSoftwareName` sent in ApiVersions (KIP-511; default `mirrorgate`).
     pub client_software_name: String,
+    /// `client_id` of every request header (default `mirrorgate`): what brokers log and
+    /// apply client quotas to.
+    pub client_id: String,
 }
 
 impl ClusterOptions {
@@ -76,6 +79,7 @@ impl ClusterOptions {
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(2),
             client_software_name: "mirrorgate".into(),
+            client_id: "mirrorgate".into(),
         }
     }
 
@@ -1000,13 +1004,8 @@ impl ClusterClient {
                 let nc = self.ensure_connected(&addr, &mut guard).await?;
                 let max = if topic_id == KafkaUuid::ZERO { 12 } else { PRODUCE_VERSIONS.1 };
                 let version = pick_version(ApiKey::Produce, &addr, nc, (PRODUCE_VERSIONS.0.max(9), max))?;
-                let mut builder = ProduceFrameBuilder::new(
-                    version,
-                    0,
-                    &self.inner.opts.client_software_name,
-                    acks.wire(),
-                    timeout_ms,
-                );
+                let mut builder =
+                    ProduceFrameBuilder::new(version, 0, &self.inner.opts.client_id, acks.wire(), timeout_ms);
                 if version >= 13 {
                     builder.partition(to_proto_uuid::<uuid::Uuid>(topic_id), partition, segments);
                 } else {
@@ -1218,6 +1217,7 @@ impl ClusterClient {
         let mut conn = BrokerConnection::connect(addr, o.connect_timeout, o.request_timeout, o.max_frame_bytes)
             .await
             .map_err(connect_err)?;
+        conn.set_client_id(&o.client_id);
         let mut req = ApiVersionsRequest::default();
         req.client_software_name = StrBytes::from_string(o.client_software_name.clone());
         req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));

@@ -93,6 +93,11 @@ impl BrokerConnection {
         })
     }
 
+    /// Sets the `client_id` of the request headers sent from now on (default `mirrorgate`).
+    pub fn set_client_id(&mut self, client_id: &str) {
+        self.client_id = StrBytes::from_string(client_id.to_string());
+    }
+
     /// The `host:port` this connection goes to.
     pub fn addr(&self) -> &str {
         &self.addr

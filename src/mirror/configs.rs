@@ -125,7 +125,7 @@ pub const KEYS: &[ConfigKey] = &[
         default: Some("1000"),
         kind: ConfigType::Long { min: 0, max: I32 },
         sensitive: false,
-        doc: "Backoff after a failed source Fetch, ms.",
+        doc: "Wait before a copy loop re-aligns after an error (failed Fetch, leader move, failed append), ms.",
     },
     ConfigKey {
         name: "fetch.min.bytes",
@@ -430,6 +430,25 @@ pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
 /// as Kafka does for sensitive configs).
 pub fn displayed(name: &str, value: &str) -> Option<String> {
     (!is_sensitive(name)).then(|| value.to_string())
+}
+
+/// Options of a client towards the source cluster of a mirror with `configs`:
+/// `bootstrap.servers`, `request.timeout.ms`, `socket.connection.setup.timeout.ms` and
+/// `client.id`. `None` when `bootstrap.servers` is missing.
+pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
+    let bootstrap = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
+    let ms = |k: &str| effective(configs, k).and_then(|v| v.parse::<u64>().ok()).map(std::time::Duration::from_millis);
+    let mut opts = crate::client::ClusterOptions::new(bootstrap);
+    if let Some(t) = ms("request.timeout.ms") {
+        opts.request_timeout = t;
+    }
+    if let Some(t) = ms("socket.connection.setup.timeout.ms") {
+        opts.connect_timeout = t;
+    }
+    if let Some(id) = effective(configs, "client.id") {
+        opts.client_id = id.to_string();
+    }
+    Some(opts)
 }
 
 #[cfg(test)]

@@ -80,6 +80,7 @@ fn shift_at(segments: &[OffsetSegment], source_offset: i64) -> i64 {
 
 const SETTINGS: FetchSettings = FetchSettings {
     max_wait: std::time::Duration::from_millis(0),
+    backoff: std::time::Duration::from_millis(0),
     min_bytes: 0,
     response_max_bytes: 8 << 20,
     partition_max_bytes: 4 << 20,

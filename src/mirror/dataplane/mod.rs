@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::cluster::{ClusterClient, ClusterOptions};
+use crate::client::cluster::ClusterClient;
 use crate::wire::mirror::MirrorPartitionState as S;
 
 use super::configs;
@@ -66,6 +66,7 @@ pub struct DataPlane {
 fn data_plane_configs(def: &MirrorDefinition) -> BTreeMap<String, String> {
     const KEYS: &[&str] = &[
         "bootstrap.servers",
+        "client.id",
         "request.timeout.ms",
         "socket.connection.setup.timeout.ms",
         "mirror.inflight.max.bytes",
@@ -117,18 +118,7 @@ impl DataPlane {
         if let Some(c) = self.sources.get(&def.name) {
             return Some(c.clone());
         }
-        let bootstrap =
-            configs::split_list(configs::effective(&def.configs, "bootstrap.servers")?).map(String::from).collect();
-        let ms = |k: &str| {
-            configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis)
-        };
-        let mut opts = ClusterOptions::new(bootstrap);
-        if let Some(t) = ms("request.timeout.ms") {
-            opts.request_timeout = t;
-        }
-        if let Some(t) = ms("socket.connection.setup.timeout.ms") {
-            opts.connect_timeout = t;
-        }
+        let opts = configs::source_options(&def.configs)?;
         match ClusterClient::connect(opts).await {
             Ok(c) => {
                 // Never copy from another cluster than the one the mirror started on (KIP-1279
@@ -339,6 +329,7 @@ fn long(def: &MirrorDefinition, key: &str, default: i64) -> i64 {
 fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
     FetchSettings {
         max_wait: Duration::from_millis(long(def, "fetch.wait.max.ms", 1000).max(0) as u64),
+        backoff: Duration::from_millis(long(def, "fetch.backoff.ms", 1000).max(0) as u64),
         min_bytes: long(def, "fetch.min.bytes", 1) as i32,
         response_max_bytes: long(def, "fetch.response.max.bytes", 10 << 20) as i32,
         partition_max_bytes: long(def, "fetch.max.bytes", 1 << 20) as i32,

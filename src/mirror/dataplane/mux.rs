@@ -441,7 +441,7 @@ async fn produce_loop(
         let by_id = ids.iter().all(|id| *id != KafkaUuid::ZERO);
         let result = client
             .send_produce_to_node(node_id, |version| {
-                let mut b = ProduceFrameBuilder::new(version, 0, "mirrorgate", -1, timeout_ms);
+                let mut b = ProduceFrameBuilder::new(version, 0, &client.options().client_id, -1, timeout_ms);
                 for (j, id) in now.iter().zip(&ids) {
                     if version >= 13 && by_id {
                         b.partition(ProduceTopic::Id(uuid::Uuid::from_bytes(id.0)), j.partition, j.segments.clone());

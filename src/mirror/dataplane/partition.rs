@@ -104,7 +104,7 @@ impl PartitionTask {
                     tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, %why, "re-aligning mirror partition");
                     tokio::select! {
                         _ = stop.cancelled() => return Outcome::Stopped,
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        _ = tokio::time::sleep(self.fetch.backoff) => {}
                     }
                 }
             }
@@ -253,10 +253,7 @@ impl PartitionTask {
                     let _ = self.source.refresh_metadata(Some(&[topic])).await;
                     return Err(Retry(format!("source error {} on fetch", chunk.error_code)));
                 }
-                other => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    return Err(Retry(format!("source fetch error {other}")));
-                }
+                other => return Err(Retry(format!("source fetch error {other}"))),
             }
             if let Some((epoch, end)) = chunk.diverging {
                 return Ok(fail(

@@ -60,6 +60,8 @@ pub struct SourceChunk {
 pub struct FetchSettings {
     /// `fetch.wait.max.ms`.
     pub max_wait: Duration,
+    /// `fetch.backoff.ms`: the wait before a copy loop re-aligns after an error.
+    pub backoff: Duration,
     /// `fetch.min.bytes`.
     pub min_bytes: i32,
     /// `fetch.response.max.bytes`.

@@ -242,25 +242,20 @@ impl MetadataSync {
     }
 
     async fn source(&mut self, def: &MirrorDefinition) -> Result<ClusterClient, ClusterError> {
-        let bootstrap = configs::effective(&def.configs, "bootstrap.servers").unwrap_or("").to_string();
+        let Some(mut opts) = configs::source_options(&def.configs) else {
+            return Err(ClusterError::InvalidArgument("the mirror has no bootstrap.servers".into()));
+        };
+        opts.max_attempts = opts.max_attempts.min(3);
+        // Rebuilt when any of the options changes (an operator altered the mirror's configs).
+        let built_with =
+            format!("{:?} {:?} {:?} {}", opts.bootstrap, opts.request_timeout, opts.connect_timeout, opts.client_id);
         if let Some((b, c)) = self.sources.get(&def.name) {
-            if *b == bootstrap {
+            if *b == built_with {
                 return Ok(c.clone());
             }
         }
-        let ms = |k: &str| {
-            configs::effective(&def.configs, k).and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis)
-        };
-        let mut opts = ClusterOptions::new(configs::split_list(&bootstrap).map(String::from).collect());
-        if let Some(t) = ms("request.timeout.ms") {
-            opts.request_timeout = t;
-        }
-        if let Some(t) = ms("socket.connection.setup.timeout.ms") {
-            opts.connect_timeout = t;
-        }
-        opts.max_attempts = opts.max_attempts.min(3);
         let c = ClusterClient::connect(opts).await?;
-        self.sources.insert(def.name.clone(), (bootstrap, c.clone()));
+        self.sources.insert(def.name.clone(), (built_with, c.clone()));
         Ok(c)
     }
 
