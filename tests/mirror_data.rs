@@ -646,7 +646,9 @@ async fn prometheus_metrics_report_states_lag_and_bytes() {
 async fn the_mirror_client_id_is_what_the_source_throttles() {
     let source = cluster("source");
     let dest = cluster("dest");
-    let mg = Mirrorgate::start(&dest);
+    let port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("quota");
     create_topic(&source.bootstrap, &topic, 1, &[]);
@@ -664,7 +666,7 @@ async fn the_mirror_client_id_is_what_the_source_throttles() {
             "--entity-name",
             &client_id,
             "--add-config",
-            "consumer_byte_rate=20000",
+            "consumer_byte_rate=10000",
         ],
         None,
     );
@@ -679,9 +681,16 @@ async fn the_mirror_client_id_is_what_the_source_throttles() {
     wait_identical(&src, &dst, &topic, 1, &[]);
     let took = t.elapsed();
     let end = block(src.list_offsets(&topic, 0, -1)).unwrap();
-    eprintln!("6000 records under a 20000 B/s quota in {took:?}");
+    eprintln!("6000 records under a 10000 B/s quota in {took:?}");
     assert_eq!(end, 6000);
-    assert!(took >= Duration::from_secs(4), "copied in {took:?}: the quota on client id {client_id} did not apply");
+    // The source answered throttled Fetches (KIP-219): the quota on that client id applied.
+    let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
+    let throttled = body
+        .lines()
+        .filter(|l| l.starts_with("mirrorgate_mirror_fetch_throttled_total{"))
+        .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(throttled >= 1.0, "no throttled Fetch in {took:?}: the quota on client id {client_id} did not apply");
 }
 
 /// The in-flight budget (`mirror.inflight.max.bytes`) against the real source: while a copy

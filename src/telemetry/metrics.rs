@@ -12,6 +12,7 @@
 //! | `mirrorgate_metadata_sync_errors_total{kind}` | MetadataRefreshError, TopicConfigMetadataSyncError, ConsumerGroupOffsetSyncError, AclSyncError |
 //! | `mirrorgate_client_connections` | connection-count |
 //! | `mirrorgate_mirror_fetch_requests_total{mirror,kind}` | source Fetch requests, `kind` = `full` / `incremental` (KIP-227 sessions) |
+//! | `mirrorgate_mirror_fetch_throttled_total{mirror}`, `mirrorgate_mirror_fetch_throttle_ms_total{mirror}` | source Fetches throttled by a quota, and the time waited (ms) |
 //! | `mirrorgate_mirror_fetch_partitions_listed_total{mirror}` | partitions listed in those requests (an idle partition in a session is not) |
 
 use std::collections::BTreeMap;
@@ -53,6 +54,13 @@ pub fn record_fetch(mirror: &str, full: bool, partitions_listed: usize) {
         .increment(1);
     metrics::counter!("mirrorgate_mirror_fetch_partitions_listed_total", "mirror" => mirror.to_string())
         .increment(partitions_listed as u64);
+}
+
+/// Counts a source Fetch throttled by a quota on the mirror's `client.id` (KIP-219), and the
+/// time waited, ms.
+pub fn record_fetch_throttled(mirror: &str, wait_ms: u64) {
+    metrics::counter!("mirrorgate_mirror_fetch_throttled_total", "mirror" => mirror.to_string()).increment(1);
+    metrics::counter!("mirrorgate_mirror_fetch_throttle_ms_total", "mirror" => mirror.to_string()).increment(wait_ms);
 }
 
 /// Client connection opened (+1) or closed (-1).

@@ -55,6 +55,8 @@ pub struct DataPlane {
     fetchers: HashMap<String, Arc<mux::FetchMux>>,
     writer: Arc<mux::ProduceMux>,
     running: HashMap<(String, i32), Running>,
+    /// Mirrors whose source was refused (another cluster id) in this reconcile pass.
+    refused: std::collections::HashSet<String>,
     /// Per mirror, the configs its source client, fetcher and copy loops were built with.
     built_with: HashMap<String, BTreeMap<String, String>>,
     nonce: u64,
@@ -92,6 +94,7 @@ impl DataPlane {
             writer,
             running: HashMap::new(),
             built_with: HashMap::new(),
+            refused: std::collections::HashSet::new(),
             nonce,
             request_timeout,
         }
@@ -108,8 +111,11 @@ impl DataPlane {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             }
         }
-        for (_, r) in self.running.drain() {
+        let loops: Vec<Running> = self.running.drain().map(|(_, r)| r).collect();
+        for r in &loops {
             r.stop.cancel();
+        }
+        for r in loops {
             let _ = r.handle.await;
         }
     }
@@ -117,6 +123,9 @@ impl DataPlane {
     async fn source_client(&mut self, def: &MirrorDefinition) -> Option<ClusterClient> {
         if let Some(c) = self.sources.get(&def.name) {
             return Some(c.clone());
+        }
+        if self.refused.contains(&def.name) {
+            return None;
         }
         let opts = configs::source_options(&def.configs)?;
         match ClusterClient::connect(opts).await {
@@ -139,6 +148,7 @@ impl DataPlane {
                         for t in topics {
                             let _ = self.control.fail_topic(&t, &reason, false).await;
                         }
+                        self.refused.insert(def.name.clone());
                         return None;
                     }
                 }
@@ -153,22 +163,20 @@ impl DataPlane {
     }
 
     async fn reconcile(&mut self) {
+        self.refused.clear();
         // Collect finished loops first.
         let done: Vec<(String, i32)> =
             self.running.iter().filter(|(_, r)| r.handle.is_finished()).map(|(k, _)| k.clone()).collect();
         for key in done {
             let r = self.running.remove(&key).expect("present");
-            let outcome = r
-                .handle
-                .await
-                .unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
-            if let Outcome::Failed { message, retryable } = outcome {
-                tracing::error!(topic = %key.0, partition = key.1, %message, retryable, "mirror partition FAILED");
-                let _ = self.control.transition(&key.0, key.1, S::Failed, Some((message, retryable))).await;
-            }
+            self.record_outcome(&key, r.handle.await).await;
         }
         let state = self.control.snapshot();
-        self.follow_config_changes(&state).await;
+        if self.follow_config_changes(&state).await {
+            // Loops were stopped (and may have failed meanwhile): start them from a fresh
+            // snapshot on the next pass.
+            return;
+        }
         for ((topic, p), rec) in &state.partitions {
             let key = (topic.clone(), *p);
             let Some(t) = state.topics.get(topic) else { continue };
@@ -239,7 +247,19 @@ impl DataPlane {
     /// (a new `bootstrap.servers`, new `fetch.*` settings, ...): their copy loops stop here
     /// (finishing the append in flight) and start again with the new settings, from the
     /// destination log end like after any restart.
-    async fn follow_config_changes(&mut self, state: &super::control::ControlState) {
+    /// Puts a partition whose loop ended with a failure in FAILED.
+    async fn record_outcome(&self, key: &(String, i32), joined: Result<Outcome, tokio::task::JoinError>) {
+        let outcome = joined
+            .unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
+        if let Outcome::Failed { message, retryable } = outcome {
+            tracing::error!(topic = %key.0, partition = key.1, %message, retryable, "mirror partition FAILED");
+            let _ = self.control.transition(&key.0, key.1, S::Failed, Some((message, retryable))).await;
+        }
+    }
+
+    /// Returns whether any copy loop was stopped.
+    async fn follow_config_changes(&mut self, state: &super::control::ControlState) -> bool {
+        let mut stopped = false;
         self.built_with.retain(|m, _| state.mirrors.contains_key(m));
         self.sources.retain(|m, _| state.mirrors.contains_key(m));
         self.fetchers.retain(|m, _| state.mirrors.contains_key(m));
@@ -262,13 +282,18 @@ impl DataPlane {
                 .cloned()
                 .collect();
             tracing::info!(mirror = %name, partitions = keys.len(), "mirror configs changed: its copy loops restart with the new settings");
-            for key in keys {
-                if let Some(r) = self.running.remove(&key) {
-                    r.stop.cancel();
-                    let _ = r.handle.await;
-                }
+            // Stop them all first, then wait for each (each finishes its append in flight);
+            // a loop that failed meanwhile goes FAILED rather than being restarted.
+            let loops: Vec<_> = keys.into_iter().filter_map(|k| self.running.remove(&k).map(|r| (k, r))).collect();
+            for (_, r) in &loops {
+                r.stop.cancel();
+            }
+            for (key, r) in loops {
+                self.record_outcome(&key, r.handle.await).await;
+                stopped = true;
             }
         }
+        stopped
     }
 
     /// At STOPPED the destination topic takes the source's retention settings back
@@ -329,7 +354,8 @@ fn long(def: &MirrorDefinition, key: &str, default: i64) -> i64 {
 fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
     FetchSettings {
         max_wait: Duration::from_millis(long(def, "fetch.wait.max.ms", 1000).max(0) as u64),
-        backoff: Duration::from_millis(long(def, "fetch.backoff.ms", 1000).max(0) as u64),
+        // (At least 50 ms: a persistent error never makes a copy loop spin.)
+        backoff: Duration::from_millis(long(def, "fetch.backoff.ms", 1000).max(50) as u64),
         min_bytes: long(def, "fetch.min.bytes", 1) as i32,
         response_max_bytes: long(def, "fetch.response.max.bytes", 10 << 20) as i32,
         partition_max_bytes: long(def, "fetch.max.bytes", 1 << 20) as i32,

@@ -70,6 +70,8 @@ pub struct FetchStats {
     pub partitions_answered: AtomicU64,
     /// Sessions dropped after an error (the next request is full).
     pub session_resets: AtomicU64,
+    /// Fetches a source quota throttled (answered empty; asked again after the throttle time).
+    pub throttled: AtomicU64,
 }
 
 /// Source-side batching: one Fetch per source broker carrying every waiting partition, in an
@@ -157,6 +159,14 @@ impl FetchMux {
 /// once) so that an idle partition is not dropped from the session and re-added every round.
 const GATHER_IDLE: Duration = Duration::from_millis(5);
 
+/// What one Fetch brought back.
+enum Sent {
+    /// The partitions the broker answered.
+    Answered(HashMap<PartitionKey, SourceChunk>),
+    /// Throttled by a quota: nothing read; ask again after this long.
+    Throttled(Duration),
+}
+
 /// The smallest Fetch response room a fetcher asks for when the budget is short, bytes.
 const MIN_RESERVATION: u32 = 64 << 10;
 
@@ -180,18 +190,36 @@ impl Fetcher {
                 jobs.push(j);
             }
             let deadline = tokio::time::Instant::now() + GATHER_IDLE;
-            while idle.iter().any(|k| !jobs.iter().any(|j| j.topic == k.0 && j.partition == k.1)) {
+            let mut waiting: HashSet<PartitionKey> = idle.clone();
+            for j in &jobs {
+                waiting.remove(&(j.topic.clone(), j.partition));
+            }
+            while !waiting.is_empty() {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(j)) => jobs.push(j),
+                    Ok(Some(j)) => {
+                        waiting.remove(&(j.topic.clone(), j.partition));
+                        jobs.push(j);
+                    }
                     _ => break,
                 }
             }
-            // One answer per partition and request: a second job for a partition (not
-            // expected: a copy loop has one fetch outstanding) is refused.
-            let mut seen = HashSet::new();
-            jobs.retain_mut(|j| seen.insert((j.topic.clone(), j.partition)));
+            // One answer per partition and request. A copy loop has one fetch outstanding,
+            // but a loop stopped and started again quickly may have left a job behind: the
+            // jobs nobody waits for go, and of the rest the newest wins.
+            jobs.retain(|j| !j.reply.is_closed());
+            let mut newest: HashMap<PartitionKey, usize> = HashMap::new();
+            for (i, j) in jobs.iter().enumerate() {
+                newest.insert((j.topic.clone(), j.partition), i);
+            }
+            let keep: HashSet<usize> = newest.into_values().collect();
+            let jobs: Vec<FetchJob> =
+                jobs.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, j)| j).collect();
+            if jobs.is_empty() {
+                continue;
+            }
             idle = self.round(jobs).await;
         }
+        self.close().await;
     }
 
     /// Sends one Fetch for `jobs` and answers each; returns the partitions answered without
@@ -199,11 +227,24 @@ impl Fetcher {
     async fn round(&mut self, jobs: Vec<FetchJob>) -> HashSet<PartitionKey> {
         let wants: Vec<(PartitionKey, FetchParams)> =
             jobs.iter().map(|j| ((j.topic.clone(), j.partition), j.params)).collect();
-        let mut outcome = self.send(&wants).await;
-        if matches!(outcome, Err(MuxError::Kafka(FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH, _))) {
-            // The broker lost or rejected the session: start a new one with a full request.
-            outcome = self.send(&wants).await;
-        }
+        let outcome = loop {
+            let mut outcome = self.send(&wants).await;
+            if matches!(outcome, Err(MuxError::Kafka(FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH, _))) {
+                // The broker lost or rejected the session: start a new one with a full request.
+                outcome = self.send(&wants).await;
+            }
+            match outcome {
+                // A quota throttled us (KIP-219): the broker read nothing and keeps this
+                // connection muted for the throttle time. Ask again after it, for the loops
+                // still waiting.
+                Ok(Sent::Throttled(wait)) if jobs.iter().any(|j| !j.reply.is_closed()) => {
+                    self.stats.throttled.fetch_add(1, Ordering::Relaxed);
+                    crate::telemetry::metrics::record_fetch_throttled(&self.mirror, wait.as_millis() as u64);
+                    tokio::time::sleep(wait).await;
+                }
+                other => break other,
+            }
+        };
         let mut idle = HashSet::new();
         match outcome {
             Err(e) => {
@@ -211,7 +252,8 @@ impl Fetcher {
                     let _ = j.reply.send(Err(e.clone()));
                 }
             }
-            Ok(mut answers) => {
+            Ok(Sent::Throttled(_)) => {}
+            Ok(Sent::Answered(mut answers)) => {
                 for (j, (key, _)) in jobs.into_iter().zip(&wants) {
                     let answer = match answers.remove(key) {
                         Some(chunk) => Ok(chunk),
@@ -236,12 +278,27 @@ impl Fetcher {
         idle
     }
 
+    /// Closes the broker's session when the fetcher ends (the mirror was deleted or its
+    /// configs changed): `SessionEpoch` -1 (FINAL_EPOCH) removes it from the broker's cache.
+    async fn close(&mut self) {
+        let id = self.session.id();
+        if id == 0 {
+            return;
+        }
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_isolation_level(1)
+            .with_session_id(id)
+            .with_session_epoch(-1)
+            .with_rack_id(StrBytes::default());
+        let _ = self.client.send_to_node(self.node_id, &req, super::source::FETCH_VERSION).await;
+        self.session.reset(false);
+    }
+
     /// Sends the request for `wants` in the session; returns the partitions the broker
     /// answered. Any error resets the session.
-    async fn send(
-        &mut self,
-        wants: &[(PartitionKey, FetchParams)],
-    ) -> Result<HashMap<PartitionKey, SourceChunk>, MuxError> {
+    async fn send(&mut self, wants: &[(PartitionKey, FetchParams)]) -> Result<Sent, MuxError> {
         let mut room = self.reserve().await;
         let plan = self.session.plan(wants);
         let s = &self.settings;
@@ -293,13 +350,24 @@ impl Fetcher {
         let resp = match self.client.send_to_node(self.node_id, &req, super::source::FETCH_VERSION).await {
             Ok(resp) => resp,
             Err(e) => {
-                self.reset(&e.to_string());
+                self.reset(&e.to_string(), true);
                 return Err(MuxError::NotSent(e.to_string()));
             }
         };
         if resp.error_code != 0 {
-            self.reset(&KafkaErrorCode(resp.error_code).to_string());
+            let known = resp.error_code != FETCH_SESSION_ID_NOT_FOUND;
+            self.reset(&KafkaErrorCode(resp.error_code).to_string(), known);
             return Err(MuxError::Kafka(resp.error_code, None));
+        }
+        if resp.throttle_time_ms > 0 && resp.responses.is_empty() {
+            // Kafka answers a throttled Fetch empty and without a session id; like Kafka's
+            // own consumer, start a new session (closing this one) with the next request.
+            self.reset("throttled", true);
+            return Ok(Sent::Throttled(Duration::from_millis(resp.throttle_time_ms.max(0) as u64)));
+        }
+        if !plan.full && resp.session_id == 0 {
+            // The broker closed the session: its answer stands, the next request is full.
+            self.session.reset(false);
         }
         // The records stay in memory until the copy loops drop them: keep the room they take
         // (all of a response's records share its buffer) and give back the rest now.
@@ -312,11 +380,12 @@ impl Fetcher {
         let unused = room.num_permits().saturating_sub(fetched);
         drop(room.split(unused));
         let hold = (room.num_permits() > 0).then(|| Arc::new(room));
+        let wanted: HashSet<&PartitionKey> = wants.iter().map(|(k, _)| k).collect();
         let answers: HashMap<PartitionKey, SourceChunk> = resp
             .responses
             .iter()
             .flat_map(|t| t.partitions.iter().map(move |p| ((t.topic.0.to_string(), p.partition_index), p)))
-            .filter(|(k, _)| wants.iter().any(|(w, _)| w == k))
+            .filter(|(k, _)| wanted.contains(k))
             .map(|(k, p)| {
                 let mut chunk = super::source::chunk_of(p);
                 if !chunk.records.is_empty() {
@@ -326,8 +395,10 @@ impl Fetcher {
             })
             .collect();
         let answered: Vec<(PartitionKey, &SourceChunk)> = answers.iter().map(|(k, c)| (k.clone(), c)).collect();
-        self.session.answered(&plan, resp.session_id, &answered);
-        Ok(answers)
+        if plan.full || self.session.id() != 0 {
+            self.session.answered(&plan, resp.session_id, &answered);
+        }
+        Ok(Sent::Answered(answers))
     }
 
     /// Reserves room in the mirror's in-flight budget for one response: as much as
@@ -354,12 +425,14 @@ impl Fetcher {
         }
     }
 
-    fn reset(&mut self, why: &str) {
+    /// Drops the session after an error; `close` asks the broker to remove it with the next
+    /// (full) request, unless the broker no longer has it.
+    fn reset(&mut self, why: &str, close: bool) {
         if self.session.id() != 0 {
             tracing::debug!(mirror = %self.mirror, broker = self.node_id, session_id = self.session.id(), reason = why, "fetch session dropped; the next Fetch is full");
             self.stats.session_resets.fetch_add(1, Ordering::Relaxed);
         }
-        self.session.reset();
+        self.session.reset(close);
     }
 }
 

@@ -100,11 +100,16 @@ impl PartitionTask {
         loop {
             match self.run_once(&stop).await {
                 Ok(o) => return o,
-                Err(Retry(why)) => {
+                Err(Retry { why, after_ambiguous_append }) => {
                     tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, %why, "re-aligning mirror partition");
+                    // After an append whose outcome is unknown, wait until any request in
+                    // flight has timed out on the broker before re-reading the log end
+                    // (DESIGN §4.6); the fetched records are dropped by now, so the wait
+                    // holds no in-flight budget.
+                    let wait = if after_ambiguous_append { self.request_timeout } else { self.fetch.backoff };
                     tokio::select! {
                         _ = stop.cancelled() => return Outcome::Stopped,
-                        _ = tokio::time::sleep(self.fetch.backoff) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
             }
@@ -113,20 +118,21 @@ impl PartitionTask {
 
     async fn run_once(&self, stop: &CancellationToken) -> Result<Outcome, Retry> {
         let (topic, p) = (self.topic.as_str(), self.partition);
-        let rec = self.record().ok_or_else(|| Retry("partition state missing".into()))?;
+        let rec = self.record().ok_or_else(|| Retry::new("partition state missing".into()))?;
 
         // Producer id for this partition (DESIGN §4.5), created once and kept in the state.
         let (producer_id, producer_epoch) = match (rec.producer_id, rec.producer_epoch) {
             (Some(id), Some(e)) => (id, e),
             _ => {
-                let (id, e) = init_producer_id(&self.dest).await.map_err(|e| Retry(format!("InitProducerId: {e}")))?;
+                let (id, e) =
+                    init_producer_id(&self.dest).await.map_err(|e| Retry::new(format!("InitProducerId: {e}")))?;
                 self.control
                     .update_partition(topic, p, |r| {
                         r.producer_id = Some(id);
                         r.producer_epoch = Some(e);
                     })
                     .await
-                    .map_err(|e| Retry(e.to_string()))?;
+                    .map_err(|e| Retry::new(e.to_string()))?;
                 (id, e)
             }
         };
@@ -151,7 +157,7 @@ impl PartitionTask {
                     r.last_mirrored_offset = -1;
                 })
                 .await
-                .map_err(|e| Retry(e.to_string()))?;
+                .map_err(|e| Retry::new(e.to_string()))?;
         }
         // The first segment: identical (delta 0) when the source head can be filled, else
         // shifted to start where the source starts (DESIGN §4.2). Persisted before the first append.
@@ -210,7 +216,7 @@ impl PartitionTask {
             self.control
                 .transition(topic, p, MirrorPartitionState::Mirroring, None)
                 .await
-                .map_err(|e| Retry(e.to_string()))?;
+                .map_err(|e| Retry::new(e.to_string()))?;
         }
         tracing::info!(mirror = %self.mirror, topic, partition = p, source_offset = next_src, destination_offset = dest_end, shift = w.shift, "mirroring partition");
 
@@ -228,7 +234,7 @@ impl PartitionTask {
             }
             let chunk = tokio::select! {
                 _ = stop.cancelled() => return Ok(Outcome::Stopped),
-                c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry(format!("fetch: {e}")))?,
+                c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry::new(format!("fetch: {e}")))?,
             };
             match chunk.error_code {
                 0 => {}
@@ -244,16 +250,16 @@ impl PartitionTask {
                         fetch_at = start;
                         continue;
                     }
-                    return Err(Retry(format!("OFFSET_OUT_OF_RANGE at {next_src} (source log start {start})")));
+                    return Err(Retry::new(format!("OFFSET_OUT_OF_RANGE at {next_src} (source log start {start})")));
                 }
                 codes::NOT_LEADER_OR_FOLLOWER
                 | codes::FENCED_LEADER_EPOCH
                 | codes::UNKNOWN_LEADER_EPOCH
                 | codes::UNKNOWN_TOPIC_OR_PARTITION => {
                     let _ = self.source.refresh_metadata(Some(&[topic])).await;
-                    return Err(Retry(format!("source error {} on fetch", chunk.error_code)));
+                    return Err(Retry::new(format!("source error {} on fetch", chunk.error_code)));
                 }
-                other => return Err(Retry(format!("source fetch error {other}"))),
+                other => return Err(Retry::new(format!("source fetch error {other}"))),
             }
             if let Some((epoch, end)) = chunk.diverging {
                 return Ok(fail(
@@ -279,7 +285,7 @@ impl PartitionTask {
             let mut aborted_pending = chunk.aborted.clone();
             let mut aborted_now: HashSet<i64> = HashSet::new();
             for b in BatchIter::new(chunk.records.clone()) {
-                let b = b.map_err(|e| Retry(e.to_string()))?;
+                let b = b.map_err(|e| Retry::new(e.to_string()))?;
                 if b.next_offset() <= next_src {
                     continue;
                 }
@@ -310,7 +316,7 @@ impl PartitionTask {
                     self.control
                         .update_partition(topic, p, |r| r.source_epochs = snapshot)
                         .await
-                        .map_err(|e| Retry(e.to_string()))?;
+                        .map_err(|e| Retry::new(e.to_string()))?;
                 }
                 last_epoch = epoch;
                 if b.base_offset() > next_src {
@@ -379,7 +385,7 @@ impl PartitionTask {
         .await
         .map_err(retry)?;
         if chunk.error_code != 0 {
-            return Err(Retry(format!("source fetch error {} at log start {log_start}", chunk.error_code)));
+            return Err(Retry::new(format!("source fetch error {} at log start {log_start}", chunk.error_code)));
         }
         Ok(BatchIter::new(chunk.records)
             .next()
@@ -392,7 +398,7 @@ impl PartitionTask {
             .update_partition(&self.topic, self.partition, |r| r.segments = segments)
             .await
             .map(|_| ())
-            .map_err(|e| Retry(e.to_string()))
+            .map_err(|e| Retry::new(e.to_string()))
     }
 
     /// Fills source offsets `[from, to)`: placeholders within the fill bound, otherwise a new
@@ -535,25 +541,35 @@ impl PartitionTask {
                 format!("destination appended {}-{} at offset {base}, expected {}; something else writes to this mirror partition", self.topic, self.partition, w.dest_next),
                 false,
             ))),
+            // The append may or may not have landed: `run` waits until any request in flight
+            // has timed out on the broker, then re-reads the log end (DESIGN §4.6).
             Err(MuxError::Ambiguous(e)) => {
-                // The append may or may not have landed: wait until any in-flight request
-                // has timed out on the broker, then re-read the log end (DESIGN §4.6).
-                tokio::time::sleep(self.request_timeout).await;
-                Err(Retry(format!("ambiguous append: {e}")))
+                Err(Retry { why: format!("ambiguous append: {e}"), after_ambiguous_append: true })
             }
             // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
-            Err(e) => Err(Retry(format!("append failed: {e}"))),
+            Err(e) => Err(Retry::new(format!("append failed: {e}"))),
         }
     }
 }
 
 /// A reason to re-align and start over (transient errors).
 #[derive(Debug)]
-pub struct Retry(pub String);
+pub struct Retry {
+    /// What went wrong.
+    pub why: String,
+    /// The last append's outcome is unknown: wait the request timeout before re-aligning.
+    pub after_ambiguous_append: bool,
+}
+
+impl Retry {
+    fn new(why: String) -> Self {
+        Self { why, after_ambiguous_append: false }
+    }
+}
 
 fn retry(e: ClusterError) -> Retry {
-    Retry(e.to_string())
+    Retry::new(e.to_string())
 }
 
 fn is_abort_marker(b: &Batch) -> bool {

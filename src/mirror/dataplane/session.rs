@@ -64,6 +64,8 @@ pub struct Plan {
 #[derive(Debug, Default)]
 pub struct FetchSession {
     id: i32,
+    /// A session to close with the next full request (its id with epoch 0), after an error.
+    closing: i32,
     /// The next epoch to send (0 while there is no session).
     epoch: i32,
     /// The partitions (and their parameters) the broker's session holds.
@@ -86,11 +88,19 @@ impl FetchSession {
     /// The request for `wants`: full when there is no session, else only the differences.
     pub fn plan(&self, wants: &[(PartitionKey, FetchParams)]) -> Plan {
         if self.id == 0 {
-            return Plan { session_id: 0, session_epoch: 0, full: true, send: wants.to_vec(), forget: Vec::new() };
+            // (Session id of the one to close, epoch 0: the broker removes it and creates a
+            // new one, as Kafka's FetchSessionHandler does after an error.)
+            return Plan {
+                session_id: self.closing,
+                session_epoch: 0,
+                full: true,
+                send: wants.to_vec(),
+                forget: Vec::new(),
+            };
         }
         let send = wants.iter().filter(|(k, p)| self.held.get(k) != Some(p)).cloned().collect();
-        let mut forget: Vec<PartitionKey> =
-            self.held.keys().filter(|k| !wants.iter().any(|(w, _)| w == *k)).cloned().collect();
+        let wanted: std::collections::HashSet<&PartitionKey> = wants.iter().map(|(k, _)| k).collect();
+        let mut forget: Vec<PartitionKey> = self.held.keys().filter(|k| !wanted.contains(k)).cloned().collect();
         forget.sort();
         Plan { session_id: self.id, session_epoch: self.epoch, full: false, send, forget }
     }
@@ -101,6 +111,7 @@ impl FetchSession {
         if plan.full {
             self.held.clear();
             self.marks.clear();
+            self.closing = 0;
             // Session id 0 in the answer: the broker did not create one (its cache is full);
             // the next request is full again and asks once more.
             self.id = session_id;
@@ -145,9 +156,12 @@ impl FetchSession {
         })
     }
 
-    /// Forgets the session: the next plan is full and asks for a new one.
-    pub fn reset(&mut self) {
-        *self = Self::default();
+    /// Forgets the session: the next plan is full and asks for a new one. With `close`, that
+    /// request also asks the broker to remove this session (else it lingers in the broker's
+    /// cache until evicted).
+    pub fn reset(&mut self, close: bool) {
+        let closing = if close && self.id != 0 { self.id } else { 0 };
+        *self = Self { closing, ..Self::default() };
     }
 }
 
@@ -240,10 +254,28 @@ mod tests {
         let plan = s.plan(&[(key("a", 0), params(5))]);
         let c = chunk(5);
         s.answered(&plan, 9, &[(key("a", 0), &c)]);
-        s.reset();
+        s.reset(false);
         let plan = s.plan(&[(key("a", 0), params(5))]);
         assert!(plan.full && plan.session_id == 0 && plan.send.len() == 1);
         assert!(s.unchanged(&key("a", 0)).is_none());
+    }
+
+    #[test]
+    fn a_reset_with_close_names_the_old_session_once_in_the_next_full_request() {
+        let mut s = FetchSession::new();
+        let plan = s.plan(&[(key("a", 0), params(5))]);
+        s.answered(&plan, 9, &[]);
+        s.reset(true);
+        let plan = s.plan(&[(key("a", 0), params(5))]);
+        assert_eq!((plan.full, plan.session_id, plan.session_epoch), (true, 9, 0));
+        s.answered(&plan, 12, &[]);
+        assert_eq!(s.id(), 12);
+        s.reset(true);
+        let plan = s.plan(&[(key("a", 0), params(5))]);
+        assert_eq!(plan.session_id, 12);
+        // The broker had no session to give: the next full request names none.
+        s.answered(&plan, 0, &[]);
+        assert_eq!(s.plan(&[(key("a", 0), params(5))]).session_id, 0);
     }
 
     #[test]
