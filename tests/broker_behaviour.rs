@@ -1423,3 +1423,74 @@ async fn a_fetch_smaller_than_the_first_batch_returns_that_batch_whole() {
     assert_eq!((got[0].base_offset(), got[0].record_count()), (0, 5));
     assert!(got[0].bytes().len() > 100_000, "the whole batch: {} bytes", got[0].bytes().len());
 }
+
+/// A `consumer_byte_rate` quota and a Fetch answer larger than the quota allows over its
+/// window: Kafka answers empty with a throttle time (KIP-219), does not count the bytes it did
+/// not send, and so throttles the same Fetch again after every wait, for longer than the
+/// quota window — the batch never comes.
+/// (What `client.id` in docs/configuration.md warns about.)
+#[tokio::test]
+async fn a_fetch_answer_over_the_quota_window_is_throttled_every_time() {
+    let cluster = pin_cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let topic = support::unique_name("pin-quota");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let client_id = support::unique_name("pin-quota-client");
+    support::kafka_tool_ok(
+        V,
+        "configs",
+        &[
+            "--bootstrap-server",
+            &cluster.bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            &client_id,
+            "--add-config",
+            "consumer_byte_rate=10000",
+        ],
+        None,
+    );
+    // One batch of ~130 KB: over 10000 B/s × the 10 s the rate is measured over at first.
+    let now = now_ms();
+    let value = "v".repeat(13_000);
+    let recs: Vec<Rec> = (0..10).map(|j| Rec::kv(j, now, &format!("k{j}"), &value)).collect();
+    b.produce_ok(&topic, build_batch(Hdr::default(), &recs)).await;
+    b.conn.set_client_id(&client_id);
+    let mut throttles = Vec::new();
+    // (The quota reaches the broker's quota manager shortly after kafka-configs returns.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Throttled for longer than the 11 s quota window: whatever was counted before has left
+    // the window, and still nothing comes.
+    while throttles.iter().sum::<i32>() < 12_000 {
+        let mut p = FetchPartition::default();
+        p.partition = 0;
+        p.current_leader_epoch = -1;
+        p.fetch_offset = 0;
+        p.last_fetched_epoch = -1;
+        p.log_start_offset = -1;
+        p.partition_max_bytes = 16 << 10;
+        let mut t = FetchTopic::default();
+        t.topic = name(&topic);
+        t.partitions = vec![p];
+        let mut req = FetchRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.max_bytes = 16 << 10;
+        req.isolation_level = 1;
+        req.session_epoch = -1;
+        req.topics = vec![t];
+        let resp = b.conn.send(&req, 12).await.expect("Fetch");
+        assert_eq!(resp.error_code, NONE);
+        if resp.throttle_time_ms == 0 {
+            assert!(throttles.is_empty(), "answered after being throttled: {throttles:?}");
+            assert!(std::time::Instant::now() < deadline, "the quota never applied");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        assert!(resp.responses.is_empty(), "a throttled answer carries no partitions");
+        throttles.push(resp.throttle_time_ms);
+        tokio::time::sleep(Duration::from_millis(resp.throttle_time_ms as u64)).await;
+    }
+    eprintln!("throttled {} times: {throttles:?} ms", throttles.len());
+}

@@ -652,7 +652,23 @@ async fn the_mirror_client_id_is_what_the_source_throttles() {
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("quota");
     create_topic(&source.bootstrap, &topic, 1, &[]);
-    ok(python_client(&["produce", "--bootstrap", &source.bootstrap, "--topic", &topic, "--count", "6000"]), "produce");
+    // Small batches: Kafka answers a Fetch whose response alone exceeds the quota over its
+    // window (11 s) with a throttle forever (the throttled bytes are not counted, so the rate
+    // never drops); a mirror cannot copy a batch larger than that, nor can any consumer.
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "6000",
+            "--prop",
+            "batch.size=2000",
+        ]),
+        "produce",
+    );
     let client_id = unique_name("throttled-mirror");
     kafka_tool_ok(
         V,

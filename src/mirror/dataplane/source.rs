@@ -16,6 +16,8 @@ use crate::client::cluster::{ClusterClient, ClusterError, KafkaErrorCode};
 /// Fetch version used: v12 names topics, carries `LastFetchedEpoch` and `diverging_epoch`
 /// (KIP-320/KIP-595) and is supported by every Kafka 3.x/4.x broker.
 pub(crate) const FETCH_VERSION: i16 = 12;
+/// How many throttled answers [`fetch`] waits out before giving up.
+const THROTTLED_ATTEMPTS: u32 = 10;
 /// `isolation_level` READ_COMMITTED.
 const READ_COMMITTED: i8 = 1;
 
@@ -104,7 +106,23 @@ pub async fn fetch(
                 .with_last_fetched_epoch(last_fetched_epoch)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(s.partition_max_bytes)])]);
-    let resp = client.send_to_node(leader.node_id, &req, FETCH_VERSION).await?;
+    // A quota on the client id (KIP-219) gets an empty answer and a throttle time: wait it
+    // out and ask again (a few times; the caller re-aligns after that).
+    let mut attempts = 0;
+    let resp = loop {
+        let resp = client.send_to_node(leader.node_id, &req, FETCH_VERSION).await?;
+        attempts += 1;
+        if resp.error_code == 0
+            && resp.throttle_time_ms > 0
+            && resp.responses.is_empty()
+            && attempts < THROTTLED_ATTEMPTS
+        {
+            tracing::debug!(topic, partition, throttle_ms = resp.throttle_time_ms, "source Fetch throttled by a quota");
+            tokio::time::sleep(Duration::from_millis(resp.throttle_time_ms.max(0) as u64)).await;
+            continue;
+        }
+        break resp;
+    };
     if resp.error_code != 0 {
         return Err(ClusterError::Kafka {
             api: kafka_protocol::messages::ApiKey::Fetch,
@@ -119,7 +137,14 @@ pub async fn fetch(
             || ClusterError::Unexpected {
                 api: kafka_protocol::messages::ApiKey::Fetch,
                 broker: format!("node {}", leader.node_id),
-                reason: format!("no answer for {topic}-{partition}"),
+                reason: if resp.throttle_time_ms > 0 {
+                    format!(
+                        "no answer for {topic}-{partition}: throttled by a quota on the client id ({} ms), {attempts} times",
+                        resp.throttle_time_ms
+                    )
+                } else {
+                    format!("no answer for {topic}-{partition}")
+                },
             },
         )?;
     Ok(chunk_of(p))
