@@ -148,6 +148,7 @@ impl FetchMux {
             stats: self.stats.clone(),
             budget: self.budget.clone(),
             session: FetchSession::new(),
+            last_fetched: usize::MAX,
         };
         tokio::spawn(fetcher.run(rx));
         brokers.insert(node_id, tx.clone());
@@ -179,6 +180,8 @@ struct Fetcher {
     stats: Arc<FetchStats>,
     budget: Arc<Semaphore>,
     session: FetchSession,
+    /// Record bytes the last answer brought (`usize::MAX` before the first).
+    last_fetched: usize,
 }
 
 impl Fetcher {
@@ -377,6 +380,7 @@ impl Fetcher {
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
             .sum();
+        self.last_fetched = fetched;
         let unused = room.num_permits().saturating_sub(fetched);
         drop(room.split(unused));
         let hold = (room.num_permits() > 0).then(|| Arc::new(room));
@@ -402,12 +406,17 @@ impl Fetcher {
     }
 
     /// Reserves room in the mirror's in-flight budget for one response: as much as
-    /// `fetch.response.max.bytes` when it is free, less when it is not (halving down to
+    /// `fetch.response.max.bytes` when it is free (only [`MIN_RESERVATION`] when the last
+    /// answer brought no records), less when it is not (halving down to
     /// [`MIN_RESERVATION`]), and waits for that much when even this is taken.
     async fn reserve(&self) -> OwnedSemaphorePermit {
         let total = self.settings.inflight_max_bytes.max(1) as u32;
         let floor = MIN_RESERVATION.min(total);
-        let mut want = (self.settings.response_max_bytes.max(1) as u32).min(total);
+        // A caught-up broker's long poll usually comes back empty: it asks for little, and
+        // for the full size again once records flow.
+        let full =
+            if self.last_fetched == 0 { MIN_RESERVATION } else { self.settings.response_max_bytes.max(1) as u32 };
+        let mut want = full.min(total);
         loop {
             match self.budget.clone().try_acquire_many_owned(want) {
                 Ok(permit) => return permit,
