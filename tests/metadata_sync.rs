@@ -355,10 +355,19 @@ fn commit(c: &ClusterClient, group: &str, topic: &str, offsets: &[(i32, i64)]) {
     req.group_id = GroupId(StrBytes::from_string(group.to_string()));
     req.generation_id_or_member_epoch = -1;
     req.topics = vec![t];
-    let resp = block(c.send_to_node(node, &req, 8)).unwrap();
-    for p in resp.topics.iter().flat_map(|t| t.partitions.iter()) {
-        assert_eq!(p.error_code, 0, "commit {topic}-{}", p.partition_index);
-    }
+    // Right after a cluster starts, the coordinator may still be loading the offsets topic:
+    // COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15) and NOT_COORDINATOR
+    // (16) are retried, as clients do.
+    eventually(Duration::from_secs(120), || {
+        let resp = block(c.send_to_node(node, &req, 8)).map_err(|e| e.to_string())?;
+        let codes: Vec<(i32, i16)> =
+            resp.topics.iter().flat_map(|t| t.partitions.iter()).map(|p| (p.partition_index, p.error_code)).collect();
+        if codes.iter().all(|(_, e)| *e == 0) {
+            return Ok(());
+        }
+        assert!(codes.iter().all(|(_, e)| matches!(e, 0 | 14..=16)), "commit {topic}: {codes:?}");
+        Err(format!("commit {topic}: {codes:?}"))
+    });
 }
 
 /// Committed offsets of `group` on `topic`: partition → (offset, leader epoch, metadata).
@@ -367,7 +376,15 @@ fn committed(c: &ClusterClient, group: &str, topic: &str) -> BTreeMap<i32, (i64,
     let mut req = OffsetFetchRequest::default();
     req.group_id = GroupId(StrBytes::from_string(group.to_string()));
     req.topics = None;
-    let resp = block(c.send_to_node(node, &req, 7)).unwrap();
+    // (Retried while the coordinator loads: an error answer carries no offsets.)
+    let resp = eventually(Duration::from_secs(120), || {
+        let resp = block(c.send_to_node(node, &req, 7)).map_err(|e| e.to_string())?;
+        match resp.error_code {
+            0 => Ok(resp),
+            14..=16 => Err(format!("OffsetFetch error {}", resp.error_code)),
+            other => panic!("OffsetFetch {group}: error {other}"),
+        }
+    });
     resp.topics
         .iter()
         .filter(|t| t.name.0.as_str() == topic)
