@@ -304,6 +304,41 @@ struct Fetched {
     records: Bytes,
 }
 
+/// A sessionless Fetch v12 of partition 0 of each of `topics` (topic, fetch offset), with no
+/// wait: `partition_max_bytes` per partition, `max_bytes` in all.
+fn fetch_request(
+    topics: &[(&str, i64)],
+    partition_max_bytes: i32,
+    max_bytes: i32,
+    isolation_level: i8,
+) -> FetchRequest {
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_wait_ms = 0;
+    req.min_bytes = 0;
+    req.max_bytes = max_bytes;
+    req.isolation_level = isolation_level;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = topics
+        .iter()
+        .map(|(topic, offset)| {
+            let mut p = FetchPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = -1;
+            p.fetch_offset = *offset;
+            p.last_fetched_epoch = -1;
+            p.log_start_offset = -1;
+            p.partition_max_bytes = partition_max_bytes;
+            let mut t = FetchTopic::default();
+            t.topic = name(topic);
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    req
+}
+
 struct Broker {
     conn: BrokerConnection,
 }
@@ -401,25 +436,7 @@ impl Broker {
     }
 
     async fn fetch(&mut self, topic: &str, offset: i64, isolation_level: i8) -> Fetched {
-        let mut p = FetchPartition::default();
-        p.partition = 0;
-        p.current_leader_epoch = -1;
-        p.fetch_offset = offset;
-        p.last_fetched_epoch = -1;
-        p.log_start_offset = -1;
-        p.partition_max_bytes = 16 << 20;
-        let mut t = FetchTopic::default();
-        t.topic = name(topic);
-        t.partitions = vec![p];
-        let mut req = FetchRequest::default();
-        req.replica_id = BrokerId(-1);
-        req.max_wait_ms = 0;
-        req.min_bytes = 0;
-        req.max_bytes = 32 << 20;
-        req.isolation_level = isolation_level;
-        req.session_id = 0;
-        req.session_epoch = -1;
-        req.topics = vec![t];
+        let req = fetch_request(&[(topic, offset)], 16 << 20, 32 << 20, isolation_level);
         let resp = self.conn.send(&req, 12).await.expect("Fetch");
         assert_eq!(resp.error_code, NONE, "Fetch top-level error");
         let p = &resp.responses[0].partitions[0];
@@ -1278,30 +1295,9 @@ async fn session_fetch(
     forget: &[&str],
 ) -> (i16, i32, Vec<(String, i64, i64, usize)>) {
     use kafka_protocol::messages::fetch_request::ForgottenTopic;
-    let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.max_wait_ms = 0;
-    req.min_bytes = 0;
-    req.max_bytes = 32 << 20;
-    req.isolation_level = 1;
+    let mut req = fetch_request(list, 1 << 20, 32 << 20, 1);
     req.session_id = session_id;
     req.session_epoch = epoch;
-    req.topics = list
-        .iter()
-        .map(|(topic, offset)| {
-            let mut p = FetchPartition::default();
-            p.partition = 0;
-            p.current_leader_epoch = -1;
-            p.fetch_offset = *offset;
-            p.last_fetched_epoch = -1;
-            p.log_start_offset = -1;
-            p.partition_max_bytes = 1 << 20;
-            let mut t = FetchTopic::default();
-            t.topic = name(topic);
-            t.partitions = vec![p];
-            t
-        })
-        .collect();
     req.forgotten_topics_data = forget
         .iter()
         .map(|topic| {
@@ -1396,25 +1392,7 @@ async fn a_fetch_smaller_than_the_first_batch_returns_that_batch_whole() {
         let recs: Vec<Rec> = (0..5).map(|j| Rec::kv(j, now, &format!("k{i}{j}"), &big)).collect();
         b.produce_ok(&topic, build_batch(Hdr::default(), &recs)).await;
     }
-    let mut p = FetchPartition::default();
-    p.partition = 0;
-    p.current_leader_epoch = -1;
-    p.fetch_offset = 0;
-    p.last_fetched_epoch = -1;
-    p.log_start_offset = -1;
-    p.partition_max_bytes = 1024;
-    let mut t = FetchTopic::default();
-    t.topic = name(&topic);
-    t.partitions = vec![p];
-    let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.max_wait_ms = 0;
-    req.min_bytes = 0;
-    req.max_bytes = 1024;
-    req.isolation_level = 1;
-    req.session_id = 0;
-    req.session_epoch = -1;
-    req.topics = vec![t];
+    let req = fetch_request(&[(&topic, 0)], 1024, 1024, 1);
     let resp = b.conn.send(&req, 12).await.expect("Fetch");
     let part = &resp.responses[0].partitions[0];
     assert_eq!(part.error_code, NONE);
@@ -1464,22 +1442,7 @@ async fn a_fetch_answer_over_the_quota_window_is_throttled_every_time() {
     // Throttled for longer than the 11 s quota window: whatever was counted before has left
     // the window, and still nothing comes.
     while throttles.iter().sum::<i32>() < 12_000 {
-        let mut p = FetchPartition::default();
-        p.partition = 0;
-        p.current_leader_epoch = -1;
-        p.fetch_offset = 0;
-        p.last_fetched_epoch = -1;
-        p.log_start_offset = -1;
-        p.partition_max_bytes = 16 << 10;
-        let mut t = FetchTopic::default();
-        t.topic = name(&topic);
-        t.partitions = vec![p];
-        let mut req = FetchRequest::default();
-        req.replica_id = BrokerId(-1);
-        req.max_bytes = 16 << 10;
-        req.isolation_level = 1;
-        req.session_epoch = -1;
-        req.topics = vec![t];
+        let req = fetch_request(&[(&topic, 0)], 16 << 10, 16 << 10, 1);
         let resp = b.conn.send(&req, 12).await.expect("Fetch");
         assert_eq!(resp.error_code, NONE);
         if resp.throttle_time_ms == 0 {

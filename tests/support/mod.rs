@@ -173,41 +173,7 @@ impl Mirrorgate {
 
     /// Starts mirrorgate with options and waits until it logs "mirrorgate ready".
     pub fn start_with(destination: &Cluster, opts: MirrorgateOptions<'_>) -> Self {
-        let first_port = free_port_range(12);
-        let dir = repo().join("target/test-mirrorgate");
-        std::fs::create_dir_all(&dir).unwrap();
-        let id = unique_name("mg");
-        let config_path = dir.join(format!("{id}.yaml"));
-        let log_path = dir.join(format!("{id}.log"));
-        let state_topic = opts.state_topic.map(String::from).unwrap_or_else(|| unique_name("__mirror_state-test"));
-        let yaml = format!(
-            "destination:\n  bootstrap_servers: {}\n  metadata_refresh_interval_ms: 5000\nlisteners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\nmirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
-            destination.bootstrap,
-            opts.advertised_host,
-            first_port,
-            first_port + 11,
-            opts.admin,
-            opts.extra_yaml
-        );
-        std::fs::write(&config_path, yaml).unwrap();
-        let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mirrorgate"))
-            .args(["run", "--config"])
-            .arg(&config_path)
-            .env_remove("RUST_LOG")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn mirrorgate");
-        let mg = Self {
-            child,
-            bootstrap: format!("{}:{first_port}", opts.advertised_host),
-            first_port,
-            log_path,
-            config_path,
-        };
-        mg.wait_for_log("mirrorgate ready", Duration::from_secs(60));
-        mg
+        Self::start_in_front_of(&destination.bootstrap, FrontOptions::default(), opts)
     }
 
     /// mirrorgate's log so far.

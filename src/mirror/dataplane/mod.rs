@@ -9,7 +9,7 @@ pub mod partition;
 pub mod session;
 pub mod source;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct Progress {
     pub next_source: i64,
 }
 
+/// Default of `mirror.fill.max.gap`, offsets.
+const FILL_MAX_GAP: i64 = 1_000_000;
+
 struct Running {
     stop: CancellationToken,
     handle: JoinHandle<Outcome>,
@@ -58,27 +61,21 @@ pub struct DataPlane {
     /// Mirrors whose source was refused (another cluster id) in this reconcile pass.
     refused: std::collections::HashSet<String>,
     /// Per mirror, the configs its source client, fetcher and copy loops were built with.
-    built_with: HashMap<String, BTreeMap<String, String>>,
+    built_with: HashMap<String, String>,
     nonce: u64,
     request_timeout: Duration,
 }
 
-/// The mirror configs the data plane builds clients, fetchers and copy loops from: a change to
-/// any of them (an operator's IncrementalAlterConfigs on the mirror) restarts its loops.
-fn data_plane_configs(def: &MirrorDefinition) -> BTreeMap<String, String> {
-    const KEYS: &[&str] = &[
-        "bootstrap.servers",
-        "client.id",
-        "request.timeout.ms",
-        "socket.connection.setup.timeout.ms",
-        "mirror.inflight.max.bytes",
-        "mirror.fill.max.gap",
-    ];
-    def.configs
-        .iter()
-        .filter(|(k, _)| k.starts_with("fetch.") || KEYS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+/// What the data plane builds a mirror's source client, fetcher and copy loops from (source
+/// client options, fetch settings, fill bound), as text: when it changes (an operator's
+/// IncrementalAlterConfigs on the mirror), the mirror's loops restart.
+fn data_plane_settings(def: &MirrorDefinition) -> String {
+    format!(
+        "{:?} {:?} {}",
+        configs::source_options(&def.configs),
+        fetch_settings(def),
+        long(def, "mirror.fill.max.gap", FILL_MAX_GAP)
+    )
 }
 
 impl DataPlane {
@@ -201,7 +198,7 @@ impl DataPlane {
                         topic: topic.clone(),
                         partition: *p,
                         fetch: fetch_settings(def),
-                        fill_max_gap: long(def, "mirror.fill.max.gap", 1_000_000),
+                        fill_max_gap: long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };
@@ -264,7 +261,7 @@ impl DataPlane {
         self.sources.retain(|m, _| state.mirrors.contains_key(m));
         self.fetchers.retain(|m, _| state.mirrors.contains_key(m));
         for (name, def) in &state.mirrors {
-            let now = data_plane_configs(def);
+            let now = data_plane_settings(def);
             let changed = match self.built_with.get(name) {
                 Some(before) => *before != now,
                 None => false,

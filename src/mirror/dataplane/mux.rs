@@ -209,14 +209,13 @@ impl Fetcher {
             // One answer per partition and request. A copy loop has one fetch outstanding,
             // but a loop stopped and started again quickly may have left a job behind: the
             // jobs nobody waits for go, and of the rest the newest wins.
-            jobs.retain(|j| !j.reply.is_closed());
-            let mut newest: HashMap<PartitionKey, usize> = HashMap::new();
-            for (i, j) in jobs.iter().enumerate() {
-                newest.insert((j.topic.clone(), j.partition), i);
-            }
-            let keep: HashSet<usize> = newest.into_values().collect();
-            let jobs: Vec<FetchJob> =
-                jobs.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, j)| j).collect();
+            let mut seen = HashSet::new();
+            let mut jobs: Vec<FetchJob> = jobs
+                .into_iter()
+                .rev()
+                .filter(|j| !j.reply.is_closed() && seen.insert((j.topic.clone(), j.partition)))
+                .collect();
+            jobs.reverse();
             if jobs.is_empty() {
                 continue;
             }
@@ -398,9 +397,8 @@ impl Fetcher {
                 (k, chunk)
             })
             .collect();
-        let answered: Vec<(PartitionKey, &SourceChunk)> = answers.iter().map(|(k, c)| (k.clone(), c)).collect();
         if plan.full || self.session.id() != 0 {
-            self.session.answered(&plan, resp.session_id, &answered);
+            self.session.answered(&plan, resp.session_id, &answers);
         }
         Ok(Sent::Answered(answers))
     }

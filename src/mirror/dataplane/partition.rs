@@ -267,18 +267,7 @@ impl PartitionTask {
                     false,
                 ));
             }
-            self.control.set_progress(
-                topic,
-                p,
-                Progress {
-                    source_log_start: chunk.log_start_offset,
-                    source_high_watermark: chunk.high_watermark,
-                    source_lso: chunk.last_stable_offset,
-                    destination_end: w.dest_next,
-                    shift: w.shift,
-                    next_source: next_src,
-                },
-            );
+            self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
 
             // Aborted transactions in this range (consumer logic: a producer is aborted from
             // its first offset until its ABORT marker).
@@ -342,18 +331,7 @@ impl PartitionTask {
                 next_src = b.next_offset();
             }
             fetch_at = fetch_at.max(next_src);
-            self.control.set_progress(
-                topic,
-                p,
-                Progress {
-                    source_log_start: chunk.log_start_offset,
-                    source_high_watermark: chunk.high_watermark,
-                    source_lso: chunk.last_stable_offset,
-                    destination_end: w.dest_next,
-                    shift: w.shift,
-                    next_source: next_src,
-                },
-            );
+            self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
                 let target = chunk.log_start_offset - w.shift;
@@ -550,6 +528,18 @@ impl PartitionTask {
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
             Err(e) => Err(Retry::new(format!("append failed: {e}"))),
         }
+    }
+}
+
+/// What `--describe` and the metrics show of a partition after a Fetch answer.
+fn progress(chunk: &source::SourceChunk, w: &Writer, next_source: i64) -> Progress {
+    Progress {
+        source_log_start: chunk.log_start_offset,
+        source_high_watermark: chunk.high_watermark,
+        source_lso: chunk.last_stable_offset,
+        destination_end: w.dest_next,
+        shift: w.shift,
+        next_source,
     }
 }
 

@@ -107,7 +107,7 @@ impl FetchSession {
 
     /// Records a successful answer to `plan` (top-level error 0). `session_id` is the
     /// response's; `answered` are the partitions it carried.
-    pub fn answered(&mut self, plan: &Plan, session_id: i32, answered: &[(PartitionKey, &SourceChunk)]) {
+    pub fn answered(&mut self, plan: &Plan, session_id: i32, answered: &HashMap<PartitionKey, SourceChunk>) {
         if plan.full {
             self.held.clear();
             self.marks.clear();
@@ -129,14 +129,17 @@ impl FetchSession {
             }
         }
         for (k, c) in answered {
-            self.marks.insert(
-                k.clone(),
-                Marks {
-                    high_watermark: c.high_watermark,
-                    last_stable_offset: c.last_stable_offset,
-                    log_start_offset: c.log_start_offset,
-                },
-            );
+            let m = Marks {
+                high_watermark: c.high_watermark,
+                last_stable_offset: c.last_stable_offset,
+                log_start_offset: c.log_start_offset,
+            };
+            match self.marks.get_mut(k) {
+                Some(old) => *old = m,
+                None => {
+                    self.marks.insert(k.clone(), m);
+                }
+            }
         }
     }
 
@@ -175,6 +178,9 @@ mod tests {
     fn params(offset: i64) -> FetchParams {
         FetchParams { offset, last_fetched_epoch: 0, current_leader_epoch: 0, max_bytes: 1 << 20 }
     }
+    fn answers(list: &[(PartitionKey, i64)]) -> HashMap<PartitionKey, SourceChunk> {
+        list.iter().map(|(k, hw)| (k.clone(), chunk(*hw))).collect()
+    }
     fn chunk(hw: i64) -> SourceChunk {
         SourceChunk {
             error_code: 0,
@@ -203,8 +209,7 @@ mod tests {
         let mut s = FetchSession::new();
         let wants = vec![(key("a", 0), params(5)), (key("a", 1), params(7)), (key("b", 0), params(0))];
         let plan = s.plan(&wants);
-        let (c0, c1, c2) = (chunk(10), chunk(7), chunk(0));
-        s.answered(&plan, 42, &[(key("a", 0), &c0), (key("a", 1), &c1), (key("b", 0), &c2)]);
+        s.answered(&plan, 42, &answers(&[(key("a", 0), 10), (key("a", 1), 7), (key("b", 0), 0)]));
         assert_eq!((s.id(), s.epoch), (42, 1));
 
         // a-0 moved on, a-1 unchanged, b-0 not wanted this round.
@@ -212,7 +217,7 @@ mod tests {
         assert_eq!((plan.session_id, plan.session_epoch, plan.full), (42, 1, false));
         assert_eq!(plan.send, vec![(key("a", 0), params(10))]);
         assert_eq!(plan.forget, vec![key("b", 0)]);
-        s.answered(&plan, 42, &[]);
+        s.answered(&plan, 42, &HashMap::new());
         assert_eq!(s.epoch, 2);
         // a-1 was left out: its answer is the last marks, without records.
         let u = s.unchanged(&key("a", 1)).unwrap();
@@ -228,8 +233,7 @@ mod tests {
     fn a_changed_leader_epoch_or_max_bytes_is_sent_again() {
         let mut s = FetchSession::new();
         let plan = s.plan(&[(key("a", 0), params(5))]);
-        let c = chunk(5);
-        s.answered(&plan, 9, &[(key("a", 0), &c)]);
+        s.answered(&plan, 9, &answers(&[(key("a", 0), 5)]));
         let moved = FetchParams { current_leader_epoch: 3, ..params(5) };
         assert_eq!(s.plan(&[(key("a", 0), moved)]).send, vec![(key("a", 0), moved)]);
         let bigger = FetchParams { max_bytes: 8 << 20, ..params(5) };
@@ -241,8 +245,7 @@ mod tests {
         let mut s = FetchSession::new();
         let wants = vec![(key("a", 0), params(5))];
         let plan = s.plan(&wants);
-        let c = chunk(5);
-        s.answered(&plan, 0, &[(key("a", 0), &c)]);
+        s.answered(&plan, 0, &answers(&[(key("a", 0), 5)]));
         let again = s.plan(&wants);
         assert!(again.full);
         assert_eq!((again.session_id, again.session_epoch), (0, 0));
@@ -252,8 +255,7 @@ mod tests {
     fn reset_starts_over_with_a_full_request() {
         let mut s = FetchSession::new();
         let plan = s.plan(&[(key("a", 0), params(5))]);
-        let c = chunk(5);
-        s.answered(&plan, 9, &[(key("a", 0), &c)]);
+        s.answered(&plan, 9, &answers(&[(key("a", 0), 5)]));
         s.reset(false);
         let plan = s.plan(&[(key("a", 0), params(5))]);
         assert!(plan.full && plan.session_id == 0 && plan.send.len() == 1);
@@ -264,17 +266,17 @@ mod tests {
     fn a_reset_with_close_names_the_old_session_once_in_the_next_full_request() {
         let mut s = FetchSession::new();
         let plan = s.plan(&[(key("a", 0), params(5))]);
-        s.answered(&plan, 9, &[]);
+        s.answered(&plan, 9, &HashMap::new());
         s.reset(true);
         let plan = s.plan(&[(key("a", 0), params(5))]);
         assert_eq!((plan.full, plan.session_id, plan.session_epoch), (true, 9, 0));
-        s.answered(&plan, 12, &[]);
+        s.answered(&plan, 12, &HashMap::new());
         assert_eq!(s.id(), 12);
         s.reset(true);
         let plan = s.plan(&[(key("a", 0), params(5))]);
         assert_eq!(plan.session_id, 12);
         // The broker had no session to give: the next full request names none.
-        s.answered(&plan, 0, &[]);
+        s.answered(&plan, 0, &HashMap::new());
         assert_eq!(s.plan(&[(key("a", 0), params(5))]).session_id, 0);
     }
 
@@ -282,10 +284,10 @@ mod tests {
     fn the_epoch_wraps_to_one() {
         let mut s = FetchSession::new();
         let plan = s.plan(&[(key("a", 0), params(5))]);
-        s.answered(&plan, 9, &[]);
+        s.answered(&plan, 9, &HashMap::new());
         s.epoch = i32::MAX;
         let plan = s.plan(&[(key("a", 0), params(5))]);
-        s.answered(&plan, 9, &[]);
+        s.answered(&plan, 9, &HashMap::new());
         assert_eq!(s.epoch, 1);
     }
 }
