@@ -15,6 +15,10 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       per-thread CPU seconds of PID (name and seconds, busiest first).
   bench_util.py free-ports COUNT
       first port of COUNT consecutive free loopback ports.
+  bench_util.py produce-uneven BOOTSTRAP TOPIC TOTAL SIZE PARTITIONS
+      writes TOTAL records of SIZE random bytes (lz4, linger.ms=20, batch.size=262144,
+      acks=all) with partition p getting a share proportional to p + 1 (the last partition
+      holds PARTITIONS times the first one's records); prints "RECORDS/S MB/S".
 """
 
 import glob
@@ -79,6 +83,44 @@ def cmd_wait_ends(bootstrap, topic, total, timeout_s, partitions=None):
         time.sleep(0.05)
     c.close()
     sys.exit(f"timeout: {topic} holds {last_sum} of {total} offsets on {bootstrap}")
+
+
+def cmd_produce_uneven(bootstrap, topic, total, size, partitions):
+    from confluent_kafka import Producer
+
+    total, size, partitions = int(total), int(size), int(partitions)
+    weights = [p + 1 for p in range(partitions)]
+    counts = [total * w // sum(weights) for w in weights]
+    counts[-1] += total - sum(counts)
+    payload = os.urandom(size * 16)
+    prod = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 20,
+            "batch.size": 262144,
+            "queue.buffering.max.kbytes": 1048576,
+        }
+    )
+    start = time.time()
+    sent = 0
+    for p, n in enumerate(counts):
+        for i in range(n):
+            off = (i * 7919) % (size * 15)
+            while True:
+                try:
+                    prod.produce(topic, payload[off : off + size], partition=p)
+                    break
+                except BufferError:
+                    prod.poll(0.05)
+            sent += 1
+            if sent % 10000 == 0:
+                prod.poll(0)
+    if prod.flush(120) != 0:
+        sys.exit("produce-uneven: records still unsent after 120 s")
+    secs = max(time.time() - start, 1e-3)
+    print(f"{total / secs:.1f} {total * size / secs / 1048576:.2f}")
 
 
 def cmd_log_stats(data_dir, topic):
@@ -158,4 +200,5 @@ if __name__ == "__main__":
         "cpu": cmd_cpu,
         "threads": cmd_threads,
         "free-ports": cmd_free_ports,
+        "produce-uneven": cmd_produce_uneven,
     }[cmd](*args)

@@ -19,6 +19,9 @@
 #          batch.size=262144
 #   small  BENCH_SMALL_RECORDS (100000) × BENCH_SMALL_RECORD_SIZE (100) B, lz4, linger.ms=0,
 #          batch.size=1 (one record per batch: the hard case of DESIGN §4.11)
+#   uneven BENCH_UNEVEN_RECORDS (600000) × BENCH_RECORD_SIZE B, lz4, linger.ms=20,
+#          batch.size=262144, partition p holding a share proportional to p + 1 (written by
+#          librdkafka): the first partitions catch up long before the last (issue 13's stall)
 # Other environment:
 #   BENCH_PARTITIONS (6)      partitions per topic (and MM2 tasks.max)
 #   BENCH_DIRECT (1)          run the direct baselines;  BENCH_MM2 (1) run MirrorMaker 2
@@ -33,12 +36,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO="$(pwd)"
 
-CASES="${BENCH_CASES:-large small}"
+CASES="${BENCH_CASES:-large small uneven}"
 PARTITIONS="${BENCH_PARTITIONS:-6}"
 LARGE_N="${BENCH_RECORDS:-1000000}"
 LARGE_S="${BENCH_RECORD_SIZE:-1024}"
 SMALL_N="${BENCH_SMALL_RECORDS:-100000}"
 SMALL_S="${BENCH_SMALL_RECORD_SIZE:-100}"
+UNEVEN_N="${BENCH_UNEVEN_RECORDS:-600000}"
 DIRECT="${BENCH_DIRECT:-1}"
 MM2="${BENCH_MM2:-1}"
 HEAP="${BENCH_HEAP:-1g}"
@@ -223,7 +227,11 @@ run_case() {   # name n size producer-props...
   log "producing $n records of $size B on the source"
   local t p_rps p_mbs
   t=$(now_ms)
-  read -r p_rps p_mbs < <(produce "$SRC" "$topic" "$n" "$size" "${props[@]}")
+  if [[ "$name" == uneven ]]; then
+    read -r p_rps p_mbs < <(util produce-uneven "$SRC" "$topic" "$n" "$size" "$PARTITIONS")
+  else
+    read -r p_rps p_mbs < <(produce "$SRC" "$topic" "$n" "$size" "${props[@]}")
+  fi
   local prod_ms=$(( $(now_ms) - t ))
   local src_ends sum
   src_ends="$(util ends "$SRC" "$topic")"
@@ -373,7 +381,8 @@ for c in $CASES; do
   case "$c" in
     large) run_case large "$LARGE_N" "$LARGE_S" compression.type=lz4 linger.ms=20 batch.size=262144 ;;
     small) run_case small "$SMALL_N" "$SMALL_S" compression.type=lz4 linger.ms=0 batch.size=1 ;;
-    *) die "unknown case '$c' (large, small)" ;;
+    uneven) run_case uneven "$UNEVEN_N" "$LARGE_S" compression.type=lz4 linger.ms=20 batch.size=262144 ;;
+    *) die "unknown case '$c' (large, small, uneven)" ;;
   esac
 done
 

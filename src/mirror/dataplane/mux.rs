@@ -148,7 +148,6 @@ impl FetchMux {
             stats: self.stats.clone(),
             budget: self.budget.clone(),
             session: FetchSession::new(),
-            last_fetched: usize::MAX,
         };
         tokio::spawn(fetcher.run(rx));
         brokers.insert(node_id, tx.clone());
@@ -159,6 +158,67 @@ impl FetchMux {
 /// How long a round waits for the copy loops whose last answer was empty (they re-ask at
 /// once) so that an idle partition is not dropped from the session and re-added every round.
 const GATHER_IDLE: Duration = Duration::from_millis(5);
+
+/// What the fetcher of one source broker knows of the copy loops it serves, to shape its
+/// rounds (issue 13, "a stall"): a caught-up partition re-asks within microseconds of its
+/// empty answer, while a partition that got records comes back only once its appends are
+/// done. A round of caught-up partitions alone would make the broker hold the request for
+/// `fetch.wait.max.ms` (nothing new for them) while the busy partitions queue behind it, so:
+///
+/// * a round made only of caught-up partitions waits for a busy partition to re-ask (at most
+///   `fetch.wait.max.ms` per round; a busy partition that has not come back after
+///   [`BUSY_EXPIRY_ROUNDS`] such waits is forgotten: its copy loop ended or is failing);
+/// * the broker may wait (`MaxWaitMs`) only when no busy partition of this broker is missing
+///   from the round, otherwise the request asks for an immediate answer;
+/// * the response room is shrunk to [`MIN_RESERVATION`] only when every listed partition was
+///   caught up at its last answer.
+#[derive(Debug, Default)]
+struct RoundShape {
+    /// Partitions whose last answer was empty (caught up): expected back at once.
+    idle: HashSet<PartitionKey>,
+    /// Partitions whose last answer carried records: expected back after their appends;
+    /// with the time of that answer.
+    busy: HashMap<PartitionKey, tokio::time::Instant>,
+}
+
+/// How many `fetch.wait.max.ms` a busy partition may stay away before the fetcher stops
+/// waiting for it (at least [`BUSY_EXPIRY_MIN`]).
+const BUSY_EXPIRY_ROUNDS: u32 = 10;
+/// The shortest time a busy partition is waited for, whatever `fetch.wait.max.ms` is.
+const BUSY_EXPIRY_MIN: Duration = Duration::from_secs(5);
+
+impl RoundShape {
+    /// True when the partitions of `keys` are all caught up while another partition is busy:
+    /// such a round waits for a busy partition to re-ask.
+    fn should_wait_for_busy(&self, keys: &HashSet<PartitionKey>) -> bool {
+        !self.busy.is_empty() && self.all_caught_up(keys)
+    }
+
+    /// Whether the broker may hold a request listing `keys` (no busy partition left out).
+    fn may_long_poll(&self, keys: &HashSet<PartitionKey>) -> bool {
+        self.busy.keys().all(|k| keys.contains(k))
+    }
+
+    /// Forgets the busy partitions answered before `before`.
+    fn expire_busy(&mut self, before: tokio::time::Instant) {
+        self.busy.retain(|_, at| *at >= before);
+    }
+
+    /// Whether every partition of `keys` was caught up at its last answer.
+    fn all_caught_up(&self, keys: &HashSet<PartitionKey>) -> bool {
+        keys.iter().all(|k| self.idle.contains(k))
+    }
+
+    /// Records the answers of a round: partitions answered empty are idle, with records busy;
+    /// partitions answered with an error (their loops re-align after a backoff) are neither.
+    fn answered(&mut self, keys: &HashSet<PartitionKey>, idle: HashSet<PartitionKey>, busy: HashSet<PartitionKey>) {
+        self.idle.retain(|k| !keys.contains(k));
+        self.busy.retain(|k, _| !keys.contains(k));
+        self.idle.extend(idle);
+        let now = tokio::time::Instant::now();
+        self.busy.extend(busy.into_iter().map(|k| (k, now)));
+    }
+}
 
 /// What one Fetch brought back.
 enum Sent {
@@ -180,30 +240,58 @@ struct Fetcher {
     stats: Arc<FetchStats>,
     budget: Arc<Semaphore>,
     session: FetchSession,
-    /// Record bytes the last answer brought (`usize::MAX` before the first).
-    last_fetched: usize,
 }
 
 impl Fetcher {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<FetchJob>) {
-        let mut idle: HashSet<PartitionKey> = HashSet::new();
+        let mut shape = RoundShape::default();
         while let Some(first) = rx.recv().await {
             let mut jobs = vec![first];
             while let Ok(j) = rx.try_recv() {
                 jobs.push(j);
             }
+            let mut keys: HashSet<PartitionKey> = jobs.iter().map(|j| (j.topic.clone(), j.partition)).collect();
+            // The caught-up partitions not asking yet re-ask at once: wait a moment for them.
             let deadline = tokio::time::Instant::now() + GATHER_IDLE;
-            let mut waiting: HashSet<PartitionKey> = idle.clone();
-            for j in &jobs {
-                waiting.remove(&(j.topic.clone(), j.partition));
-            }
-            while !waiting.is_empty() {
+            while shape.idle.iter().any(|k| !keys.contains(k)) {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(j)) => {
-                        waiting.remove(&(j.topic.clone(), j.partition));
+                        keys.insert((j.topic.clone(), j.partition));
                         jobs.push(j);
                     }
                     _ => break,
+                }
+            }
+            // Only caught-up partitions, while others are appending what they fetched: wait
+            // for one of those (they come back with work), rather than a long poll that holds
+            // them up. Busy partitions that stay away for long are forgotten.
+            if shape.should_wait_for_busy(&keys) {
+                let deadline = tokio::time::Instant::now() + self.settings.max_wait;
+                loop {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(j)) => {
+                            let key = (j.topic.clone(), j.partition);
+                            let done = !shape.idle.contains(&key);
+                            keys.insert(key);
+                            jobs.push(j);
+                            if done {
+                                break;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(_) => {
+                            let expiry = (self.settings.max_wait * BUSY_EXPIRY_ROUNDS).max(BUSY_EXPIRY_MIN);
+                            if let Some(before) = tokio::time::Instant::now().checked_sub(expiry) {
+                                shape.expire_busy(before);
+                            }
+                            break;
+                        }
+                    }
+                }
+                // The partitions that re-ask together join this round.
+                while let Ok(j) = rx.try_recv() {
+                    keys.insert((j.topic.clone(), j.partition));
+                    jobs.push(j);
                 }
             }
             // One answer per partition and request. A copy loop has one fetch outstanding,
@@ -219,21 +307,31 @@ impl Fetcher {
             if jobs.is_empty() {
                 continue;
             }
-            idle = self.round(jobs).await;
+            let keys: HashSet<PartitionKey> = jobs.iter().map(|j| (j.topic.clone(), j.partition)).collect();
+            let long_poll = shape.may_long_poll(&keys);
+            let small = shape.all_caught_up(&keys);
+            let (idle, busy) = self.round(jobs, long_poll, small).await;
+            shape.answered(&keys, idle, busy);
         }
         self.close().await;
     }
 
     /// Sends one Fetch for `jobs` and answers each; returns the partitions answered without
-    /// records or error.
-    async fn round(&mut self, jobs: Vec<FetchJob>) -> HashSet<PartitionKey> {
+    /// records or error (caught up) and those answered with records. `long_poll` lets the
+    /// broker wait up to `fetch.wait.max.ms`; `small` reserves only [`MIN_RESERVATION`].
+    async fn round(
+        &mut self,
+        jobs: Vec<FetchJob>,
+        long_poll: bool,
+        small: bool,
+    ) -> (HashSet<PartitionKey>, HashSet<PartitionKey>) {
         let wants: Vec<(PartitionKey, FetchParams)> =
             jobs.iter().map(|j| ((j.topic.clone(), j.partition), j.params)).collect();
         let outcome = loop {
-            let mut outcome = self.send(&wants).await;
+            let mut outcome = self.send(&wants, long_poll, small).await;
             if matches!(outcome, Err(MuxError::Kafka(FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH, _))) {
                 // The broker lost or rejected the session: start a new one with a full request.
-                outcome = self.send(&wants).await;
+                outcome = self.send(&wants, long_poll, small).await;
             }
             match outcome {
                 // A quota throttled us (KIP-219): the broker read nothing and keeps this
@@ -248,6 +346,7 @@ impl Fetcher {
             }
         };
         let mut idle = HashSet::new();
+        let mut busy = HashSet::new();
         match outcome {
             Err(e) => {
                 for j in jobs {
@@ -270,6 +369,8 @@ impl Fetcher {
                     if let Ok(c) = &answer {
                         if c.error_code == 0 && c.records.is_empty() {
                             idle.insert(key.clone());
+                        } else if c.error_code == 0 {
+                            busy.insert(key.clone());
                         }
                     }
                     self.stats.partitions_answered.fetch_add(1, Ordering::Relaxed);
@@ -277,7 +378,7 @@ impl Fetcher {
                 }
             }
         }
-        idle
+        (idle, busy)
     }
 
     /// Closes the broker's session when the fetcher ends (the mirror was deleted or its
@@ -300,8 +401,13 @@ impl Fetcher {
 
     /// Sends the request for `wants` in the session; returns the partitions the broker
     /// answered. Any error resets the session.
-    async fn send(&mut self, wants: &[(PartitionKey, FetchParams)]) -> Result<Sent, MuxError> {
-        let mut room = self.reserve().await;
+    async fn send(
+        &mut self,
+        wants: &[(PartitionKey, FetchParams)],
+        long_poll: bool,
+        small: bool,
+    ) -> Result<Sent, MuxError> {
+        let mut room = self.reserve(small).await;
         let plan = self.session.plan(wants);
         let s = &self.settings;
         let mut topics: Vec<FetchTopic> = Vec::new();
@@ -335,7 +441,9 @@ impl Fetcher {
         }
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(s.max_wait.as_millis().min(i32::MAX as u128) as i32)
+            // A busy partition left out of this request comes back with work soon: the broker
+            // must not hold the request for the caught-up ones listed.
+            .with_max_wait_ms(if long_poll { s.max_wait.as_millis().min(i32::MAX as u128) as i32 } else { 0 })
             .with_min_bytes(s.min_bytes)
             // No more than the room reserved (Kafka still returns a first batch that is larger).
             .with_max_bytes(room.num_permits().min(i32::MAX as usize) as i32)
@@ -379,7 +487,6 @@ impl Fetcher {
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
             .sum();
-        self.last_fetched = fetched;
         let unused = room.num_permits().saturating_sub(fetched);
         drop(room.split(unused));
         let hold = (room.num_permits() > 0).then(|| Arc::new(room));
@@ -404,16 +511,15 @@ impl Fetcher {
     }
 
     /// Reserves room in the mirror's in-flight budget for one response: as much as
-    /// `fetch.response.max.bytes` when it is free (only [`MIN_RESERVATION`] when the last
-    /// answer brought no records), less when it is not (halving down to
-    /// [`MIN_RESERVATION`]), and waits for that much when even this is taken.
-    async fn reserve(&self) -> OwnedSemaphorePermit {
+    /// `fetch.response.max.bytes` when it is free (only [`MIN_RESERVATION`] when `small`:
+    /// every listed partition was caught up at its last answer), less when it is not (halving
+    /// down to [`MIN_RESERVATION`]), and waits for that much when even this is taken.
+    async fn reserve(&self, small: bool) -> OwnedSemaphorePermit {
         let total = self.settings.inflight_max_bytes.max(1) as u32;
         let floor = MIN_RESERVATION.min(total);
-        // A caught-up broker's long poll usually comes back empty: it asks for little, and
-        // for the full size again once records flow.
-        let full =
-            if self.last_fetched == 0 { MIN_RESERVATION } else { self.settings.response_max_bytes.max(1) as u32 };
+        // A long poll of caught-up partitions usually comes back empty: it asks for little;
+        // a round with any partition that had records asks for the full size.
+        let full = if small { MIN_RESERVATION } else { self.settings.response_max_bytes.max(1) as u32 };
         let mut want = full.min(total);
         loop {
             match self.budget.clone().try_acquire_many_owned(want) {
@@ -572,5 +678,66 @@ async fn produce_loop(
             let topic = j.topic.clone();
             let _ = j.reply.send(Err(MuxError::NotSent(format!("two appends to {topic} in one round"))));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(p: i32) -> PartitionKey {
+        ("t".to_string(), p)
+    }
+    fn keys(ps: &[i32]) -> HashSet<PartitionKey> {
+        ps.iter().map(|p| key(*p)).collect()
+    }
+
+    #[test]
+    fn a_round_of_caught_up_partitions_waits_for_a_busy_one_and_never_long_polls_without_it() {
+        let mut shape = RoundShape::default();
+        // First round: 0 caught up, 1 and 2 got records.
+        shape.answered(&keys(&[0, 1, 2]), keys(&[0]), keys(&[1, 2]));
+        // The caught-up partition re-asks alone: it waits, and may not make the broker wait.
+        assert!(shape.should_wait_for_busy(&keys(&[0])));
+        assert!(!shape.may_long_poll(&keys(&[0])));
+        assert!(shape.all_caught_up(&keys(&[0])));
+        // A busy partition joins: the round goes, still without a long poll (2 is out), and
+        // with the full reservation.
+        assert!(!shape.should_wait_for_busy(&keys(&[0, 1])));
+        assert!(!shape.may_long_poll(&keys(&[0, 1])));
+        assert!(!shape.all_caught_up(&keys(&[0, 1])));
+        // Everyone listed: the broker may wait.
+        assert!(shape.may_long_poll(&keys(&[0, 1, 2])));
+    }
+
+    #[test]
+    fn when_everyone_is_caught_up_the_round_long_polls_with_a_small_reservation() {
+        let mut shape = RoundShape::default();
+        shape.answered(&keys(&[0, 1]), keys(&[0]), keys(&[1]));
+        shape.answered(&keys(&[0, 1]), keys(&[0, 1]), keys(&[]));
+        assert!(!shape.should_wait_for_busy(&keys(&[0])));
+        assert!(shape.may_long_poll(&keys(&[0])));
+        assert!(shape.all_caught_up(&keys(&[0, 1])));
+    }
+
+    #[test]
+    fn a_new_or_failed_partition_is_neither_idle_nor_busy() {
+        let mut shape = RoundShape::default();
+        shape.answered(&keys(&[0, 1]), keys(&[0]), keys(&[1]));
+        // 1 answered with an error: its loop re-aligns, nobody waits for it.
+        shape.answered(&keys(&[1]), keys(&[]), keys(&[]));
+        assert!(!shape.should_wait_for_busy(&keys(&[0])));
+        assert!(shape.may_long_poll(&keys(&[0])));
+        // A partition never answered gets the full reservation.
+        assert!(!shape.all_caught_up(&keys(&[0, 7])));
+    }
+
+    #[test]
+    fn busy_partitions_that_stay_away_are_forgotten() {
+        let mut shape = RoundShape::default();
+        shape.answered(&keys(&[0, 1]), keys(&[0]), keys(&[1]));
+        shape.expire_busy(tokio::time::Instant::now() + Duration::from_secs(1));
+        assert!(!shape.should_wait_for_busy(&keys(&[0])));
+        assert!(shape.may_long_poll(&keys(&[0])));
     }
 }
