@@ -192,6 +192,8 @@ tool_candidates() {
     acls) echo "org.apache.kafka.tools.AclCommand kafka.admin.AclCommand" ;;
     metadata-quorum) echo "org.apache.kafka.tools.MetadataQuorumCommand" ;;
     features) echo "org.apache.kafka.tools.FeatureCommand" ;;
+    leader-election) echo "org.apache.kafka.tools.LeaderElectionCommand kafka.admin.LeaderElectionCommand" ;;
+    reassign-partitions) echo "org.apache.kafka.tools.reassign.ReassignPartitionsCommand kafka.admin.ReassignPartitionsCommand" ;;
     storage) echo "kafka.tools.StorageTool" ;;
     mirror-maker) echo "org.apache.kafka.connect.mirror.MirrorMaker" ;;
     *) return 1 ;;

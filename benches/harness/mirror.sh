@@ -27,6 +27,8 @@
 #   BENCH_DIRECT (1)          run the direct baselines;  BENCH_MM2 (1) run MirrorMaker 2
 #   BENCH_HEAP (1g)           broker heap;  BENCH_TIMEOUT (300) seconds per measurement
 #   BENCH_SKIP_BUILD=1        use target/release/mirrorgate as it is
+#   BENCH_MG_BIN              measure this mirrorgate binary instead (implies no build; the
+#                             commit column then names the binary)
 #   BENCH_OUT                 results file (default benches/harness/results-<UTC date>.md)
 #   BENCH_MIRROR_CONFIG       extra lines for the mirror's config file (e.g. fetch.max.bytes=...)
 #
@@ -49,7 +51,7 @@ HEAP="${BENCH_HEAP:-1g}"
 TIMEOUT="${BENCH_TIMEOUT:-300}"
 DATE="$(date -u +%F)"
 OUT="${BENCH_OUT:-benches/harness/results-$DATE.md}"
-WORK="$REPO/target/bench-mirror"
+WORK="${BENCH_WORK:-$REPO/target/bench-mirror}"
 SRC_NAME="bench-src-$$"
 DST_NAME="bench-dst-$$"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -102,15 +104,20 @@ util() { "$PY" benches/harness/bench_util.py "$@"; }
 # ---------------------------------------------------------------------------------------------
 # build, clusters, mirrorgate
 # ---------------------------------------------------------------------------------------------
-if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-  log "building mirrorgate (cargo build --release)"
-  cargo build --release --quiet --bin mirrorgate
+if [[ -n "${BENCH_MG_BIN:-}" ]]; then
+  cp "$BENCH_MG_BIN" "$WORK/mirrorgate"
+  COMMIT="binary $BENCH_MG_BIN"
+else
+  if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+    log "building mirrorgate (cargo build --release)"
+    cargo build --release --quiet --bin mirrorgate
+  fi
+  # A private copy: others may rebuild target/release while the benchmark runs.
+  cp target/release/mirrorgate "$WORK/mirrorgate"
+  # The commit the binary was built from (+dirty-src: uncommitted changes under src/ at build time).
+  COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
 fi
-# A private copy: others may rebuild target/release while the benchmark runs.
-cp target/release/mirrorgate "$WORK/mirrorgate"
 MG_BIN="$WORK/mirrorgate"
-# The commit the binary was built from (+dirty-src: uncommitted changes under src/ at build time).
-COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
 scripts/kafka.sh fetch "$KAFKA_VERSION"
 
 log "starting clusters $SRC_NAME and $DST_NAME (full JIT, heap $HEAP)"

@@ -40,6 +40,11 @@ pub const EARLIEST_TIMESTAMP: i64 = -2;
 /// `ListOffsets` timestamp asking for the log end offset (the high watermark at
 /// `read_uncommitted`).
 pub const LATEST_TIMESTAMP: i64 = -1;
+/// ListOffsets `ReplicaId` of a consumer: answers are bounded by the isolation level.
+const CONSUMER_REPLICA_ID: i32 = -1;
+/// ListOffsets `ReplicaId` of a debugging client (`ListOffsetsRequest.DEBUGGING_REPLICA_ID`):
+/// no isolation level, so [`LATEST_TIMESTAMP`] answers the log end offset.
+const DEBUGGING_REPLICA_ID: i32 = -2;
 
 /// How a [`ClusterClient`] connects, times out and retries.
 #[derive(Debug, Clone)]
@@ -868,6 +873,29 @@ impl ClusterClient {
     /// A [`ClusterError::Kafka`] naming the partition for non-retriable errors, after
     /// retrying (with a Metadata refresh) leader changes and unknown-topic errors.
     pub async fn list_offsets(&self, topic: &str, partition: i32, timestamp: i64) -> Result<i64, ClusterError> {
+        self.list_offsets_as(topic, partition, timestamp, CONSUMER_REPLICA_ID).await
+    }
+
+    /// The leader's log end offset of `topic`-`partition`: ListOffsets [`LATEST_TIMESTAMP`]
+    /// asked as the debugging replica (replica id -2), which the broker answers without an
+    /// isolation level, from the log end rather than the high watermark (broker behaviour:
+    /// `KafkaApis.handleListOffsetRequest` applies the isolation level only to replica id
+    /// -1; pinned in `tests/replicated.rs`). Above the high watermark sit appends not yet
+    /// replicated to the whole ISR, which a leader change may still truncate.
+    ///
+    /// # Errors
+    /// As [`Self::list_offsets`].
+    pub async fn leader_log_end(&self, topic: &str, partition: i32) -> Result<i64, ClusterError> {
+        self.list_offsets_as(topic, partition, LATEST_TIMESTAMP, DEBUGGING_REPLICA_ID).await
+    }
+
+    async fn list_offsets_as(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        replica_id: i32,
+    ) -> Result<i64, ClusterError> {
         let timeout_ms = self.timeout_ms();
         self.retrying(
             ApiKey::ListOffsets,
@@ -887,7 +915,7 @@ impl ClusterClient {
                         t.name = topic_name(topic);
                         t.partitions = vec![p];
                         let mut req = ListOffsetsRequest::default();
-                        req.replica_id = BrokerId(-1);
+                        req.replica_id = BrokerId(replica_id);
                         req.isolation_level = 0;
                         req.topics = vec![t];
                         req.timeout_ms = timeout_ms;

@@ -549,6 +549,19 @@ impl Fetcher {
     }
 }
 
+/// Partition errors of a Produce answer after which the batch may have been appended:
+/// REQUEST_TIMED_OUT (7) and NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) (Kafka `Errors`;
+/// `ReplicaManager.appendRecords` appends first, then waits for the ISR in purgatory).
+pub const AMBIGUOUS_PRODUCE_ERRORS: [i16; 2] = [7, 20];
+
+/// The Produce `timeout_ms` (how long the leader waits for the ISR) for a client whose
+/// round trips time out after `request_timeout_ms`: shorter, so that a partition the ISR is
+/// slow to acknowledge comes back as its own REQUEST_TIMED_OUT while the other partitions of
+/// the request keep their answers, instead of the whole request timing out on the client.
+pub fn produce_timeout_ms(request_timeout_ms: i32) -> i32 {
+    (request_timeout_ms - 5_000).max(request_timeout_ms / 2).max(1)
+}
+
 struct ProduceJob {
     topic: String,
     partition: i32,
@@ -566,7 +579,10 @@ pub struct ProduceMux {
 
 impl ProduceMux {
     /// A multiplexer over the destination `client`.
-    pub fn new(client: ClusterClient, timeout_ms: i32) -> Arc<Self> {
+    /// `request_timeout_ms` is the client's round-trip timeout; each Produce asks the leader
+    /// to answer within [`produce_timeout_ms`] of it.
+    pub fn new(client: ClusterClient, request_timeout_ms: i32) -> Arc<Self> {
+        let timeout_ms = produce_timeout_ms(request_timeout_ms);
         Arc::new(Self { client, timeout_ms, brokers: Mutex::new(HashMap::new()) })
     }
 
@@ -667,6 +683,13 @@ async fn produce_loop(
                             j.topic, j.partition
                         ))),
                         Some(p) if p.error_code == 0 => Ok(p.base_offset),
+                        // The batch may sit in the leader's log (above the high watermark):
+                        // REQUEST_TIMED_OUT when the ISR did not acknowledge it within the
+                        // request's timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
+                        // shrank below min.insync.replicas after the append.
+                        Some(p) if AMBIGUOUS_PRODUCE_ERRORS.contains(&p.error_code) => Err(MuxError::Ambiguous(
+                            format!("{} for {}-{}", KafkaErrorCode(p.error_code), j.topic, j.partition),
+                        )),
                         Some(p) => Err(MuxError::Kafka(p.error_code, p.error_message.as_ref().map(|m| m.to_string()))),
                     };
                     let _ = j.reply.send(answer);
@@ -730,6 +753,13 @@ mod tests {
         assert!(shape.may_long_poll(&keys(&[0])));
         // A partition never answered gets the full reservation.
         assert!(!shape.all_caught_up(&keys(&[0, 7])));
+    }
+
+    #[test]
+    fn the_leader_answers_a_produce_before_the_client_gives_up_on_it() {
+        assert_eq!(produce_timeout_ms(30_000), 25_000);
+        assert_eq!(produce_timeout_ms(6_000), 3_000);
+        assert_eq!(produce_timeout_ms(1), 1);
     }
 
     #[test]

@@ -16,12 +16,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
 
+use super::log_end;
 use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
@@ -137,7 +138,12 @@ impl PartitionTask {
             }
         };
 
-        let dest_end = self.dest.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(retry)?;
+        // Where the destination really ends: nothing of ours above its high watermark.
+        let dest_end = match log_end::settled_log_end(&self.dest, topic, p, stop, self.request_timeout).await {
+            Ok(end) => end,
+            Err(log_end::Unsettled::Stopped) => return Ok(Outcome::Stopped),
+            Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
+        };
         let src_start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
 
         // Re-seed: a failback onto an empty destination partition (the operator deleted and
