@@ -51,8 +51,11 @@ pub enum MirrorErrorCode {
 /// 4.4.0 (`tests/error_codes.rs` reads the jar and fails when this list is out of date). A
 /// client that does not know KIP-1279 reads these codes with Kafka's meaning; Kafka 4.1 and
 /// 3.9 end at 133 and 127, so they have no collision.
-pub const KAFKA_ALLOCATED: [(i16, &str); 3] =
-    [(134, "GROUP_DELETION_FAILED"), (135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"), (136, "CONTROLLER_ID_NOT_REGISTERED")];
+pub const KAFKA_ALLOCATED: [(i16, &str); 3] = [
+    (134, "GROUP_DELETION_FAILED"),
+    (135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"),
+    (136, "CONTROLLER_ID_NOT_REGISTERED"),
+];
 
 impl MirrorErrorCode {
     /// All codes, ascending.
