@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole mirrorgate test suite, from a fresh clone: installs what the tests need (Kafka jars
-# into .cache/, confluent-kafka into .venv/, the Go test client's modules), then runs unit and integration tests. Integration
-# tests start their own Kafka clusters on loopback with scripts/kafka.sh and stop them on exit.
+# into .cache/, confluent-kafka into .venv/, the Go test client and its pinned modules), then
+# runs unit and integration tests. Integration tests start their own Kafka clusters on
+# loopback with scripts/kafka.sh and stop them on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
