@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole mirrorgate test suite, from a fresh clone: installs what the tests need (Kafka jars
-# into .cache/, confluent-kafka into .venv/), then runs unit and integration tests. Integration
-# tests start their own Kafka clusters on loopback with scripts/kafka.sh and stop them on exit.
+# into .cache/, confluent-kafka into .venv/, the Go test client and its pinned modules), then
+# runs unit and integration tests. Integration tests start their own Kafka clusters on
+# loopback with scripts/kafka.sh and stop them on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,10 @@ scripts/kafka.sh fetch 4.4.0 >/dev/null
 
 step "Python test client (confluent-kafka / librdkafka) in .venv"
 scripts/pyenv.sh >/dev/null
+
+step "Go test client (franz-go, sarama; modules pinned in tests/go/go.sum)"
+command -v go >/dev/null || { echo "Go is needed for tests/produce_refusal.rs (franz-go, sarama): install Go >= 1.26" >&2; exit 1; }
+(cd tests/go && go build -mod=readonly -o ../../target/test-mirrorgate/go-produce ./produce)
 
 step "cargo test"
 # Test binaries run one after another; the tests inside a binary share its Kafka clusters.

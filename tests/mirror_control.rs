@@ -235,13 +235,14 @@ fn produce_to_a_mirror_topic_is_refused_and_other_topics_are_written() {
         err.contains(&format!("topic {mirrored} is a read-only mirror topic of mirror {mirror}")),
         "console producer: {err}"
     );
-    // librdkafka: error 134 (READ_ONLY_TOPIC) on the mirror topic's partition.
+    // librdkafka: POLICY_VIOLATION on the mirror topic's partition (tests/produce_refusal.rs
+    // checks each client's report in detail).
     let out = python_client(&["produce", "--bootstrap", &mg.bootstrap, "--topic", &mirrored, "--count", "1"]);
     assert!(!out.status.success());
     let text = stdout(&out) + &stderr(&out);
-    assert!(text.contains(&format!("ERROR {mirrored}[")) && text.contains("134"), "librdkafka: {text}");
+    assert!(text.contains(&format!("ERROR {mirrored}[")) && text.contains("POLICY_VIOLATION"), "librdkafka: {text}");
 
-    // One Produce request for both topics: the mirror partition gets READ_ONLY_TOPIC with the
+    // One Produce request for both topics: the mirror partition gets POLICY_VIOLATION with the
     // message, the other topic is written.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let resp = rt.block_on(async {
@@ -268,7 +269,7 @@ fn produce_to_a_mirror_topic_is_refused_and_other_topics_are_written() {
         resp.responses.iter().find(|t| t.name.0.as_str() == n).unwrap_or_else(|| panic!("{n} missing: {resp:?}"))
     };
     let refused = &by_topic(&mirrored).partition_responses[0];
-    assert_eq!(refused.error_code, 134);
+    assert_eq!(refused.error_code, 44, "POLICY_VIOLATION, never the KIP's 134");
     assert!(refused.error_message.as_ref().unwrap().contains("read-only mirror topic"));
     let written = &by_topic(&plain).partition_responses[0];
     assert_eq!((written.error_code, written.base_offset), (0, 0), "{written:?}");

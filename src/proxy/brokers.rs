@@ -82,6 +82,14 @@ impl BrokerDirectory {
         self.api_ranges.read().unwrap_or_else(|e| e.into_inner()).contains_key(&api_key)
     }
 
+    /// Every `api_key → (min, max)` the destination advertised, ascending by api key.
+    pub fn api_ranges(&self) -> Vec<(i16, (i16, i16))> {
+        let mut all: Vec<(i16, (i16, i16))> =
+            self.api_ranges.read().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, r)| (*k, *r)).collect();
+        all.sort_unstable();
+        all
+    }
+
     /// The destination's range for `api_key`.
     pub fn api_range(&self, api_key: i16) -> Option<(i16, i16)> {
         self.api_ranges.read().unwrap_or_else(|e| e.into_inner()).get(&api_key).copied()

@@ -3,6 +3,13 @@
 //! order (Kafka answers in order per connection), are matched by correlation id, intercepted
 //! where needed and written to the client. Requests are pipelined up to a cap; when the cap is
 //! reached mirrorgate stops reading from the client (backpressure instead of buffering).
+//!
+//! The upstream connection is opened lazily, by the first request that must be forwarded, so
+//! that what mirrorgate answers itself (the mirror RPCs, mirror configs) works while no
+//! destination broker is reachable. While it cannot be opened, ApiVersions is answered
+//! locally from the api ranges the destination advertised at startup (so an admin client can
+//! proceed to the mirror RPCs), and any other forwarded request closes the client connection
+//! at once with a logged reason — what a client sees when a broker is down, and retries.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +17,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -38,6 +46,8 @@ enum Pending {
     Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction },
     /// mirrorgate answered it itself.
     Local(Bytes),
+    /// The upstream connection was opened; its responses follow from here on.
+    Opened(OwnedReadHalf),
 }
 
 /// Advertised addresses of one listener.
@@ -59,19 +69,13 @@ impl AddressMap for ListenerMap<'_> {
     }
 }
 
-/// Serves one accepted client connection until either side closes; logs open and close.
+/// Serves one accepted client connection until either side closes; logs open and close. The
+/// upstream connection is opened by the first request that needs it.
 pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>, target: Target, shared: Arc<Shared>) {
     let local = client.local_addr().map(|a| a.port()).unwrap_or(0);
-    let (upstream, upstream_addr) = match connect_upstream(target, &shared).await {
-        Ok(u) => u,
-        Err(reason) => {
-            tracing::warn!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused: no upstream");
-            return;
-        }
-    };
-    tracing::info!(%peer, listener = %listener.name, port = local, ?target, upstream = %upstream_addr, "client connection opened");
+    tracing::info!(%peer, listener = %listener.name, port = local, ?target, "client connection opened");
     crate::telemetry::metrics::client_connection(1.0);
-    let reason = pump(client, upstream, &listener, &shared).await;
+    let reason = pump(client, target, &listener, &shared).await;
     crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
@@ -98,12 +102,12 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream,
 }
 
 /// Runs both directions; returns why the connection ended.
-async fn pump(client: TcpStream, upstream: TcpStream, listener: &Listener, shared: &Shared) -> String {
+async fn pump(client: TcpStream, target: Target, listener: &Listener, shared: &Shared) -> String {
     let (client_r, client_w) = client.into_split();
-    let (up_r, up_w) = upstream.into_split();
-    let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests);
-    let requests = requests(client_r, up_w, tx, shared, listener.admin);
-    let responses = responses(up_r, client_w, rx, listener, shared);
+    // One slot more than the pipelining cap for the `Opened` message.
+    let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
+    let requests = requests(client_r, target, tx, shared, listener.admin);
+    let responses = responses(client_w, rx, listener, shared);
     tokio::select! {
         r = requests => r,
         r = responses => r,
@@ -118,14 +122,13 @@ async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::
 }
 
 /// Client → upstream. Returns the close reason.
-async fn requests<R, W>(mut client_r: R, up_w: W, tx: mpsc::Sender<Pending>, shared: &Shared, admin: bool) -> String
+async fn requests<R>(mut client_r: R, target: Target, tx: mpsc::Sender<Pending>, shared: &Shared, admin: bool) -> String
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
 {
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
-    let mut up_w = BufWriter::with_capacity(64 * 1024, up_w);
+    let mut upstream: Option<BufWriter<OwnedWriteHalf>> = None;
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -168,6 +171,44 @@ where
             match decision {
                 Decision::Close(reason) => return reason,
                 Decision::Upstream { frame, expect_response, action } => {
+                    if upstream.is_none() {
+                        match connect_upstream(target, shared).await {
+                            Ok((stream, addr)) => {
+                                tracing::debug!(?target, upstream = %addr, "upstream connection opened");
+                                let (up_r, up_w) = stream.into_split();
+                                if tx.send(Pending::Opened(up_r)).await.is_err() {
+                                    return "response path closed".into();
+                                }
+                                upstream = Some(BufWriter::with_capacity(64 * 1024, up_w));
+                            }
+                            Err(reason) => match action {
+                                ResponseAction::ApiVersions { fallback } => {
+                                    tracing::warn!(?target, %reason, "destination unreachable; ApiVersions answered from the ranges it advertised at startup");
+                                    let response = match intercept::local_api_versions(
+                                        prefix.correlation_id,
+                                        if fallback { 0 } else { prefix.api_version },
+                                        fallback,
+                                        &shared.directory,
+                                        &shared.extra_apis,
+                                    ) {
+                                        Ok(r) => r,
+                                        Err(e) => return e,
+                                    };
+                                    if tx.send(Pending::Local(response)).await.is_err() {
+                                        return "response path closed".into();
+                                    }
+                                    continue;
+                                }
+                                _ => {
+                                    return format!(
+                                        "destination broker unreachable, cannot forward api key {} (correlation id {}): {reason}",
+                                        prefix.api_key, prefix.correlation_id
+                                    )
+                                }
+                            },
+                        }
+                    }
+                    let Some(up_w) = upstream.as_mut() else { return "no upstream connection".into() };
                     if expect_response {
                         let pending = Pending::Upstream {
                             api_key: prefix.api_key,
@@ -179,14 +220,16 @@ where
                             return "response path closed".into();
                         }
                     }
-                    if let Err(e) = write_frame(&mut up_w, &frame).await {
+                    if let Err(e) = write_frame(up_w, &frame).await {
                         return format!("write to destination broker failed: {e}");
                     }
                 }
             }
         }
-        if let Err(e) = up_w.flush().await {
-            return format!("write to destination broker failed: {e}");
+        if let Some(up_w) = upstream.as_mut() {
+            if let Err(e) = up_w.flush().await {
+                return format!("write to destination broker failed: {e}");
+            }
         }
         match read_more(&mut client_r, &mut buf).await {
             Ok(0) => {
@@ -202,17 +245,11 @@ where
 }
 
 /// Upstream → client, in request order. Returns the close reason.
-async fn responses<R, W>(
-    mut up_r: R,
-    client_w: W,
-    mut rx: mpsc::Receiver<Pending>,
-    listener: &Listener,
-    shared: &Shared,
-) -> String
+async fn responses<W>(client_w: W, mut rx: mpsc::Receiver<Pending>, listener: &Listener, shared: &Shared) -> String
 where
-    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let mut up_r: Option<OwnedReadHalf> = None;
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
     let mut client_w = BufWriter::with_capacity(64 * 1024, client_w);
@@ -233,9 +270,16 @@ where
                 }
                 continue;
             }
+            Pending::Opened(r) => {
+                up_r = Some(r);
+                continue;
+            }
             Pending::Upstream { api_key, api_version, correlation_id, action } => {
                 (api_key, api_version, correlation_id, action)
             }
+        };
+        let Some(up_r) = up_r.as_mut() else {
+            return "response due from a destination broker that was never connected".into();
         };
         let frame = loop {
             match decoder.decode(&mut buf) {
@@ -243,7 +287,7 @@ where
                 Ok(None) => {}
                 Err(e) => return format!("bad frame from destination broker: {e}"),
             }
-            match read_more(&mut up_r, &mut buf).await {
+            match read_more(up_r, &mut buf).await {
                 Ok(0) => return "destination broker closed the connection".into(),
                 Ok(_) => {}
                 Err(e) => return format!("read from destination broker failed: {e}"),

@@ -117,6 +117,41 @@ pub fn apply(
     Ok(out.freeze())
 }
 
+/// An ApiVersions response (header v0 + body at `version`) built by mirrorgate itself while
+/// no destination broker is reachable: the api ranges the destination advertised at startup,
+/// narrowed as a forwarded answer would be ([`versions::negotiate`]), plus `extra_apis`; with
+/// `fallback` (KIP-511: the client asked for a version above ours) the error code is
+/// UNSUPPORTED_VERSION (35) and `version` should be 0. No finalized features are listed: a
+/// client learns them once the destination answers again.
+///
+/// # Errors
+/// The response cannot be encoded at `version`.
+pub fn local_api_versions(
+    correlation_id: i32,
+    version: i16,
+    fallback: bool,
+    directory: &BrokerDirectory,
+    extra_apis: &ExtraApis,
+) -> Result<Bytes, String> {
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    let mut resp = ApiVersionsResponse::default();
+    resp.api_keys = directory
+        .api_ranges()
+        .into_iter()
+        .map(|(k, (min, max))| ApiVersion::default().with_api_key(k).with_min_version(min).with_max_version(max))
+        .collect();
+    let reserved: Vec<i16> = extra_apis.iter().map(|e| e.0).collect();
+    versions::negotiate(&mut resp, &reserved, extra_apis);
+    if fallback {
+        resp.error_code = versions::UNSUPPORTED_VERSION;
+    }
+    let mut out = BytesMut::with_capacity(16 + 8 * resp.api_keys.len());
+    header::put_response_header(&mut out, correlation_id, 0);
+    resp.encode(&mut out, version)
+        .map_err(|e| format!("cannot encode a local ApiVersions v{version} response: {e}"))?;
+    Ok(out.freeze())
+}
+
 /// Restores the source's view of mirror topics in a Fetch response: each placeholder batch
 /// becomes a synthesised COMMIT control batch for the same offsets (DESIGN §4.3), so clients
 /// skip those offsets exactly as they skip transaction markers and compaction holes on the
@@ -172,4 +207,53 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
         }
     }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use kafka_protocol::messages::ApiVersionsResponse;
+    use kafka_protocol::protocol::Decodable;
+
+    use super::*;
+
+    fn directory() -> BrokerDirectory {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let d = BrokerDirectory::new(vec!["b:9092".into()], tx);
+        let produce_max = ApiKey::Produce.valid_versions().max;
+        d.set_api_ranges(HashMap::from([(0, (3, produce_max + 3)), (18, (0, 4)), (94, (0, 7)), (8, (0, 9))]));
+        d
+    }
+
+    fn body(frame: &Bytes) -> (i32, Bytes) {
+        (header::response_correlation_id(frame).unwrap(), frame.slice(4..))
+    }
+
+    #[test]
+    fn local_api_versions_narrows_like_a_forwarded_answer() {
+        let frame = local_api_versions(7, 3, false, &directory(), &[(94, 0, 0)]).unwrap();
+        let (cid, mut b) = body(&frame);
+        assert_eq!(cid, 7);
+        let resp = ApiVersionsResponse::decode(&mut b, 3).unwrap();
+        assert_eq!(resp.error_code, 0);
+        let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
+        let produce = intercepted_produce_range();
+        assert_eq!(got, vec![(0, produce.0, produce.1), (8, 0, 9), (18, 0, 4), (94, 0, 0)]);
+    }
+
+    #[test]
+    fn local_api_versions_fallback_is_v0_with_unsupported_version() {
+        let frame = local_api_versions(9, 0, true, &directory(), &[]).unwrap();
+        let (cid, mut b) = body(&frame);
+        assert_eq!(cid, 9);
+        let resp = ApiVersionsResponse::decode(&mut b, 0).unwrap();
+        assert_eq!(resp.error_code, versions::UNSUPPORTED_VERSION);
+        assert!(resp.api_keys.iter().any(|a| a.api_key == 18));
+    }
+
+    fn intercepted_produce_range() -> (i16, i16) {
+        let (min, max) = versions::intercepted_range(0).unwrap();
+        (min.max(3), max)
+    }
 }

@@ -7,8 +7,11 @@
 //! that touch no mirror topic are forwarded as the client's own bytes.
 //!
 //! Errors per API (the closest each API's clients understand, always with a message where the
-//! response has a message field): Produce → READ_ONLY_TOPIC (134) per partition, the other
-//! partitions of the request are written; AddPartitionsToTxn → TOPIC_AUTHORIZATION_FAILED
+//! response has a message field): Produce → POLICY_VIOLATION (44) per partition with the
+//! mirror named in the partition's error message, the other partitions of the request are
+//! written (never the KIP's provisional READ_ONLY_TOPIC 134: no released client knows it, and
+//! Kafka 4.x and the clients that follow it read 134 as GROUP_DELETION_FAILED; see
+//! docs/protocol.md "Error codes"); AddPartitionsToTxn → TOPIC_AUTHORIZATION_FAILED
 //! (clients abort the transaction); DeleteRecords, CreatePartitions, DeleteTopics,
 //! AlterConfigs and IncrementalAlterConfigs on a mirror topic → POLICY_VIOLATION with the
 //! mirror named. A mixed admin request (mirror and other topics) is refused as a whole, each
@@ -38,7 +41,7 @@ use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{base64_uuid, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
 use crate::wire::header::{self, RequestPrefix};
-use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable, MirrorErrorCode};
+use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable};
 use crate::wire::scan::{self, TopicRef};
 
 /// Kafka error POLICY_VIOLATION (44).
@@ -73,7 +76,7 @@ pub enum GateDecision {
         frame: Bytes,
         /// Whether the broker will answer (acks != 0).
         expect_response: bool,
-        /// Partitions to add to the response with READ_ONLY_TOPIC.
+        /// Partitions to add to the response with POLICY_VIOLATION.
         rejected: Arc<Vec<Rejected>>,
     },
 }
@@ -426,6 +429,15 @@ impl MirrorGate {
         if rejected.is_empty() {
             return Ok(GateDecision::Pass);
         }
+        // One line per refused request (not per partition): operators see who writes to a
+        // mirror topic, and tests count the Produce requests a client sent (no retries).
+        tracing::info!(
+            client_id = header::request_client_id(frame, 1).unwrap_or(""),
+            correlation_id = prefix.correlation_id,
+            partitions = rejected.len(),
+            "Produce refused with POLICY_VIOLATION: {}",
+            rejected[0].message
+        );
         let expect_response = scan.acks != 0;
         if !expect_response {
             for r in &rejected {
@@ -490,12 +502,16 @@ fn uuid_of(u: &KafkaUuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(u.0)
 }
 
-/// Adds READ_ONLY_TOPIC entries for `rejected` to a Produce response.
+/// Adds a POLICY_VIOLATION (44) entry with the refusal message for each of `rejected` to a
+/// Produce response. POLICY_VIOLATION is non-retriable in every client (Java's
+/// `PolicyViolationException` is an `ApiException`, not a `RetriableException`; librdkafka,
+/// franz-go and sarama fail the batch at once), and Java clients and librdkafka show the
+/// message (Produce v8+, KIP-467).
 pub fn produce_rejections(mut resp: ProduceResponse, rejected: &[Rejected]) -> ProduceResponse {
     for r in rejected {
         let part = PartitionProduceResponse::default()
             .with_index(r.partition)
-            .with_error_code(MirrorErrorCode::ReadOnlyTopic.code())
+            .with_error_code(POLICY_VIOLATION)
             .with_base_offset(-1)
             .with_log_append_time_ms(-1)
             .with_log_start_offset(-1)

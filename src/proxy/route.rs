@@ -30,7 +30,7 @@ pub enum ResponseAction {
     Produce,
     /// Rewrite KIP-951 `node_endpoints` (Fetch v16+).
     Fetch,
-    /// Add READ_ONLY_TOPIC results for the mirror partitions taken out of the request (and
+    /// Add POLICY_VIOLATION results for the mirror partitions taken out of the request (and
     /// rewrite `node_endpoints`).
     ProduceMerge(std::sync::Arc<Vec<super::mirror_gate::Rejected>>),
 }

@@ -1,5 +1,9 @@
 //! The error codes KIP-1279's prototype adds to Kafka's `Errors` enum (134–146), with their
-//! names and default messages. Provisional: upstream numbering may differ. Pure data.
+//! names and default messages. Provisional: upstream numbering may differ, and Kafka 4.4 has
+//! already allocated 134–136 to errors of its own ([`KAFKA_ALLOCATED`]). These codes are
+//! therefore sent only in the responses of the mirror RPCs, whose clients know the KIP; a
+//! write to a mirror topic is refused with a stock Kafka code (POLICY_VIOLATION 44, see
+//! `proxy::mirror_gate`). Pure data.
 
 /// A KIP-1279 error code (prototype numbering, `clients/.../common/protocol/Errors.java` in
 /// showuon/kafka). Codes the proxy also reuses from stock Kafka (e.g. `INVALID_CONFIG` 40,
@@ -7,7 +11,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i16)]
 pub enum MirrorErrorCode {
-    /// 134 `READ_ONLY_TOPIC`: a write (Produce, …) to a mirror topic that is not STOPPED.
+    /// 134 `READ_ONLY_TOPIC`: in the KIP, a write (Produce, …) to a mirror topic that is not
+    /// STOPPED. mirrorgate never sends it: no released client knows it and Kafka 4.4 reads 134
+    /// as `GROUP_DELETION_FAILED`; Produce gets POLICY_VIOLATION (44) with the mirror named.
     ReadOnlyTopic = 134,
     /// 135 `INVALID_CLUSTER_MIRROR_NAME`: the name breaks the topic-like naming rules
     /// (CreateClusterMirror). Not in the prototype's latest `Errors.java` (135 is a gap
@@ -39,6 +45,17 @@ pub enum MirrorErrorCode {
     /// 146 `MIRROR_TOPIC_NOT_STOPPED`.
     MirrorTopicNotStopped = 146,
 }
+
+/// KIP-1279 prototype codes that the newest Kafka release allocates to errors of its own,
+/// `(code, Kafka's name)`, from `org.apache.kafka.common.protocol.Errors` in kafka-clients
+/// 4.4.0 (`tests/error_codes.rs` reads the jar and fails when this list is out of date). A
+/// client that does not know KIP-1279 reads these codes with Kafka's meaning; Kafka 4.1 and
+/// 3.9 end at 133 and 127, so they have no collision.
+pub const KAFKA_ALLOCATED: [(i16, &str); 3] = [
+    (134, "GROUP_DELETION_FAILED"),
+    (135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"),
+    (136, "CONTROLLER_ID_NOT_REGISTERED"),
+];
 
 impl MirrorErrorCode {
     /// All codes, ascending.

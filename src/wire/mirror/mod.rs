@@ -22,7 +22,7 @@ mod table;
 
 pub use codec::{KafkaUuid, MAX_STRING_BYTES};
 pub use error::WireError;
-pub use error_code::MirrorErrorCode;
+pub use error_code::{MirrorErrorCode, KAFKA_ALLOCATED};
 pub use state::MirrorPartitionState;
 pub use table::{MirrorApi, MirrorApiEntry, MirrorApiTable, MirrorApiTableError};
 
