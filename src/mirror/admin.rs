@@ -169,7 +169,16 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                     let mut detail = PartitionDetail {
                                         partition_index: p.partition,
                                         state_value: s(p.state.as_str()),
-                                        error_message: p.error_message.clone().map(s),
+                                        // FAILED: why; a retrying copy loop: its last error.
+                                        error_message: p
+                                            .error_message
+                                            .clone()
+                                            .filter(|_| p.state == crate::wire::mirror::MirrorPartitionState::Failed)
+                                            .or_else(|| {
+                                                cp.retrying(&p.topic, p.partition).map(|e| format!("retrying: {e}"))
+                                            })
+                                            .or_else(|| p.error_message.clone())
+                                            .map(s),
                                         retry_attempt: if p.error_message.is_some() && !p.retryable {
                                             -1
                                         } else {

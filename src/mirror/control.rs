@@ -144,6 +144,8 @@ pub struct ControlPlane {
     state: RwLock<ControlState>,
     /// What the data plane last saw per `(topic, partition)`.
     progress: dashmap::DashMap<(String, i32), super::dataplane::Progress>,
+    /// The last error of partitions whose copy loop is retrying (cleared by progress).
+    retrying: dashmap::DashMap<(String, i32), String>,
     /// Set when a data plane drives the partitions: transient states (PAUSING, STOPPING)
     /// then wait for it to finish in-flight work.
     data_plane: AtomicBool,
@@ -171,6 +173,7 @@ impl ControlPlane {
         Self {
             state: RwLock::new(ControlState::default()),
             progress: dashmap::DashMap::new(),
+            retrying: dashmap::DashMap::new(),
             data_plane: AtomicBool::new(false),
             lost_offsets: std::sync::atomic::AtomicI64::new(0),
             persist,
@@ -200,7 +203,31 @@ impl ControlPlane {
 
     /// Records what the data plane saw of a partition.
     pub fn set_progress(&self, topic: &str, partition: i32, p: super::dataplane::Progress) {
-        self.progress.insert((topic.to_string(), partition), p);
+        let key = (topic.to_string(), partition);
+        if let Some(before) = self.progress.insert(key.clone(), p) {
+            if p.next_source > before.next_source {
+                self.retrying.remove(&key);
+            }
+        }
+    }
+
+    /// Records the last error of a partition whose copy loop re-aligns and retries (shown by
+    /// `--describe` until the loop copies again); `None` clears it.
+    pub fn set_retrying(&self, topic: &str, partition: i32, error: Option<String>) {
+        let key = (topic.to_string(), partition);
+        match error {
+            Some(e) => {
+                self.retrying.insert(key, e);
+            }
+            None => {
+                self.retrying.remove(&key);
+            }
+        }
+    }
+
+    /// The last error of a retrying partition, if it is retrying.
+    pub fn retrying(&self, topic: &str, partition: i32) -> Option<String> {
+        self.retrying.get(&(topic.to_string(), partition)).map(|e| e.clone())
     }
 
     /// What the data plane last saw of a partition.

@@ -4,6 +4,7 @@
 //! | Prometheus name | KIP metric |
 //! |---|---|
 //! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets) |
+//! | `mirrorgate_mirror_partition_lag_high_watermark{mirror,topic,partition}` | (extension) lag against the source high watermark: grows while a source transaction stays open (offsets) |
 //! | `mirrorgate_mirror_max_lag{mirror}` | MirrorFetcherManager MaxLag (offsets) |
 //! | `mirrorgate_mirror_partitions{mirror,state}` | *PartitionState gauges (FailedPartitionState, ...) |
 //! | `mirrorgate_mirror_failed_partitions{mirror}` | FailedPartitionsCount |
@@ -86,6 +87,9 @@ pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
                 let lag = (g.source_lso - (g.destination_end + g.shift)).max(0);
                 metrics::gauge!("mirrorgate_mirror_partition_lag", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
                     .set(lag as f64);
+                let lag_hw = (g.source_high_watermark - (g.destination_end + g.shift)).max(0);
+                metrics::gauge!("mirrorgate_mirror_partition_lag_high_watermark", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
+                    .set(lag_hw as f64);
                 let e = max_lag.entry(rec.mirror.clone()).or_default();
                 *e = (*e).max(lag);
             }

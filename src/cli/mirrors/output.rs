@@ -152,12 +152,15 @@ pub struct PartitionRow {
     pub topic: String,
     /// Partition index.
     pub partition: i32,
-    /// Source high watermark (offset), -1 if not available.
+    /// Source last stable offset (what read_committed can copy), -1 if not available.
     pub source_offset: i64,
     /// Destination log end offset, -1 if not available.
     pub destination_offset: i64,
     /// `max(0, sourceOffset - destinationOffset)` in offsets, -1 if either is unknown.
     pub lag: i64,
+    /// Lag against the source high watermark (mirrorgate extension), offsets, -1 if unknown:
+    /// above `lag` while a source transaction is open (its records wait for the LSO).
+    pub lag_high_watermark: i64,
     /// [`MirrorPartitionState`](mirrorgate::wire::mirror::MirrorPartitionState) name, or
     /// `UNKNOWN`.
     pub state: String,
@@ -208,6 +211,7 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
                         source_offset: p.source_offset,
                         destination_offset: p.destination_offset,
                         lag: lag(p.source_offset, mapped),
+                        lag_high_watermark: lag(ext::source_high_watermark(p).unwrap_or(-1), mapped),
                         state: p.state_value.to_string(),
                         retry_attempt: p.retry_attempt,
                         error_message: p.error_message.as_ref().map(|s| s.to_string()),
@@ -238,6 +242,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
                 offset_cell(r.lag),
                 r.state.clone(),
                 offset_cell(r.source_high_watermark),
+                offset_cell(r.lag_high_watermark),
                 r.offset_mode.clone(),
             ]
         })
@@ -252,6 +257,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
             "LAG",
             "STATE",
             "SOURCE-HW",
+            "LAG-HW",
             "OFFSET-MODE",
         ],
         &cells,
@@ -407,11 +413,11 @@ west-to-east  0       -                       west1:9092,west2:9092
         assert_eq!(
             describe_table(&rows),
             "\
-MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  OFFSET-MODE
-a-to-b  orders    0          123456         123400              56   MIRRORING  -          identical
-a-to-b  orders    1          1500           1500                0    MIRRORING  -          identical
-b-to-c  payments  0          10             4                   6    FAILED     -          identical
-b-to-c  payments  1          -              7                   -    FAILED     -          identical
+MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE
+a-to-b  orders    0          123456         123400              56   MIRRORING  -          -       identical
+a-to-b  orders    1          1500           1500                0    MIRRORING  -          -       identical
+b-to-c  payments  0          10             4                   6    FAILED     -          -       identical
+b-to-c  payments  1          -              7                   -    FAILED     -          -       identical
 "
         );
     }
@@ -443,6 +449,7 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "sourceOffset": 10,
     "destinationOffset": 4,
     "lag": 6,
+    "lagHighWatermark": -1,
     "state": "FAILED",
     "retryAttempt": 3,
     "errorMessage": "Source leader\nnot available",
@@ -457,6 +464,7 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "sourceOffset": -1,
     "destinationOffset": 7,
     "lag": -1,
+    "lagHighWatermark": -1,
     "state": "FAILED",
     "retryAttempt": -1,
     "errorMessage": "Source topic deleted",

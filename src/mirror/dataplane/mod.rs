@@ -4,6 +4,7 @@
 //! flight) and then complete the transition; FAILED partitions are retried with backoff
 //! (`mirror.failed.retry.*`) unless the failure is not retryable.
 
+pub mod errors;
 pub mod log_end;
 pub mod mux;
 pub mod partition;

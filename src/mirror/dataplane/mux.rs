@@ -228,6 +228,9 @@ enum Sent {
     Throttled(Duration),
 }
 
+/// Consecutive throttled answers after which a round gives its loops an error.
+const THROTTLED_ROUNDS: u32 = 20;
+
 /// The smallest Fetch response room a fetcher asks for when the budget is short, bytes.
 const MIN_RESERVATION: u32 = 64 << 10;
 
@@ -327,6 +330,7 @@ impl Fetcher {
     ) -> (HashSet<PartitionKey>, HashSet<PartitionKey>) {
         let wants: Vec<(PartitionKey, FetchParams)> =
             jobs.iter().map(|j| ((j.topic.clone(), j.partition), j.params)).collect();
+        let mut throttled = 0u32;
         let outcome = loop {
             let mut outcome = self.send(&wants, long_poll, small).await;
             if matches!(outcome, Err(MuxError::Kafka(FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH, _))) {
@@ -337,7 +341,17 @@ impl Fetcher {
                 // A quota throttled us (KIP-219): the broker read nothing and keeps this
                 // connection muted for the throttle time. Ask again after it, for the loops
                 // still waiting.
+                Ok(Sent::Throttled(wait)) if throttled >= THROTTLED_ROUNDS => {
+                    // A quota that never lets one answer through (an answer larger than
+                    // quota × window is throttled every time): the loops see it as an error,
+                    // and fail visibly if it lasts.
+                    break Err(MuxError::NotSent(format!(
+                        "throttled by a quota on the source ({throttled} answers in a row, {} ms each); a quota below the size of one record batch never passes",
+                        wait.as_millis()
+                    )));
+                }
                 Ok(Sent::Throttled(wait)) if jobs.iter().any(|j| !j.reply.is_closed()) => {
+                    throttled += 1;
                     self.stats.throttled.fetch_add(1, Ordering::Relaxed);
                     crate::telemetry::metrics::record_fetch_throttled(&self.mirror, wait.as_millis() as u64);
                     tokio::time::sleep(wait).await;

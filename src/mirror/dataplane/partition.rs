@@ -22,6 +22,7 @@ use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
 
+use super::errors::{self, ErrorClass};
 use super::log_end;
 use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
@@ -98,11 +99,28 @@ impl PartitionTask {
 
     /// Runs until stopped or failed.
     pub async fn run(self, stop: CancellationToken) -> Outcome {
+        let mut stall = errors::StallGuard::default();
         loop {
             match self.run_once(&stop).await {
-                Ok(o) => return o,
+                Ok(o) => {
+                    self.control.set_retrying(&self.topic, self.partition, None);
+                    return o;
+                }
                 Err(Retry { why, after_ambiguous_append }) => {
                     tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, %why, "re-aligning mirror partition");
+                    let position = self.control.progress(&self.topic, self.partition).map_or(-1, |g| g.next_source);
+                    if let Some(stalled) = stall.retried_at(position, tokio::time::Instant::now()) {
+                        self.control.set_retrying(&self.topic, self.partition, None);
+                        return fail(
+                            format!(
+                                "no progress at source offset {position} for {} s ({} attempts); last error: {why}",
+                                stalled.as_secs(),
+                                errors::STALL_ATTEMPTS
+                            ),
+                            true,
+                        );
+                    }
+                    self.control.set_retrying(&self.topic, self.partition, Some(why));
                     // After an append whose outcome is unknown, wait until any request in
                     // flight has timed out on the broker before re-reading the log end
                     // (DESIGN §4.6); the fetched records are dropped by now, so the wait
@@ -265,7 +283,14 @@ impl PartitionTask {
                     let _ = self.source.refresh_metadata(Some(&[topic])).await;
                     return Err(Retry::new(format!("source error {} on fetch", chunk.error_code)));
                 }
-                other => return Err(Retry::new(format!("source fetch error {other}"))),
+                other => {
+                    let message = errors::refusal("source", other, None, topic, p, fetch_at);
+                    return match errors::classify(other) {
+                        ErrorClass::Transient => Err(Retry::new(message)),
+                        ErrorClass::FailRetryable => Ok(fail(message, true)),
+                        ErrorClass::FailPermanent => Ok(fail(message, false)),
+                    };
+                }
             }
             if let Some((epoch, end)) = chunk.diverging {
                 return Ok(fail(
@@ -532,6 +557,14 @@ impl PartitionTask {
             }
             // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
+            Err(MuxError::Kafka(code, message)) => {
+                let m = errors::refusal("destination", code, message.as_deref(), &self.topic, self.partition, w.dest_next);
+                match errors::classify(code) {
+                    ErrorClass::Transient => Err(Retry::new(format!("append failed: {m}"))),
+                    ErrorClass::FailRetryable => Ok(Some(fail(m, true))),
+                    ErrorClass::FailPermanent => Ok(Some(fail(m, false))),
+                }
+            }
             Err(e) => Err(Retry::new(format!("append failed: {e}"))),
         }
     }
