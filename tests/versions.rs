@@ -144,7 +144,7 @@ fn produce_data_set(source: &Cluster) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for (name, cs, count, big) in codecs {
         let t = unique_name(&format!("v-{name}"));
-        create_topic(&source, &t, 3, &["max.message.bytes=4000000"]);
+        create_topic(source, &t, 3, &["max.message.bytes=4000000"]);
         let mut n = 0;
         for (i, c) in cs.iter().enumerate() {
             let (count_arg, seed, big_arg) = (count.to_string(), i.to_string(), big.to_string());
@@ -178,7 +178,7 @@ fn produce_data_set(source: &Cluster) -> Vec<(String, usize)> {
 fn produce_far_timestamps(source: &Cluster, years: i64) -> String {
     let t = unique_name("v-ts");
     // No time retention on the source: it would delete the old records before the mirror starts.
-    create_topic(&source, &t, 1, &["retention.ms=-1"]);
+    create_topic(source, &t, 1, &["retention.ms=-1"]);
     let now = mirrorgate::mirror::model::now_ms();
     for (prefix, ts) in [("old", now - years * 365 * DAY_MS), ("future", now + 365 * DAY_MS)] {
         let ts = ts.to_string();
@@ -346,4 +346,60 @@ async fn a_start_the_destination_refuses_fails_visibly_once_and_is_not_retried()
         describe_json(&mg, &mirror).into_iter().filter(|p| p["topic"].as_str() == Some(bad.as_str())).collect();
     assert_eq!(parts_after.len(), 2);
     assert!(parts_after.iter().all(|p| p["state"].as_str() == Some("FAILED")), "{parts_after:?}");
+}
+
+/// The broker facts the destination topic configs rest on (docs/broker-behaviour.md,
+/// "Versions"): Kafka 3.9 still bounds timestamps by `message.timestamp.difference.max.ms`
+/// (here its broker default, one day) when `before.max.ms` is at its default; Kafka 4.1
+/// refuses that name, tiered-storage configs without tiered storage, and `segment.bytes`
+/// below 1 MiB — each with INVALID_CONFIG (40), nothing created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_pins_timestamp_limits_and_topic_configs_per_version() {
+    let (d39, d41) = (dest39(), dest41());
+    let max = i64::MAX.to_string();
+    let create = |c: &Cluster, topic: &str, configs: &[(&str, &str)]| {
+        let configs = configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        block(access(&c.bootstrap).create_topic(topic, 1, 1, &configs)).map_err(|e| e.to_string())
+    };
+    let produce_old = |c: &Cluster, topic: &str| {
+        let ts = (mirrorgate::mirror::model::now_ms() - 7 * 365 * DAY_MS).to_string();
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &c.bootstrap,
+            "--topic",
+            topic,
+            "--count",
+            "1",
+            "--timeout",
+            "10",
+            "--timestamp-ms",
+            &ts,
+        ])
+    };
+    // 3.9: before/after at Long.MAX alone fall back to the difference limit.
+    let only_new = unique_name("pin-ts");
+    let before_after = [("message.timestamp.before.max.ms", max.as_str()), ("message.timestamp.after.max.ms", max.as_str())];
+    assert_eq!(create(&d39, &only_new, &before_after), Ok(true));
+    let out = produce_old(&d39, &only_new);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.to_lowercase().contains("timestamp"), "3.9 accepted a 7-year-old record: {text}");
+    let all_three = unique_name("pin-ts");
+    let mut three = before_after.to_vec();
+    three.push(("message.timestamp.difference.max.ms", max.as_str()));
+    assert_eq!(create(&d39, &all_three, &three), Ok(true));
+    ok(produce_old(&d39, &all_three), "3.9 with difference.max.ms = Long.MAX");
+    // 4.1: the difference name, tiered storage without it and small segments are refused.
+    for (what, configs) in [
+        ("difference", vec![("message.timestamp.difference.max.ms", max.as_str())]),
+        ("tiered", vec![("remote.storage.enable", "true")]),
+        ("segment", vec![("segment.bytes", "65536")]),
+    ] {
+        let t = unique_name("pin-cfg");
+        let err = create(&d41, &t, &configs).expect_err(what);
+        assert!(err.contains("error 40"), "{what}: {err}");
+    }
+    let t = unique_name("pin-ts");
+    assert_eq!(create(&d41, &t, &before_after), Ok(true));
+    ok(produce_old(&d41, &t), "4.1 with before/after = Long.MAX");
 }
