@@ -379,11 +379,15 @@ async fn broker_pins_timestamp_limits_and_topic_configs_per_version() {
     };
     // 3.9: before/after at Long.MAX alone fall back to the difference limit.
     let only_new = unique_name("pin-ts");
-    let before_after = [("message.timestamp.before.max.ms", max.as_str()), ("message.timestamp.after.max.ms", max.as_str())];
+    let before_after =
+        [("message.timestamp.before.max.ms", max.as_str()), ("message.timestamp.after.max.ms", max.as_str())];
     assert_eq!(create(&d39, &only_new, &before_after), Ok(true));
     let out = produce_old(&d39, &only_new);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success() && text.to_lowercase().contains("timestamp"), "3.9 accepted a 7-year-old record: {text}");
+    assert!(
+        !out.status.success() && text.to_lowercase().contains("timestamp"),
+        "3.9 accepted a 7-year-old record: {text}"
+    );
     let all_three = unique_name("pin-ts");
     let mut three = before_after.to_vec();
     three.push(("message.timestamp.difference.max.ms", max.as_str()));
