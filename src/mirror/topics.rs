@@ -182,9 +182,22 @@ impl ClusterAccess {
             }
             topic_configs = Some(r.configs.iter().map(|c| c.name.to_string()).collect());
         }
-        let broker = md.brokers.first().ok_or_else(|| refused(conn.addr(), "broker", -1))?;
-        let addr = format!("{}:{}", broker.host, broker.port);
-        let mut bconn = BrokerConnection::connect(&addr, self.connect_timeout, self.request_timeout, 100 << 20).await?;
+        // The first broker that answers (a BROKER resource is described on that broker).
+        let mut reached = None;
+        let mut last = None;
+        for broker in &md.brokers {
+            let addr = format!("{}:{}", broker.host, broker.port);
+            match BrokerConnection::connect(&addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+                Ok(c) => {
+                    reached = Some((broker, addr, c));
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let Some((broker, addr, mut bconn)) = reached else {
+            return Err(last.unwrap_or_else(|| refused(conn.addr(), "broker (Metadata lists none)", -1)));
+        };
         let key = "remote.log.storage.system.enable";
         let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(RESOURCE_BROKER)

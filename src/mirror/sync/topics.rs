@@ -341,6 +341,10 @@ pub(super) async fn sync_configs(
             Ok(()) => {
                 tracing::info!(mirror, topic = %topic, changes = ?changes, "topic configs synced from the source")
             }
+            // The same refusal of the same changes is counted every round but logged once.
+            Err(e) if !refused.insert((topic.clone(), format!("{changes:?}"), e.to_string())) => {
+                SyncKind::TopicConfig.counter().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             Err(e) => report(SyncKind::TopicConfig, mirror, &format!("configs of `{topic}`"), &e),
         }
     }
