@@ -2,7 +2,10 @@
 # Local Apache Kafka (KRaft) clusters for mirrorgate tests, without Docker.
 #
 #   scripts/kafka.sh fetch [VERSION]
-#   scripts/kafka.sh start NAME [--nodes 1|3] [--version V] [--owner-pid PID] [--prop key=value ...]
+#   scripts/kafka.sh start NAME [--nodes 1|3] [--version V] [--owner-pid PID] [--tiered] [--prop key=value ...]
+#        --tiered: KIP-405 tiered storage on, remote tier = Kafka's LocalTieredStorage (a directory
+#        under the cluster's state; from the kafka-storage test jar, fetched by fetch-tiered)
+#   scripts/kafka.sh fetch-tiered [VERSION]    (org.apache.kafka:kafka-storage:VERSION:test jar)
 #   scripts/kafka.sh stop NAME [--kill]      (--kill: SIGKILL at once instead of TERM, 10 s, KILL)
 #   scripts/kafka.sh stop-node NAME N
 #   scripts/kafka.sh start-node NAME N
@@ -40,7 +43,7 @@ STOP_TIMEOUT="${MIRRORGATE_KAFKA_STOP_TIMEOUT:-10}"
 
 log() { printf '[kafka.sh] %s\n' "$*" >&2; }
 die() { printf '[kafka.sh] ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,26p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,29p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 now_ms() { date +%s%3N; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "required command not found: $1"; }
@@ -154,6 +157,28 @@ EOF
   rm -rf "$tmp"; trap - EXIT
   exec 8>&-
   log "Kafka $version ready: $n jars in $(( ($(now_ms) - t0) / 1000 ))s"
+}
+
+# The kafka-storage test jar (LocalTieredStorage) of VERSION, in <home>/tiered/.
+cmd_fetch_tiered() {
+  local version="${1:-$DEFAULT_VERSION}"
+  ensure_fetched "$version"
+  local dir; dir="$(kafka_home "$version")/tiered"
+  local jar="$dir/kafka-storage-$version-test.jar"
+  [[ -f "$jar" ]] && return 0
+  need mvn
+  exec 8>"$CACHE/kafka-$version.lock"
+  flock 8
+  if [[ ! -f "$jar" ]]; then
+    log "fetching org.apache.kafka:kafka-storage:$version:test (LocalTieredStorage) into $dir"
+    mkdir -p "$dir"
+    mvn -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+      -Dartifact="org.apache.kafka:kafka-storage:$version:jar:test" -DoutputDirectory="$dir.tmp" \
+      >"$dir/fetch-mvn.log" 2>&1 || { tail -n 20 "$dir/fetch-mvn.log" >&2; die "maven could not fetch the kafka-storage $version test jar"; }
+    mv -f "$dir.tmp/kafka-storage-$version-test.jar" "$jar"
+    rm -rf "$dir.tmp"
+  fi
+  exec 8>&-
 }
 
 ensure_fetched() { [[ -f "$(kafka_home "$1")/.fetched" ]] || cmd_fetch "$1"; }
@@ -390,6 +415,7 @@ launch_node() {
   local ndir="$cdir/node-$n" version
   version="$(cat "$cdir/version")"
   local cp; cp="$(classpath_of "$version")"
+  [[ -s "$cdir/extra_classpath" ]] && cp="$cp:$(cat "$cdir/extra_classpath")"
   # C1-only JIT roughly halves startup on small machines (3 nodes on 2 cores: ~15s -> ~8s);
   # MIRRORGATE_KAFKA_FULL_JIT=1 restores the full tiered JIT (better peak throughput).
   local jit=(-XX:TieredStopAtLevel=1)
@@ -495,7 +521,7 @@ cmd_start() {
   [[ $# -ge 1 ]] || usage
   local name="$1"; shift
   valid_name "$name"
-  local nodes=1 version="$DEFAULT_VERSION" owner="" props=()
+  local nodes=1 version="$DEFAULT_VERSION" owner="" props=() tiered=0
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
@@ -506,6 +532,7 @@ cmd_start() {
       --owner-pid=*) owner="${1#*=}"; shift ;;
       --prop) props+=("${2:?--prop needs key=value}"); shift 2 ;;
       --prop=*) props+=("${1#*=}"); shift ;;
+      --tiered) tiered=1; shift ;;
       *) log "unknown option: $1"; usage ;;
     esac
   done
@@ -520,6 +547,7 @@ cmd_start() {
   done
   need java; need python3
   ensure_fetched "$version"
+  [[ "$tiered" == 1 ]] && cmd_fetch_tiered "$version"
 
   local t0; t0=$(now_ms)
   local cdir; cdir="$(cluster_dir "$name")"
@@ -547,6 +575,23 @@ cmd_start() {
   done
   echo "$nodes" >"$cdir/nodes"
   echo "$version" >"$cdir/version"
+  if [[ "$tiered" == 1 ]]; then
+    echo "$(kafka_home "$version")/tiered/kafka-storage-$version-test.jar" >"$cdir/extra_classpath"
+    mkdir -p "$cdir/remote-storage"
+    # Defaults first so that --prop can still override them (later lines win).
+    props=(
+      "remote.log.storage.system.enable=true"
+      "remote.log.storage.manager.class.name=org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+      "remote.log.storage.manager.impl.prefix=rsm.config."
+      "rsm.config.dir=$cdir/remote-storage"
+      "remote.log.metadata.manager.listener.name=PLAINTEXT"
+      "remote.log.metadata.manager.impl.prefix=rlmm.config."
+      "rlmm.config.remote.log.metadata.topic.replication.factor=$(( nodes < 3 ? nodes : 3 ))"
+      "rlmm.config.remote.log.metadata.topic.num.partitions=2"
+      "remote.log.manager.task.interval.ms=1000"
+      "${props[@]+"${props[@]}"}"
+    )
+  fi
   printf '%s\n' "${props[@]+"${props[@]}"}" >"$cdir/extra.properties"
   local cluster_id
   # A leading "-" would be read as an option by kafka-storage: draw again until there is none.
@@ -557,6 +602,7 @@ cmd_start() {
   echo "$cluster_id" >"$cdir/cluster.id"
 
   local cp; cp="$(classpath_of "$version")"
+  [[ -s "$cdir/extra_classpath" ]] && cp="$cp:$(cat "$cdir/extra_classpath")"
   local fmt_pids=()
   for ((n = 1; n <= nodes; n++)); do
     write_node_config "$cdir" "$n" "$nodes" "$voters"
@@ -717,6 +763,7 @@ cmd_status() {
 sub="$1"; shift
 case "$sub" in
   fetch) cmd_fetch "$@" ;;
+  fetch-tiered) cmd_fetch_tiered "$@" ;;
   classpath) cmd_classpath "$@" ;;
   tool) cmd_tool "$@" ;;
   start) cmd_start "$@" ;;

@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "Kafka jars (4.1.1 for the suite, 4.4.0 for the smoke test)"
+step "Kafka jars (4.1.1 for the suite, 4.4.0 for the smoke test, 3.9.1 with its tiered-storage test jar for tests/versions.rs)"
 scripts/kafka.sh fetch 4.1.1 >/dev/null
 scripts/kafka.sh fetch 4.4.0 >/dev/null
+scripts/kafka.sh fetch 3.9.1 >/dev/null
+scripts/kafka.sh fetch-tiered 3.9.1 >/dev/null
 
 step "Python test client (confluent-kafka / librdkafka) in .venv"
 scripts/pyenv.sh >/dev/null

@@ -391,6 +391,35 @@ fn mirror_config_table_is_exactly_the_code_keys_with_their_defaults() {
 }
 
 #[test]
+fn kip_alias_table_is_exactly_the_code_aliases() {
+    use mirrorgate::mirror::configs::{key, ALIASES};
+    let mut in_table = false;
+    let mut documented = Vec::new();
+    for line in DOC.lines().map(str::trim) {
+        if !line.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.first() == Some(&"KIP-1279 name") {
+            assert_eq!(cells, ["KIP-1279 name", "Same as"], "alias table header in docs/configuration.md");
+            in_table = true;
+            continue;
+        }
+        if in_table && !cells[0].starts_with("---") {
+            let alias = code(cells[0]).unwrap_or_else(|| panic!("alias not in code font: {line}"));
+            let target = code(cells[1]).unwrap_or_else(|| panic!("key not in code font: {line}"));
+            documented.push((alias, target));
+        }
+    }
+    let code_aliases: Vec<(String, String)> = ALIASES.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect();
+    assert_eq!(documented, code_aliases, "docs/configuration.md KIP-1279 names vs src/mirror/configs.rs ALIASES");
+    for (a, k) in ALIASES {
+        assert_eq!(key(a).map(|d| d.name), Some(*k), "alias `{a}`");
+    }
+}
+
+#[test]
 fn a_wrong_mirror_config_row_is_noticed() {
     // The parser reads the rows this test relies on, so a changed default or a missing row
     // would be seen by the comparison above.

@@ -613,3 +613,64 @@ async fn java_consumer_resumes_after_failover_at_its_source_commit() {
     assert_eq!(rest, want, "resumes at the record after the last source commit");
     assert_eq!(first.last().copied(), Some("v-39"));
 }
+
+/// Issue 9 item 6: a source commit inside a gap between two offset segments (here an aborted
+/// transaction, with `mirror.fill.max.gap=0` so the gap starts a segment) maps to the first
+/// destination offset after the gap, never past the records there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_offset_inside_a_segment_gap_maps_to_the_next_segment_start() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("gap-groups");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    // a,b,c at 0..2, COMMIT marker 3, aborted 4..8, ABORT marker 9; then plain records 10..12.
+    let id = unique_name("tx");
+    let out = ok(
+        java_program(
+            V,
+            "TxnProducer.java",
+            &[
+                "--bootstrap-server",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--transactional-id",
+                &id,
+                "--commit",
+                "a,b,c",
+                "--abort",
+                "v,w,x,y,z",
+                "--order",
+                "commit-first",
+            ],
+        ),
+        "TxnProducer",
+    );
+    assert!(out.contains("offsets=[0, 1, 2]") && out.contains("offsets=[4, 5, 6, 7, 8]"), "{out}");
+    produce(&source.bootstrap, &topic, 3, Some(0), "after");
+    let mirror = create_mirror(&mg, &source, &[&topic], "mirror.fill.max.gap=0\n");
+    // Destination: a,b,c at 0..2 and the three records of source 10..12 at 3..5.
+    let segments = eventually(Duration::from_secs(120), || {
+        let parts = describe_json(&mg, &mirror);
+        let p = parts.iter().find(|p| p["topic"].as_str() == Some(topic.as_str())).ok_or("no partition")?;
+        let end = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        (end == 6).then(|| p.to_string()).ok_or(format!("destination end {end}: {p}"))
+    });
+    let group = unique_name("g");
+    // Inside the aborted range (6), and at the start of the gap (3, the COMMIT marker).
+    commit(&src, &group, &topic, &[(0, 6)]);
+    let got = eventually(Duration::from_secs(60), || {
+        let c = committed(&dst, &group, &topic);
+        c.get(&0).map(|v| v.0).ok_or(format!("{c:?}"))
+    });
+    assert_eq!(got, 3, "source offset 6 is inside the gap; the next record is destination offset 3 ({segments})");
+    let group2 = unique_name("g");
+    commit(&src, &group2, &topic, &[(0, 11)]);
+    let got2 = eventually(Duration::from_secs(60), || {
+        let c = committed(&dst, &group2, &topic);
+        c.get(&0).map(|v| v.0).ok_or(format!("{c:?}"))
+    });
+    assert_eq!(got2, 4, "source 11 is in the second segment (shift 7)");
+}

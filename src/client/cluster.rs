@@ -33,6 +33,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::sync::Mutex;
 
 use crate::client::conn::{BrokerConnection, ClientError};
+use crate::client::connect::ConnectPolicy;
 use crate::wire::mirror::KafkaUuid;
 
 /// `ListOffsets` timestamp asking for the log start offset.
@@ -70,6 +71,19 @@ pub struct ClusterOptions {
     /// `client_id` of every request header (default `mirrorgate`): what brokers log and
     /// apply client quotas to.
     pub client_id: String,
+    /// Largest connect timeout: `connect_timeout` doubles per consecutive failed connect to
+    /// a broker up to this (`socket.connection.setup.timeout.max.ms`, KIP-601; default =
+    /// `connect_timeout`, no growth).
+    pub connect_timeout_max: Duration,
+    /// Pause before reconnecting to a broker whose last connect failed
+    /// (`reconnect.backoff.ms`; default 0).
+    pub reconnect_backoff: Duration,
+    /// A connection unused this long is closed and reopened on its next use
+    /// (`connections.max.idle.ms`; default `None`, kept).
+    pub connections_max_idle: Option<Duration>,
+    /// Socket buffer sizes and read timeout of new connections (default: OS defaults, no
+    /// read timeout).
+    pub socket: crate::client::connect::SocketOptions,
 }
 
 impl ClusterOptions {
@@ -85,6 +99,10 @@ impl ClusterOptions {
             retry_backoff_max: Duration::from_secs(2),
             client_software_name: "mirrorgate".into(),
             client_id: "mirrorgate".into(),
+            connect_timeout_max: Duration::from_secs(10),
+            reconnect_backoff: Duration::ZERO,
+            connections_max_idle: None,
+            socket: crate::client::connect::SocketOptions::default(),
         }
     }
 
@@ -92,6 +110,7 @@ impl ClusterOptions {
     pub fn for_destination(settings: &crate::config::Settings) -> Self {
         Self {
             connect_timeout: settings.connect_timeout,
+            connect_timeout_max: settings.connect_timeout,
             request_timeout: settings.request_timeout,
             max_frame_bytes: settings.max_frame_bytes,
             ..Self::new(settings.destination_bootstrap.clone())
@@ -450,6 +469,8 @@ struct NodeConn {
     conn: BrokerConnection,
     /// api key → (min, max) advertised by the broker on this connection.
     versions: HashMap<i16, (i16, i16)>,
+    /// When a request last started on it (`connections.max.idle.ms`).
+    last_used: std::time::Instant,
 }
 
 type Slot = Arc<Mutex<Option<NodeConn>>>;
@@ -460,6 +481,7 @@ struct Inner {
     /// One connection slot per broker address.
     slots: StdMutex<HashMap<String, Slot>>,
     next_any: AtomicUsize,
+    policy: ConnectPolicy,
 }
 
 /// An async client for one Kafka cluster. Cheap to clone (shared state).
@@ -503,8 +525,15 @@ impl ClusterClient {
         if opts.bootstrap.is_empty() {
             return Err(ClusterError::InvalidArgument("empty bootstrap list".into()));
         }
+        let policy = ConnectPolicy::new(
+            opts.connect_timeout,
+            opts.connect_timeout_max,
+            opts.reconnect_backoff,
+            opts.connections_max_idle,
+        );
         let client = Self {
             inner: Arc::new(Inner {
+                policy,
                 opts,
                 metadata: RwLock::new(ClusterMetadata::default()),
                 slots: StdMutex::new(HashMap::new()),
@@ -1232,19 +1261,32 @@ impl ClusterClient {
         addr: &str,
         guard: &'g mut Option<NodeConn>,
     ) -> Result<&'g mut NodeConn, ClusterError> {
+        if guard.as_ref().is_some_and(|nc| self.inner.policy.is_idle(nc.last_used)) {
+            tracing::debug!(broker = addr, "closing an idle connection (connections.max.idle.ms)");
+            *guard = None;
+        }
         if guard.is_none() {
             *guard = Some(self.open(addr).await?);
         }
-        Ok(guard.as_mut().expect("just set"))
+        let nc = guard.as_mut().expect("just set");
+        nc.last_used = std::time::Instant::now();
+        Ok(nc)
     }
 
     /// Opens a connection and asks ApiVersions once for it.
     async fn open(&self, addr: &str) -> Result<NodeConn, ClusterError> {
         let o = &self.inner.opts;
         let connect_err = |source| ClusterError::Connect { broker: addr.to_string(), source };
-        let mut conn = BrokerConnection::connect(addr, o.connect_timeout, o.request_timeout, o.max_frame_bytes)
-            .await
-            .map_err(connect_err)?;
+        let policy = &self.inner.policy;
+        let (wait, connect_timeout) = policy.before_connect(addr);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let connected =
+            BrokerConnection::connect_with(addr, connect_timeout, o.request_timeout, o.max_frame_bytes, &o.socket)
+                .await;
+        policy.record(addr, connected.is_ok());
+        let mut conn = connected.map_err(connect_err)?;
         conn.set_client_id(&o.client_id);
         let mut req = ApiVersionsRequest::default();
         req.client_software_name = StrBytes::from_string(o.client_software_name.clone());
@@ -1258,7 +1300,7 @@ impl ClusterClient {
         }
         let versions = resp.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
         tracing::debug!(broker = addr, "connected");
-        Ok(NodeConn { conn, versions })
+        Ok(NodeConn { conn, versions, last_used: std::time::Instant::now() })
     }
 
     /// Sends the request `build` makes for the highest version in `ours` ∩ the broker's

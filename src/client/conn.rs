@@ -10,6 +10,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::client::connect::{open_stream, SocketOptions};
+
 use crate::wire::frame::{FrameDecoder, FrameError};
 use crate::wire::header;
 
@@ -60,10 +62,13 @@ pub struct BrokerConnection {
     next_correlation_id: i32,
     client_id: StrBytes,
     request_timeout: Duration,
+    /// Longest wait for more bytes of an awaited response (`socket.timeout.ms`).
+    read_timeout: Option<Duration>,
 }
 
 impl BrokerConnection {
-    /// Connects to `addr` (`host:port`) within `connect_timeout`.
+    /// Connects to `addr` (`host:port`) within `connect_timeout`, with the OS's socket
+    /// defaults.
     ///
     /// # Errors
     /// [`ClientError::Io`] or [`ClientError::Timeout`].
@@ -73,14 +78,22 @@ impl BrokerConnection {
         request_timeout: Duration,
         max_frame_bytes: usize,
     ) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::Timeout {
-                addr: addr.into(),
-                what: "connect".into(),
-                ms: connect_timeout.as_millis(),
-            })?
-            .map_err(|source| ClientError::Io { addr: addr.into(), source })?;
+        Self::connect_with(addr, connect_timeout, request_timeout, max_frame_bytes, &SocketOptions::default()).await
+    }
+
+    /// Connects to `addr` (`host:port`) within `connect_timeout`, with `socket`'s buffer
+    /// sizes and read timeout.
+    ///
+    /// # Errors
+    /// [`ClientError::Io`] or [`ClientError::Timeout`].
+    pub async fn connect_with(
+        addr: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        max_frame_bytes: usize,
+        socket: &SocketOptions,
+    ) -> Result<Self, ClientError> {
+        let stream = open_stream(addr, connect_timeout, socket).await?;
         let _ = stream.set_nodelay(true);
         Ok(Self {
             addr: addr.into(),
@@ -90,6 +103,7 @@ impl BrokerConnection {
             next_correlation_id: 1,
             client_id: StrBytes::from_static_str("mirrorgate"),
             request_timeout,
+            read_timeout: socket.read_timeout,
         })
     }
 
@@ -247,11 +261,16 @@ impl BrokerConnection {
                 Ok(None) => {}
                 Err(e) => return Err(self.frame_error(e)),
             }
-            let n = self
-                .stream
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })?;
+            let read = self.stream.read_buf(&mut self.buf);
+            let n = match self.read_timeout {
+                None => read.await,
+                Some(t) => tokio::time::timeout(t, read).await.map_err(|_| ClientError::Timeout {
+                    addr: self.addr.clone(),
+                    what: "socket read (socket.timeout.ms)".into(),
+                    ms: t.as_millis(),
+                })?,
+            }
+            .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })?;
             if n == 0 {
                 return Err(ClientError::Closed { addr: self.addr.clone() });
             }

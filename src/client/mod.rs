@@ -4,9 +4,11 @@
 
 pub mod cluster;
 pub mod conn;
+pub mod connect;
 
 pub use cluster::{
     Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome,
     FetchedPartition, KafkaErrorCode, PartitionInfo, PartitionLeader, TopicInfo,
 };
 pub use conn::{BrokerConnection, ClientError};
+pub use connect::{ConnectPolicy, SocketOptions};

@@ -60,15 +60,25 @@ pub fn describe(cp: &ControlPlane, req: &DescribeConfigsRequest) -> DescribeConf
                     .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
             };
             let mut entries = Vec::new();
-            for key in configs::KEYS.iter().filter(|k| wanted(k.name)) {
-                let set = def.configs.get(key.name);
+            // Keys with their effective values (set under an alias counts as set), then the
+            // KIP-1279 aliases the operator set, as they were given.
+            let aliases = configs::ALIASES
+                .iter()
+                .filter_map(|(a, _)| def.configs.get(*a).map(|v| (*a, v)))
+                .filter_map(|(a, v)| configs::key(a).map(|k| (a, k, v)));
+            for (name, key, set) in configs::KEYS
+                .iter()
+                .map(|k| (k.name, k, configs::set_value(&def.configs, k.name)))
+                .chain(aliases.map(|(a, k, v)| (a, k, Some(v.as_str()))))
+                .filter(|(n, _, _)| wanted(n))
+            {
                 let value = match set {
                     Some(v) => configs::displayed(key.name, v),
                     None => key.default.map(String::from),
                 };
                 entries.push(
                     DescribeConfigsResourceResult::default()
-                        .with_name(s(key.name))
+                        .with_name(s(name))
                         .with_value(if key.sensitive { None } else { value.map(s) })
                         .with_read_only(false)
                         .with_config_source(if set.is_some() { SOURCE_DYNAMIC } else { SOURCE_DEFAULT })

@@ -97,21 +97,21 @@ pub const KEYS: &[ConfigKey] = &[
         default: Some("30000"),
         kind: ConfigType::Long { min: 1, max: I32 },
         sensitive: false,
-        doc: "Maximum connect timeout after backoff, ms.",
+        doc: "Largest TCP connect timeout: the connect timeout doubles per consecutive failed connect to a source broker up to this, ms.",
     },
     ConfigKey {
         name: "connections.max.idle.ms",
         default: Some("600000"),
         kind: ConfigType::Long { min: -1, max: i64::MAX },
         sensitive: false,
-        doc: "Close source connections idle this long, ms.",
+        doc: "A source connection unused this long is closed and reopened on its next use, ms (-1 = never).",
     },
     ConfigKey {
         name: "reconnect.backoff.ms",
         default: Some("50"),
         kind: ConfigType::Long { min: 0, max: I32 },
         sensitive: false,
-        doc: "Backoff before reconnecting to a source broker, ms.",
+        doc: "Pause before reconnecting to a source broker whose last connect failed, ms.",
     },
     ConfigKey {
         name: "fetch.wait.max.ms",
@@ -153,21 +153,21 @@ pub const KEYS: &[ConfigKey] = &[
         default: Some("30000"),
         kind: ConfigType::Long { min: 1, max: I32 },
         sensitive: false,
-        doc: "Socket read timeout towards the source, ms.",
+        doc: "Longest wait for more bytes of a source response once a request is sent, ms; at least fetch.wait.max.ms.",
     },
     ConfigKey {
         name: "socket.receive.buffer.bytes",
-        default: Some("65536"),
+        default: Some("-1"),
         kind: ConfigType::Long { min: -1, max: I32 },
         sensitive: false,
-        doc: "TCP receive buffer, bytes (-1 = OS default).",
+        doc: "TCP receive buffer (SO_RCVBUF) of source connections, bytes (-1 = OS default, with autotuning).",
     },
     ConfigKey {
         name: "socket.send.buffer.bytes",
-        default: Some("131072"),
+        default: Some("-1"),
         kind: ConfigType::Long { min: -1, max: I32 },
         sensitive: false,
-        doc: "TCP send buffer, bytes (-1 = OS default).",
+        doc: "TCP send buffer (SO_SNDBUF) of source connections, bytes (-1 = OS default, with autotuning).",
     },
     ConfigKey {
         name: "mirror.metadata.refresh.interval.ms",
@@ -320,9 +320,41 @@ pub const KEYS: &[ConfigKey] = &[
     },
 ];
 
-/// The definition of `name`, if known.
+/// KIP-1279 names accepted as aliases of mirrorgate's keys: `(alias, key)`. The KIP names
+/// the source-fetch settings after the broker's replica fetcher (`replica.fetch.*`,
+/// `replica.socket.*`) and the client's socket buffers (`send.buffer.bytes`,
+/// `receive.buffer.bytes`). An alias is validated as its key; when both are set, the key
+/// (mirrorgate's name) wins.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("replica.fetch.max.bytes", "fetch.max.bytes"),
+    ("replica.fetch.min.bytes", "fetch.min.bytes"),
+    ("replica.fetch.response.max.bytes", "fetch.response.max.bytes"),
+    ("replica.fetch.wait.max.ms", "fetch.wait.max.ms"),
+    ("replica.fetch.backoff.ms", "fetch.backoff.ms"),
+    ("replica.socket.timeout.ms", "socket.timeout.ms"),
+    ("replica.socket.receive.buffer.bytes", "socket.receive.buffer.bytes"),
+    ("send.buffer.bytes", "socket.send.buffer.bytes"),
+    ("receive.buffer.bytes", "socket.receive.buffer.bytes"),
+];
+
+/// The mirrorgate key `name` stands for: itself, or the key it is an alias of.
+pub fn canonical(name: &str) -> &str {
+    ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, k)| k)
+}
+
+/// The definition of `name` (a key or an alias of one, see [`ALIASES`]), if known.
 pub fn key(name: &str) -> Option<&'static ConfigKey> {
+    let name = canonical(name);
     KEYS.iter().find(|k| k.name == name)
+}
+
+/// The value set for key `name` in `configs`, under its own name or else under an alias
+/// (first in [`ALIASES`] order); `None` when neither is set.
+pub fn set_value<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    configs
+        .get(name)
+        .map(String::as_str)
+        .or_else(|| ALIASES.iter().filter(|(_, k)| *k == name).find_map(|(a, _)| configs.get(*a).map(String::as_str)))
 }
 
 /// Whether `name` holds a secret: a sensitive known key, or any key containing `password`
@@ -405,6 +437,19 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
     if !configs.contains_key("bootstrap.servers") {
         return Err(ConfigValueError::Missing("bootstrap.servers".into()));
     }
+    // A socket read timeout shorter than the Fetch long poll would cut every idle Fetch
+    // (Kafka checks replica.socket.timeout.ms >= replica.fetch.wait.max.ms the same way).
+    let long = |k: &str| effective(configs, k).and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(0);
+    if long("socket.timeout.ms") < long("fetch.wait.max.ms") {
+        return Err(ConfigValueError::Invalid {
+            key: "socket.timeout.ms".into(),
+            reason: format!(
+                "{} ms is below fetch.wait.max.ms ({} ms): every Fetch that waits would time out",
+                long("socket.timeout.ms"),
+                long("fetch.wait.max.ms")
+            ),
+        });
+    }
     // TLS and SASL towards the source arrive with the security work: refuse rather than
     // connect in plaintext to a cluster the operator asked to reach securely.
     if let Some(p) = configs.get("security.protocol").filter(|p| p.as_str() != "PLAINTEXT") {
@@ -416,9 +461,10 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
     Ok(())
 }
 
-/// The effective value of `name`: the set value, else the default.
+/// The effective value of key `name`: the value set under its name, else under an alias
+/// ([`set_value`]), else the default.
 pub fn effective<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
-    configs.get(name).map(String::as_str).or_else(|| key(name).and_then(|k| k.default))
+    set_value(configs, name).or_else(|| key(name).and_then(|k| k.default))
 }
 
 /// Splits a comma-separated list, trimming blanks.
@@ -432,12 +478,17 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
     (!is_sensitive(name)).then(|| value.to_string())
 }
 
-/// Options of a client towards the source cluster of a mirror with `configs`:
-/// `bootstrap.servers`, `request.timeout.ms`, `socket.connection.setup.timeout.ms` and
-/// `client.id`. `None` when `bootstrap.servers` is missing.
+/// Options of a client towards the source cluster of a mirror with `configs` (keys or their
+/// aliases): `bootstrap.servers`, `client.id`, `request.timeout.ms`,
+/// `socket.connection.setup.timeout.ms` and `.max.ms`, `reconnect.backoff.ms`,
+/// `connections.max.idle.ms` (-1 = never), `socket.timeout.ms` and
+/// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` (-1 = OS default). `None` when
+/// `bootstrap.servers` is missing.
 pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
     let bootstrap = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
-    let ms = |k: &str| effective(configs, k).and_then(|v| v.parse::<u64>().ok()).map(std::time::Duration::from_millis);
+    let long = |k: &str| effective(configs, k).and_then(|v| v.trim().parse::<i64>().ok());
+    let ms = |k: &str| long(k).and_then(|v| u64::try_from(v).ok()).map(std::time::Duration::from_millis);
+    let bytes = |k: &str| long(k).and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
     let mut opts = crate::client::ClusterOptions::new(bootstrap);
     if let Some(t) = ms("request.timeout.ms") {
         opts.request_timeout = t;
@@ -445,6 +496,16 @@ pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::clien
     if let Some(t) = ms("socket.connection.setup.timeout.ms") {
         opts.connect_timeout = t;
     }
+    opts.connect_timeout_max = ms("socket.connection.setup.timeout.max.ms").unwrap_or(opts.connect_timeout);
+    if let Some(t) = ms("reconnect.backoff.ms") {
+        opts.reconnect_backoff = t;
+    }
+    opts.connections_max_idle = ms("connections.max.idle.ms");
+    opts.socket = crate::client::SocketOptions {
+        send_buffer_bytes: bytes("socket.send.buffer.bytes"),
+        receive_buffer_bytes: bytes("socket.receive.buffer.bytes"),
+        read_timeout: ms("socket.timeout.ms"),
+    };
     if let Some(id) = effective(configs, "client.id") {
         opts.client_id = id.to_string();
     }
@@ -474,6 +535,72 @@ mod tests {
         assert!(is_sensitive("sasl.jaas.config") && is_sensitive("ssl.key.password"));
         assert_eq!(displayed("sasl.jaas.config", "x"), None);
         assert_eq!(displayed("fetch.max.bytes", "5"), Some("5".into()));
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn source_client_options_apply_every_socket_config() {
+        let o = source_options(&map(&[
+            ("bootstrap.servers", "a:1"),
+            ("socket.connection.setup.timeout.ms", "100"),
+            ("socket.connection.setup.timeout.max.ms", "800"),
+            ("reconnect.backoff.ms", "70"),
+            ("connections.max.idle.ms", "5000"),
+            ("socket.timeout.ms", "9000"),
+            ("socket.send.buffer.bytes", "131072"),
+            ("socket.receive.buffer.bytes", "-1"),
+        ]))
+        .unwrap();
+        let ms = std::time::Duration::from_millis;
+        assert_eq!((o.connect_timeout, o.connect_timeout_max, o.reconnect_backoff), (ms(100), ms(800), ms(70)));
+        assert_eq!(o.connections_max_idle, Some(ms(5000)));
+        assert_eq!(o.socket.read_timeout, Some(ms(9000)));
+        assert_eq!((o.socket.send_buffer_bytes, o.socket.receive_buffer_bytes), (Some(131072), None));
+        // Defaults: Kafka's timeouts, OS buffers, idle connections closed after 10 minutes.
+        let d = source_options(&map(&[("bootstrap.servers", "a:1")])).unwrap();
+        assert_eq!((d.connect_timeout, d.connect_timeout_max, d.reconnect_backoff), (ms(10_000), ms(30_000), ms(50)));
+        assert_eq!((d.connections_max_idle, d.socket.read_timeout), (Some(ms(600_000)), Some(ms(30_000))));
+        assert_eq!((d.socket.send_buffer_bytes, d.socket.receive_buffer_bytes), (None, None));
+        let never = source_options(&map(&[("bootstrap.servers", "a:1"), ("connections.max.idle.ms", "-1")])).unwrap();
+        assert_eq!(never.connections_max_idle, None);
+    }
+
+    #[test]
+    fn kip_names_are_aliases_and_mirrorgate_names_win() {
+        for (alias, k) in ALIASES {
+            assert!(key(k).is_some(), "alias `{alias}` of unknown key `{k}`");
+            assert_eq!(key(alias).map(|d| d.name), Some(*k));
+            assert!(key(alias).map(|d| d.name) != Some(*alias));
+        }
+        assert!(matches!(validate("replica.fetch.max.bytes", "0"), Err(ConfigValueError::Invalid { .. })));
+        assert_eq!(validate("replica.fetch.max.bytes", "2048"), Ok(()));
+        let c = map(&[("replica.fetch.max.bytes", "2048"), ("replica.fetch.wait.max.ms", "250")]);
+        assert_eq!(effective(&c, "fetch.max.bytes"), Some("2048"));
+        assert_eq!(effective(&c, "fetch.wait.max.ms"), Some("250"));
+        assert_eq!(effective(&c, "fetch.min.bytes"), Some("1"), "unset: the default");
+        let both = map(&[("replica.fetch.max.bytes", "2048"), ("fetch.max.bytes", "4096")]);
+        assert_eq!(effective(&both, "fetch.max.bytes"), Some("4096"), "mirrorgate's name wins");
+        let sock = map(&[
+            ("bootstrap.servers", "a:1"),
+            ("replica.socket.receive.buffer.bytes", "65536"),
+            ("replica.socket.timeout.ms", "4000"),
+        ]);
+        let o = source_options(&sock).unwrap();
+        assert_eq!(o.socket.receive_buffer_bytes, Some(65536));
+        assert_eq!(o.socket.read_timeout, Some(std::time::Duration::from_millis(4000)));
+    }
+
+    #[test]
+    fn socket_timeout_must_cover_the_fetch_wait() {
+        let bad =
+            map(&[("bootstrap.servers", "a:1"), ("replica.socket.timeout.ms", "500"), ("fetch.wait.max.ms", "1000")]);
+        assert!(matches!(validate_all(&bad), Err(ConfigValueError::Invalid { key, .. }) if key == "socket.timeout.ms"));
+        let ok =
+            map(&[("bootstrap.servers", "a:1"), ("socket.timeout.ms", "1000"), ("replica.fetch.wait.max.ms", "1000")]);
+        assert_eq!(validate_all(&ok), Ok(()));
     }
 
     #[test]

@@ -19,7 +19,8 @@ use crate::wire::mirror::{MirrorErrorCode, MirrorPartitionState};
 use super::configs;
 use super::model::{now_ms, DesiredState, MirrorDefinition, MirrorTopic, PartitionStateRecord};
 use super::state_machine;
-use super::topics::{ClusterAccess, TopicInfo};
+use super::topic_configs::destination_topic_configs;
+use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 
 mod sync_ops;
 
@@ -597,21 +598,48 @@ impl ControlPlane {
             s.mirrors.insert(mirror.to_string(), def.clone());
         });
         let broker_count = self.destination.broker_count().await.unwrap_or(1).max(1);
+        let support = if matched.is_empty() {
+            TopicConfigSupport::default()
+        } else {
+            self.destination.topic_config_support().await.map_err(|e| MirrorError {
+                code: UNKNOWN_SERVER_ERROR,
+                message: format!("cannot read which topic configs the destination accepts: {e}"),
+            })?
+        };
         let mut started = Vec::new();
+        let mut refused = Vec::new();
         for t in matched {
             let source_configs = access.topic_configs(&t.name).await.map_err(|e| MirrorError {
                 code: UNKNOWN_SERVER_ERROR,
                 message: format!("cannot read the configs of source topic `{}`: {e}", t.name),
             })?;
-            let dest_configs = destination_topic_configs(&def, &source_configs);
+            let (dest_configs, unsupported) = destination_topic_configs(&def, &source_configs, &support);
+            if !unsupported.is_empty() {
+                tracing::info!(
+                    mirror,
+                    topic = %t.name,
+                    configs = ?unsupported,
+                    tiered_storage = support.tiered_storage,
+                    "source topic configs the destination cannot take are not copied"
+                );
+            }
             let rf = broker_count.min(3) as i16;
-            let created =
-                self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await.map_err(|e| {
-                    MirrorError {
-                        code: UNKNOWN_SERVER_ERROR,
-                        message: format!("cannot create mirror topic `{}` on the destination: {e}", t.name),
-                    }
-                })?;
+            let created = match self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Recorded as a FAILED mirror topic (non-retryable): shown by --describe,
+                    // logged once, and not retried by every discovery round; an explicit
+                    // --start of the topic tries again.
+                    let reason = format!("cannot create mirror topic `{}` on the destination: {e}", t.name);
+                    tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
+                    self.record_refused_topic(mirror, &t, &reason).await?;
+                    refused.push(reason);
+                    continue;
+                }
+            };
+            if created {
+                self.forget_refused_start(&t.name).await?;
+            }
             // An existing destination topic must have the source's partition count (data
             // written outside the mirror is caught by the data plane's first alignment).
             let mismatch = if created {
@@ -668,7 +696,76 @@ impl ControlPlane {
             started.push(t.name);
         }
         tracing::info!(mirror, topics = ?started, "mirror topics started");
+        if !refused.is_empty() {
+            let started = if started.is_empty() { String::new() } else { format!("started {started:?}; ") };
+            return Err(MirrorError {
+                code: UNKNOWN_SERVER_ERROR,
+                message: format!("{started}{}", refused.join("; ")),
+            });
+        }
         Ok(started)
+    }
+
+    /// Records `t` as a mirror topic of `mirror` whose partitions are FAILED,
+    /// non-retryable, with `reason`: a start the destination refused.
+    async fn record_refused_topic(&self, mirror: &str, t: &TopicInfo, reason: &str) -> Result<(), MirrorError> {
+        let topic = MirrorTopic {
+            mirror: mirror.to_string(),
+            topic: t.name.clone(),
+            source_topic_id: Some(t.topic_id.clone()),
+            desired: DesiredState::Mirroring,
+            partitions: Some(t.partitions),
+            source_log_append_time: false,
+            updated_ms: now_ms(),
+        };
+        self.persist(StateWrite::Topic(topic.clone())).await?;
+        self.update_state(|s| {
+            s.topics.insert(t.name.clone(), topic);
+        });
+        for p in 0..t.partitions {
+            let rec = PartitionStateRecord {
+                error_message: Some(reason.to_string()),
+                ..PartitionStateRecord::new(mirror, &t.name, p, MirrorPartitionState::Failed)
+            };
+            self.persist(StateWrite::Partition(rec.clone())).await?;
+            self.update_state(|s| {
+                s.partitions.insert((t.name.clone(), p), rec);
+            });
+        }
+        Ok(())
+    }
+
+    /// After the destination topic `topic` was just created: drops the FAILED partition
+    /// records of an earlier refused start (nothing ever appended: no offset segment), so
+    /// the partitions start from LOG_ALIGNMENT.
+    async fn forget_refused_start(&self, topic: &str) -> Result<(), MirrorError> {
+        let stale: Vec<PartitionStateRecord> = self.with_state(|s| {
+            s.partitions
+                .values()
+                .filter(|p| {
+                    p.topic == topic
+                        && p.state == MirrorPartitionState::Failed
+                        && !p.retryable
+                        && p.segments.is_empty()
+                        && p.last_mirrored_offset < 0
+                })
+                .cloned()
+                .collect()
+        });
+        for mut rec in stale {
+            // FAILED → LOG_ALIGNMENT is a valid transition (KIP-1279 §4.2).
+            rec.previous_state = Some(rec.state);
+            rec.state = MirrorPartitionState::LogAlignment;
+            rec.state_epoch += 1;
+            rec.error_message = None;
+            rec.retry_attempt = 0;
+            rec.updated_ms = now_ms();
+            self.persist(StateWrite::Partition(rec.clone())).await?;
+            self.update_state(|s| {
+                s.partitions.insert((topic.to_string(), rec.partition), rec);
+            });
+        }
+        Ok(())
     }
 
     /// Moves every partition of `topic` one or more steps towards the topic's desired state,
@@ -842,32 +939,6 @@ impl ControlPlane {
                 .collect()
         })
     }
-}
-
-/// Configs of a new destination mirror topic (DESIGN §4.9): the source topic's own configs
-/// minus `topic.properties.exclude`, then what offset identity needs — no recompression
-/// (`compression.type=producer`), CreateTime timestamps accepted however old or new, and no
-/// retention while mirroring (the mirror follows the source's log start instead; a
-/// compact-only topic keeps compaction).
-pub fn destination_topic_configs(
-    def: &MirrorDefinition,
-    source: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let exclude: Vec<&str> =
-        configs::split_list(configs::effective(&def.configs, "topic.properties.exclude").unwrap_or("")).collect();
-    let mut out: BTreeMap<String, String> = source
-        .iter()
-        .filter(|(k, _)| !exclude.contains(&k.as_str()) && k.as_str() != "mirror.name")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    out.insert("compression.type".into(), "producer".into());
-    out.insert("message.timestamp.type".into(), "CreateTime".into());
-    out.insert("message.timestamp.before.max.ms".into(), i64::MAX.to_string());
-    out.insert("message.timestamp.after.max.ms".into(), i64::MAX.to_string());
-    out.remove("message.timestamp.difference.max.ms");
-    out.insert("retention.ms".into(), "-1".into());
-    out.insert("retention.bytes".into(), "-1".into());
-    out
 }
 
 #[cfg(test)]

@@ -11,5 +11,6 @@ pub mod persist;
 pub mod state_machine;
 pub mod store;
 pub mod sync;
+pub mod topic_configs;
 pub mod topics;
 pub mod verify;

@@ -82,6 +82,88 @@ impl OffsetSegment {
     }
 }
 
+/// Most offset segments a mirror partition keeps (DESIGN §4.2). Every segment is part of the
+/// partition's state record in `__mirror_state`, rewritten on every state change, so the list
+/// must stay short whatever the source does: once a partition has this many segments, further
+/// gaps are filled with placeholders whatever `mirror.fill.max.gap` says (see [`gap_action`]).
+pub const MAX_OFFSET_SEGMENTS: usize = 64;
+
+/// What the copy loop does with a gap of source offsets (control markers, aborted records,
+/// compaction holes, a head removed by retention) before the next source batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapAction {
+    /// Write placeholder batches for every offset of the gap (the partition stays identical
+    /// to the source, up to its current shift).
+    Fill,
+    /// Start a new offset segment at the first source offset after the gap, replacing the
+    /// last segment when nothing was written since it started (its destination start equals
+    /// the destination log end), else appended.
+    NewSegment {
+        /// Whether the last segment is replaced (it holds no offset) rather than kept.
+        replace_last: bool,
+    },
+}
+
+/// Largest gap, in offsets, filled at [`MAX_OFFSET_SEGMENTS`] whatever `mirror.fill.max.gap`
+/// says: the default fill bound (about 0.35 s and 32 MB of placeholders, docs/performance.md).
+/// A larger gap still starts a segment, so past the cap the list grows by at most one
+/// segment per million source offsets.
+pub const FORCED_FILL_MAX_GAP: i64 = 1_000_000;
+
+/// The action for a gap of `gap` source offsets (`> 0`) when the destination log ends at
+/// `destination_end` and the partition has `segments`:
+///
+/// - `gap <= fill_max_gap`: [`GapAction::Fill`];
+/// - the last segment holds no offset yet (its destination start is `destination_end`, and
+///   it is not the first): a new segment replacing it — a run of gaps with no record between
+///   them leaves one segment, not one per gap;
+/// - fewer than [`MAX_OFFSET_SEGMENTS`] segments: a new segment;
+/// - at the cap: [`GapAction::Fill`] up to [`FORCED_FILL_MAX_GAP`] offsets, a new segment
+///   beyond.
+///
+/// So `mirror.fill.max.gap = 0` (never fill) cannot grow the list without bound on a source
+/// whose every transaction leaves a one-offset marker.
+pub fn gap_action(segments: &[OffsetSegment], destination_end: i64, gap: i64, fill_max_gap: i64) -> GapAction {
+    if gap <= fill_max_gap {
+        return GapAction::Fill;
+    }
+    let replace_last = segments.len() > 1 && segments.last().is_some_and(|s| s.destination_start == destination_end);
+    if replace_last || segments.len() < MAX_OFFSET_SEGMENTS || gap > FORCED_FILL_MAX_GAP {
+        GapAction::NewSegment { replace_last }
+    } else {
+        GapAction::Fill
+    }
+}
+
+/// The destination offset at which a consumer resumes that would resume at source offset
+/// `source` (a committed offset: the next record to read), through the offset `segments`
+/// (DESIGN §4.2, ascending by `source_start`, destination offsets contiguous):
+///
+/// - no segments: `source` (the partition is identical);
+/// - before the first segment (never copied): the first segment's destination start;
+/// - inside segment *i*, which holds source offsets `[sᵢ, sᵢ + (dᵢ₊₁ − dᵢ))`: `source − shiftᵢ`;
+/// - inside the gap between segment *i*'s last offset and segment *i+1* (offsets the
+///   destination does not hold): segment *i+1*'s destination start `dᵢ₊₁`, the first record
+///   after the gap, never past it;
+/// - in the last segment (open-ended): `source − shift`.
+pub fn destination_offset(segments: &[OffsetSegment], source: i64) -> i64 {
+    let Some(first) = segments.first() else { return source };
+    if source < first.source_start {
+        return first.destination_start;
+    }
+    for (i, seg) in segments.iter().enumerate() {
+        let Some(next) = segments.get(i + 1) else { break };
+        if source >= next.source_start {
+            continue;
+        }
+        // `seg` holds `next.destination_start - seg.destination_start` offsets.
+        let end = seg.source_start.saturating_add(next.destination_start - seg.destination_start);
+        return if source < end { source - seg.shift() } else { next.destination_start };
+    }
+    let last = segments.last().unwrap_or(first);
+    source - last.shift()
+}
+
 /// The state record of one mirror partition (KIP-1279 §4; prototype `MirrorPartitionMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStateRecord {
@@ -154,4 +236,88 @@ impl PartitionStateRecord {
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(source_start: i64, destination_start: i64) -> OffsetSegment {
+        OffsetSegment { source_start, destination_start }
+    }
+
+    /// Source 200..510 at destination 0..310, a source gap 510..2000, then source 2000.. at
+    /// destination 310.. (shift 200, then 1690).
+    const SHIFTED: [OffsetSegment; 2] = [
+        OffsetSegment { source_start: 200, destination_start: 0 },
+        OffsetSegment { source_start: 2000, destination_start: 310 },
+    ];
+
+    #[test]
+    fn offsets_in_segments_keep_their_shift() {
+        assert_eq!(destination_offset(&[], 42), 42);
+        assert_eq!(destination_offset(&[seg(0, 0)], 42), 42);
+        assert_eq!(destination_offset(&SHIFTED, 200), 0);
+        assert_eq!(destination_offset(&SHIFTED, 509), 309, "last offset of the first segment");
+        assert_eq!(destination_offset(&SHIFTED, 2000), 310);
+        assert_eq!(destination_offset(&SHIFTED, 2600), 910, "open-ended last segment");
+        assert_eq!(destination_offset(&SHIFTED, 100), 0, "before the first segment: its first destination offset");
+    }
+
+    #[test]
+    fn offsets_inside_a_gap_map_to_the_next_segment_start() {
+        assert_eq!(destination_offset(&SHIFTED, 510), 310, "first offset of the gap");
+        assert_eq!(destination_offset(&SHIFTED, 511), 310, "inside the gap: never past the next records");
+        assert_eq!(destination_offset(&SHIFTED, 1999), 310);
+        // Three segments, the middle one empty of gaps on its left: 0..3 | gap 3..10 | 10..13 | gap 13..20 | 20..
+        let three = [seg(0, 0), seg(10, 3), seg(20, 6)];
+        assert_eq!(destination_offset(&three, 2), 2);
+        assert_eq!(destination_offset(&three, 6), 3);
+        assert_eq!(destination_offset(&three, 12), 5);
+        assert_eq!(destination_offset(&three, 13), 6);
+        assert_eq!(destination_offset(&three, 17), 6);
+        assert_eq!(destination_offset(&three, 25), 11);
+        // Monotonic: a later source offset never maps to an earlier destination offset.
+        let mapped: Vec<i64> = (0..30).map(|o| destination_offset(&three, o)).collect();
+        assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "{mapped:?}");
+    }
+
+    #[test]
+    fn gaps_fill_within_the_bound_and_segments_stay_bounded() {
+        assert_eq!(gap_action(&[seg(0, 0)], 10, 5, 5), GapAction::Fill);
+        assert_eq!(gap_action(&[seg(0, 0)], 10, 6, 5), GapAction::NewSegment { replace_last: false });
+        // mirror.fill.max.gap = 0: every gap starts a segment, until the cap.
+        let mut segs = vec![seg(0, 0)];
+        let (mut src, mut dst) = (0i64, 0i64);
+        for _ in 0..10_000 {
+            // 3 records, then a 1-offset commit marker.
+            src += 3;
+            dst += 3;
+            match gap_action(&segs, dst, 1, 0) {
+                GapAction::Fill => dst += 1,
+                GapAction::NewSegment { replace_last } => {
+                    if replace_last {
+                        segs.pop();
+                    }
+                    segs.push(seg(src + 1, dst));
+                }
+            }
+            src += 1;
+        }
+        assert_eq!(segs.len(), MAX_OFFSET_SEGMENTS, "the segment list is capped");
+        // Gaps with nothing between them replace the empty last segment, even at the cap.
+        assert_eq!(gap_action(&segs, dst, 7, 0), GapAction::Fill, "at the cap with records since: fill");
+        assert_eq!(
+            gap_action(&segs, dst, FORCED_FILL_MAX_GAP + 1, 0),
+            GapAction::NewSegment { replace_last: false },
+            "a gap too large to fill still starts a segment"
+        );
+        let empty_last = [seg(0, 0), seg(10, 3)];
+        assert_eq!(gap_action(&empty_last, 3, 7, 0), GapAction::NewSegment { replace_last: true });
+        assert_eq!(
+            gap_action(&[seg(100, 0)], 0, 7, 0),
+            GapAction::NewSegment { replace_last: false },
+            "the first segment is never replaced"
+        );
+    }
 }

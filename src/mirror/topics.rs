@@ -35,6 +35,24 @@ pub struct TopicInfo {
     pub internal: bool,
 }
 
+/// What a destination cluster's brokers accept in topic configs, from
+/// [`ClusterAccess::topic_config_support`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicConfigSupport {
+    /// Every topic config name the brokers know; `None` when the cluster has no topic to
+    /// describe (then nothing is filtered by name).
+    pub topic_configs: Option<std::collections::BTreeSet<String>>,
+    /// Whether tiered storage (KIP-405) is on: `remote.log.storage.system.enable=true`.
+    pub tiered_storage: bool,
+}
+
+impl TopicConfigSupport {
+    /// Whether the brokers know topic config `name` (`true` when unknown which they know).
+    pub fn knows(&self, name: &str) -> bool {
+        self.topic_configs.as_ref().is_none_or(|k| k.contains(name))
+    }
+}
+
 /// Error code of a topic that already exists (Kafka `TOPIC_ALREADY_EXISTS`).
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
@@ -129,6 +147,70 @@ impl ClusterAccess {
             .flat_map(|r| r.configs.iter())
             .find(|c| c.name.as_str() == key)
             .and_then(|c| c.value.as_ref().map(|v| v.to_string())))
+    }
+
+    /// What the cluster's brokers accept in topic configs (DESIGN §4.9): the topic config
+    /// names its brokers know — read with DescribeConfigs (all keys) of an existing topic,
+    /// which lists every topic config with its default (Kafka `ConfigHelper`) — and whether
+    /// tiered storage (KIP-405) is on: broker config `remote.log.storage.system.enable`,
+    /// described on a broker reached at its advertised address (a BROKER resource must be
+    /// described on that broker).
+    ///
+    /// # Errors
+    /// [`ClientError`] when no bootstrap server answers or a DescribeConfigs is refused.
+    pub async fn topic_config_support(&self) -> Result<TopicConfigSupport, ClientError> {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        use kafka_protocol::messages::DescribeConfigsRequest;
+        const RESOURCE_TOPIC: i8 = 2;
+        const RESOURCE_BROKER: i8 = 4;
+        let mut conn = self.connect().await?;
+        let md = conn.send(&MetadataRequest::default().with_topics(None), 12).await?;
+        let refused = |addr: &str, what: &str, code: i16| ClientError::Protocol {
+            addr: addr.into(),
+            reason: format!("DescribeConfigs {what}: error {code}"),
+        };
+        let mut topic_configs = None;
+        if let Some(topic) = md.topics.iter().filter(|t| t.error_code == 0).find_map(|t| t.name.as_ref()) {
+            let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(topic.0.clone())
+                .with_configuration_keys(None)]);
+            let resp = conn.send(&req, 4).await?;
+            let r = resp.results.first().ok_or_else(|| refused(conn.addr(), "topic", -1))?;
+            if r.error_code != 0 {
+                return Err(refused(conn.addr(), &format!("topic {}", topic.0), r.error_code));
+            }
+            topic_configs = Some(r.configs.iter().map(|c| c.name.to_string()).collect());
+        }
+        // The first broker that answers (a BROKER resource is described on that broker).
+        let mut reached = None;
+        let mut last = None;
+        for broker in &md.brokers {
+            let addr = format!("{}:{}", broker.host, broker.port);
+            match BrokerConnection::connect(&addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+                Ok(c) => {
+                    reached = Some((broker, addr, c));
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let Some((broker, addr, mut bconn)) = reached else {
+            return Err(last.unwrap_or_else(|| refused(conn.addr(), "broker (Metadata lists none)", -1)));
+        };
+        let key = "remote.log.storage.system.enable";
+        let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_BROKER)
+            .with_resource_name(StrBytes::from_string(broker.node_id.0.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str(key)]))]);
+        let resp = bconn.send(&req, 4).await?;
+        let r = resp.results.first().ok_or_else(|| refused(&addr, "broker", -1))?;
+        if r.error_code != 0 {
+            return Err(refused(&addr, &format!("broker {}", broker.node_id.0), r.error_code));
+        }
+        let tiered_storage =
+            r.configs.iter().any(|c| c.name.as_str() == key && c.value.as_ref().is_some_and(|v| v.as_str() == "true"));
+        Ok(TopicConfigSupport { topic_configs, tiered_storage })
     }
 
     /// Number of brokers in the cluster.

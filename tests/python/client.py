@@ -70,6 +70,8 @@ def produce(args):
 
     for i in range(args.count):
         kw = {"key": f"k-{i}", "value": f"{args.prefix}-{i}", "on_delivery": on_delivery}
+        if args.timestamp_ms is not None:
+            kw["timestamp"] = args.timestamp_ms
         if args.partition is not None:
             kw["partition"] = args.partition
         while True:
@@ -219,6 +221,7 @@ def main(argv=None):
     pp.add_argument("--acks", default="all")
     pp.add_argument("--timeout", type=float, default=30.0)
     pp.add_argument("--prop", action="append")
+    pp.add_argument("--timestamp-ms", type=int, help="CreateTime of every record, ms since the epoch")
 
     mp = sub.add_parser("produce-mixed", help="varied records (keys, nulls, headers, big values) with one codec")
     mp.add_argument("--bootstrap", required=True)

@@ -47,6 +47,16 @@ pub fn cluster(name: &str) -> Arc<Cluster> {
 /// The cluster `name` of this test binary, started on first use with `nodes` nodes of Kafka
 /// `version` and extra broker properties.
 pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Arc<Cluster> {
+    start_cluster(name, nodes, version, &[], props)
+}
+
+/// The one-node cluster `name` of Kafka `version` with tiered storage (KIP-405) on Kafka's
+/// `LocalTieredStorage` (`scripts/kafka.sh start --tiered`), started on first use.
+pub fn tiered_cluster(name: &str, version: &str) -> Arc<Cluster> {
+    start_cluster(name, 1, version, &["--tiered"], &[])
+}
+
+fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &[&str]) -> Arc<Cluster> {
     let map = CLUSTERS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = map.get(name) {
@@ -55,7 +65,8 @@ pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Ar
     let unique = format!("{name}-{}", std::process::id());
     let mut cmd = Command::new(repo().join("scripts/kafka.sh"));
     cmd.args(["start", &unique, "--nodes", &nodes.to_string(), "--version", version, "--owner-pid"])
-        .arg(std::process::id().to_string());
+        .arg(std::process::id().to_string())
+        .args(flags);
     for p in props {
         cmd.args(["--prop", p]);
     }

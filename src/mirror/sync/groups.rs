@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::client::cluster::{ClusterClient, ClusterError, KafkaErrorCode, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::mirror::configs;
 use crate::mirror::control::ControlState;
-use crate::mirror::model::{DesiredState, MirrorDefinition, OffsetSegment};
+use crate::mirror::model::{destination_offset, DesiredState, MirrorDefinition, OffsetSegment};
 
 use super::{report, send, Patterns, SyncKind, METRICS};
 
@@ -26,13 +26,10 @@ use super::{report, send, Patterns, SyncKind, METRICS};
 const ACTIVE_GROUP_ERRORS: [i16; 5] = [22, 25, 27, 68, 113];
 
 /// The destination offset of source offset `source` through the partition's offset
-/// `segments` (DESIGN §4.2): unchanged without segments or in an identical segment; an offset
-/// before the first segment (never copied) maps to that segment's first destination offset.
+/// `segments`: [`destination_offset`] (an offset inside a gap between two segments maps to
+/// the start of the next segment, never past records).
 pub fn map_offset(source: i64, segments: &[OffsetSegment]) -> i64 {
-    match segments.iter().rev().find(|s| s.source_start <= source) {
-        Some(s) => source - s.shift(),
-        None => segments.first().map_or(source, |s| s.destination_start),
-    }
+    destination_offset(segments, source)
 }
 
 /// The offset to commit on the destination for a source commit at `source`, or `None` to
@@ -248,9 +245,10 @@ async fn sync_group(
 mod tests {
     use super::*;
 
+    /// Source 200..510 at destination 0..310, a gap, source 2000.. at destination 310...
     const SHIFTED: [OffsetSegment; 2] = [
         OffsetSegment { source_start: 200, destination_start: 0 },
-        OffsetSegment { source_start: 500, destination_start: 310 },
+        OffsetSegment { source_start: 2000, destination_start: 310 },
     ];
 
     #[test]
@@ -258,7 +256,8 @@ mod tests {
         assert_eq!(map_offset(42, &[]), 42);
         assert_eq!(map_offset(42, &[OffsetSegment { source_start: 0, destination_start: 0 }]), 42);
         assert_eq!(map_offset(250, &SHIFTED), 50);
-        assert_eq!(map_offset(600, &SHIFTED), 410);
+        assert_eq!(map_offset(2100, &SHIFTED), 410);
+        assert_eq!(map_offset(1000, &SHIFTED), 310, "inside the gap: the next segment's start");
         assert_eq!(map_offset(100, &SHIFTED), 0, "before the first segment: its first destination offset");
     }
 

@@ -29,9 +29,9 @@ use super::configs;
 use super::control::{ControlPlane, ControlState};
 use super::model::MirrorDefinition;
 
+pub use crate::mirror::topic_configs::{config_decision, ConfigDecision};
 pub use acls::AclRule;
 pub use groups::{map_offset, plan_offset};
-pub use topics::{config_decision, ConfigDecision};
 
 /// Error and event counters of the metadata sync, named after the prototype's meters
 /// (KIP-1279 §11). Process-wide; read with [`metrics`].
@@ -247,8 +247,7 @@ impl MetadataSync {
         };
         opts.max_attempts = opts.max_attempts.min(3);
         // Rebuilt when any of the options changes (an operator altered the mirror's configs).
-        let built_with =
-            format!("{:?} {:?} {:?} {}", opts.bootstrap, opts.request_timeout, opts.connect_timeout, opts.client_id);
+        let built_with = format!("{opts:?}");
         if let Some((b, c)) = self.sources.get(&def.name) {
             if *b == built_with {
                 return Ok(c.clone());

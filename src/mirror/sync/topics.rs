@@ -15,7 +15,9 @@ use crate::client::cluster::{ClusterClient, ClusterError, ClusterMetadata};
 use crate::mirror::configs;
 use crate::mirror::control::{ControlPlane, ControlState};
 use crate::mirror::model::{DesiredState, MirrorDefinition, MirrorTopic};
+use crate::mirror::topic_configs::{config_decision, excluded, ConfigDecision};
 use crate::mirror::topics::base64_uuid;
+use crate::mirror::topics::{ClusterAccess, TopicConfigSupport};
 
 use super::{report, send, Patterns, SyncKind, METRICS};
 
@@ -203,37 +205,6 @@ fn kafka_err(api: &str, resource: &str, code: i16, message: Option<&StrBytes>) -
     ))
 }
 
-/// What the sync does with one dynamic source topic config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigDecision {
-    /// Copied to the destination when it differs.
-    Copy,
-    /// In `topic.properties.exclude` (or `mirror.name`): never copied, not reported.
-    Excluded,
-    /// Owned by mirrorgate while mirroring (retention: the mirror follows the source's log
-    /// start instead); not copied, not reported.
-    Owned,
-    /// Owned by mirrorgate for offset identity, and this value would break it (recompression,
-    /// broker-assigned or bounded timestamps): refused and reported.
-    Refused,
-}
-
-/// The decision for source config `key` = `value` given the exclude list (DESIGN §4.9,
-/// `destination_topic_configs`).
-pub fn config_decision(key: &str, value: &str, exclude: &[&str]) -> ConfigDecision {
-    if key == "mirror.name" || exclude.contains(&key) {
-        return ConfigDecision::Excluded;
-    }
-    match key {
-        "retention.ms" | "retention.bytes" => ConfigDecision::Owned,
-        "compression.type" if value == "producer" => ConfigDecision::Owned,
-        "message.timestamp.type" if value == "CreateTime" => ConfigDecision::Owned,
-        "compression.type" | "message.timestamp.type" => ConfigDecision::Refused,
-        k if k.starts_with("message.timestamp.") => ConfigDecision::Refused,
-        _ => ConfigDecision::Copy,
-    }
-}
-
 /// Dynamic (topic-level) configs of `topics` (DescribeConfigs, `DYNAMIC_TOPIC_CONFIG` only),
 /// per topic; a per-topic error comes back as text.
 async fn dynamic_configs(
@@ -275,10 +246,23 @@ async fn dynamic_configs(
         .collect())
 }
 
+/// What the destination's brokers accept in topic configs, read once per sync pass that has
+/// a config to copy ([`ClusterAccess::topic_config_support`] over short-lived connections).
+async fn destination_support(dest: &ClusterClient) -> Result<TopicConfigSupport, String> {
+    let o = dest.options();
+    let access = ClusterAccess {
+        bootstrap: o.bootstrap.clone(),
+        connect_timeout: o.connect_timeout,
+        request_timeout: o.request_timeout,
+    };
+    access.topic_config_support().await.map_err(|e| e.to_string())
+}
+
 /// Topic configs: dynamic source configs copied to the destination mirror topics with
 /// IncrementalAlterConfigs SET where they differ (never deletes a destination config),
-/// except excluded and mirrorgate-owned keys; identity-breaking values are refused and
-/// reported once per value.
+/// except excluded and mirrorgate-owned keys; identity-breaking values are refused, and
+/// configs the destination cannot take (tiered storage it does not have, names its version
+/// does not know) left out, each reported once per value.
 pub(super) async fn sync_configs(
     source: &ClusterClient,
     dest: &ClusterClient,
@@ -291,13 +275,13 @@ pub(super) async fn sync_configs(
         return;
     }
     let mirror = def.name.as_str();
-    let exclude: Vec<&str> =
-        configs::split_list(configs::effective(&def.configs, "topic.properties.exclude").unwrap_or("")).collect();
+    let exclude = excluded(def);
     let (src, dst) = match (dynamic_configs(source, &topics).await, dynamic_configs(dest, &topics).await) {
         (Ok(s), Ok(d)) => (s, d),
         (Err(e), _) => return report(SyncKind::TopicConfig, mirror, "source DescribeConfigs", &e),
         (_, Err(e)) => return report(SyncKind::TopicConfig, mirror, "destination DescribeConfigs", &e),
     };
+    let mut support: Option<TopicConfigSupport> = None;
     for topic in &topics {
         let (Some(s), Some(d)) = (src.get(topic), dst.get(topic)) else { continue };
         let (s, d) = match (s, d) {
@@ -307,10 +291,35 @@ pub(super) async fn sync_configs(
                 continue;
             }
         };
+        // Candidates first; what the destination accepts is only asked when one differs.
+        let differs = s.iter().any(|(k, v)| {
+            config_decision(k, v, &exclude, &TopicConfigSupport::default()) == ConfigDecision::Copy
+                && d.get(k) != Some(v)
+        });
+        if !differs {
+            continue;
+        }
+        if support.is_none() {
+            match destination_support(dest).await {
+                Ok(s) => support = Some(s),
+                Err(e) => return report(SyncKind::TopicConfig, mirror, "destination topic config support", &e),
+            }
+        }
+        let support = support.as_ref().expect("just set");
         let mut changes = Vec::new();
         for (k, v) in s {
-            match config_decision(k, v, &exclude) {
+            match config_decision(k, v, &exclude, support) {
                 ConfigDecision::Copy if d.get(k) != Some(v) => changes.push((k.clone(), v.clone())),
+                ConfigDecision::Unsupported if refused.insert((topic.clone(), k.clone(), v.clone())) => {
+                    tracing::info!(
+                        mirror,
+                        topic = %topic,
+                        key = %k,
+                        value = %v,
+                        tiered_storage = support.tiered_storage,
+                        "source topic config not copied: the destination cannot take it"
+                    );
+                }
                 ConfigDecision::Refused if refused.insert((topic.clone(), k.clone(), v.clone())) => {
                     let n = METRICS.topic_config_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     tracing::warn!(
@@ -331,6 +340,10 @@ pub(super) async fn sync_configs(
         match alter_configs(dest, topic, &changes).await {
             Ok(()) => {
                 tracing::info!(mirror, topic = %topic, changes = ?changes, "topic configs synced from the source")
+            }
+            // The same refusal of the same changes is counted every round but logged once.
+            Err(e) if !refused.insert((topic.clone(), format!("{changes:?}"), e.to_string())) => {
+                SyncKind::TopicConfig.counter().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             Err(e) => report(SyncKind::TopicConfig, mirror, &format!("configs of `{topic}`"), &e),
         }
@@ -361,24 +374,4 @@ async fn alter_configs(dest: &ClusterClient, topic: &str, changes: &[(String, St
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owned_and_excluded_configs_are_not_copied() {
-        let exclude = ["min.insync.replicas", "message.timestamp.type"];
-        assert_eq!(config_decision("cleanup.policy", "compact", &exclude), ConfigDecision::Copy);
-        assert_eq!(config_decision("max.message.bytes", "2000000", &exclude), ConfigDecision::Copy);
-        assert_eq!(config_decision("min.insync.replicas", "2", &exclude), ConfigDecision::Excluded);
-        assert_eq!(config_decision("mirror.name", "x", &[]), ConfigDecision::Excluded);
-        assert_eq!(config_decision("retention.ms", "1000", &exclude), ConfigDecision::Owned);
-        assert_eq!(config_decision("compression.type", "producer", &exclude), ConfigDecision::Owned);
-        assert_eq!(config_decision("compression.type", "gzip", &exclude), ConfigDecision::Refused);
-        assert_eq!(config_decision("message.timestamp.type", "LogAppendTime", &exclude), ConfigDecision::Excluded);
-        assert_eq!(config_decision("message.timestamp.type", "LogAppendTime", &[]), ConfigDecision::Refused);
-        assert_eq!(config_decision("message.timestamp.after.max.ms", "1000", &[]), ConfigDecision::Refused);
-    }
 }
