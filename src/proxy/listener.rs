@@ -37,6 +37,11 @@ pub async fn bind(
                 _ = shutdown.cancelled() => break,
                 accepted = tcp.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        // As brokers do (`socket.setTcpNoDelay(true)` in Kafka's Acceptor): small
+                        // responses go out at once instead of waiting for Nagle's delayed ACK.
+                        if let Err(e) = stream.set_nodelay(true) {
+                            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY on a client connection");
+                        }
                         tokio::spawn(connection::serve(stream, peer, listener.clone(), target, shared.clone()));
                     }
                     Err(e) => {
