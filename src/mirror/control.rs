@@ -502,6 +502,41 @@ impl ControlPlane {
         parts.is_empty() || !parts.iter().all(|(_, p)| p.state == MirrorPartitionState::Stopped)
     }
 
+    /// Refuses topics whose source copy is a mirror topic fed from this destination (a
+    /// replication loop, [`super::loops`]). A source that cannot be read for this check is
+    /// not a refusal (its topics were just listed; the check is best effort and logged).
+    async fn refuse_loops(&self, def: &MirrorDefinition, matched: &[TopicInfo]) -> Result<(), MirrorError> {
+        if matched.is_empty() {
+            return Ok(());
+        }
+        let Ok((Some(destination_id), _)) = self.destination.topics().await else {
+            return Ok(());
+        };
+        let Some(source) = configs::source_options(&def.configs) else { return Ok(()) };
+        let names: Vec<String> = matched.iter().map(|t| t.name.clone()).collect();
+        match super::loops::loops_through_source(source, &[], &destination_id, &names).await {
+            Ok(loops) if !loops.is_empty() => {
+                let list: Vec<String> = loops
+                    .iter()
+                    .map(|l| format!("`{}` (mirror `{}` on the source)", l.topic, l.source_mirror))
+                    .collect();
+                Err(MirrorError {
+                    code: INVALID_CONFIG,
+                    message: format!(
+                        "replication loop: on the source cluster of mirror `{}`, {} mirrored from this destination cluster ({destination_id}); mirroring it back would copy it in a circle. Stop that mirror topic on the source first (a failback), or mirror another topic",
+                        def.name,
+                        list.join(", ")
+                    ),
+                })
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::warn!(mirror = %def.name, error = %e, "cannot read the source cluster's __mirror_state to rule out a replication loop");
+                Ok(())
+            }
+        }
+    }
+
     fn source_access(&self, def: &MirrorDefinition) -> ClusterAccess {
         let bootstrap = configs::effective(&def.configs, "bootstrap.servers")
             .map(|b| configs::split_list(b).map(String::from).collect())
@@ -579,6 +614,7 @@ impl ControlPlane {
                 }
             }
         }
+        self.refuse_loops(&def, &matched).await?;
         let mut def = self.mirror(mirror)?;
         for p in include {
             if !def.include_patterns.contains(p) {

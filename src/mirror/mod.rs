@@ -6,6 +6,7 @@ pub mod config_rpc;
 pub mod configs;
 pub mod control;
 pub mod dataplane;
+pub mod loops;
 pub mod model;
 pub mod persist;
 pub mod state_machine;

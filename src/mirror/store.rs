@@ -568,6 +568,32 @@ impl StateStore {
         Ok(Self { client, settings, topic: StateTopic { name, partitions, replication_factor, created }, write_locks })
     }
 
+    /// Opens an existing state topic for reading only (another mirrorgate's, e.g. on a
+    /// mirror's source cluster): never creates or checks it. `None` when the cluster has no
+    /// topic of that name.
+    ///
+    /// # Errors
+    /// [`StoreError::Cluster`] when the cluster cannot be asked.
+    pub async fn open_existing(client: ClusterClient, topic: &str) -> Result<Option<Self>, StoreError> {
+        let cluster = |source| StoreError::Cluster { topic: topic.to_string(), source: Box::new(source) };
+        client.refresh_metadata(Some(&[topic])).await.map_err(cluster)?;
+        let md = client.metadata();
+        let Some(info) = md.topics.get(topic).filter(|t| !t.partitions.is_empty()) else {
+            return Ok(None);
+        };
+        let partitions = info.partitions.len() as i32;
+        let replication_factor = info.partitions.get(&0).map_or(0, |p| p.replicas.len() as i16);
+        let settings =
+            StateStoreSettings { topic: topic.to_string(), num_partitions: partitions, ..Default::default() };
+        let write_locks = Vec::new();
+        Ok(Some(Self {
+            client,
+            settings,
+            topic: StateTopic { name: topic.to_string(), partitions, replication_factor, created: false },
+            write_locks,
+        }))
+    }
+
     /// The state topic as opened.
     pub fn topic(&self) -> &StateTopic {
         &self.topic
@@ -735,7 +761,13 @@ impl StateStore {
     async fn write(&self, key: &StateKey, value: Option<Vec<u8>>) -> Result<i64, StoreError> {
         let partition = self.partition_for(key.mirror());
         let batch = encode_batch(key.encode(), value)?;
-        let _ordered = self.write_locks[partition as usize].lock().await;
+        let Some(lock) = self.write_locks.get(partition as usize) else {
+            return Err(StoreError::InvalidSetting {
+                key: self.topic.name.clone(),
+                reason: "opened read-only (another mirrorgate's state topic): not written".into(),
+            });
+        };
+        let _ordered = lock.lock().await;
         let opts = self.client.options();
         let mut backoff = opts.retry_backoff;
         let mut attempt = 0u32;
