@@ -1,10 +1,14 @@
 //! Errors a mirror partition cannot copy past are visible (issue 9, items 4 and 11): a record
 //! the destination refuses puts the partition in FAILED with the broker's error named, not
 //! retried; a partition whose source is down shows its last error while it retries, and goes
-//! FAILED (retryable, with the retry count) once the outage outlasts the stall bound.
+//! FAILED (retryable, with the retry count) once the outage outlasts the stall bound. A
+//! planned failover (`--stop --drain`) stops only once the destination holds everything the
+//! source has, and refuses while a source transaction is open.
 
 mod support;
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -172,4 +176,84 @@ async fn a_source_outage_shows_the_last_error_then_failed_with_retries_then_heal
             _ => Err(format!("{d:?}")),
         }
     });
+}
+
+/// `--stop --drain` right after `--start` of a topic with 30,000 records: returns only when
+/// the destination ends where the source ends, then the topic is STOPPED. With a transaction
+/// left open on the source, `--drain` gives up (LAG-HW stays above 0) and stops nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_failover_waits_for_the_copy_and_refuses_an_open_transaction() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("drain");
+    create_topic(&source.bootstrap, &topic, 2);
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "30000",
+            "--prefix",
+            "d",
+        ]),
+        "produce",
+    );
+    let mirror = start_mirror(&mg, &source, &topic);
+    let out = ok(
+        mirrors_cli(&mg.bootstrap, &["--stop", "--drain", "120", "--mirror", &mirror, "--topics", &topic]),
+        "--stop --drain",
+    );
+    assert!(out.contains("Stopped mirroring 1 topic(s)"), "{out}");
+    let d = describe(&mg, &mirror).unwrap();
+    let dest_total: i64 = d.iter().map(|p| p["destinationOffset"].as_i64().unwrap()).sum();
+    assert_eq!(dest_total, 30_000, "everything copied before the stop: {d:?}");
+    eventually(Duration::from_secs(60), || {
+        let d = describe(&mg, &mirror)?;
+        if d.iter().all(|p| p["state"] == "STOPPED") {
+            Ok(())
+        } else {
+            Err(format!("{d:?}"))
+        }
+    });
+
+    // An open transaction on the source: --drain waits for it and gives up.
+    let topic = unique_name("drain-open");
+    create_topic(&source.bootstrap, &topic, 1);
+    let mirror = start_mirror(&mg, &source, &topic);
+    let cp = String::from_utf8(
+        Command::new(repo().join("scripts/kafka.sh")).args(["classpath", V]).output().unwrap().stdout,
+    )
+    .unwrap();
+    let mut open = Command::new("java")
+        .args(["-Xmx256m", "-cp", cp.trim()])
+        .arg(repo().join("tests/java/OpenTxn.java"))
+        .args([
+            "--bootstrap-server",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--transactional-id",
+            &unique_name("open"),
+            "--values",
+            "o1,o2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(open.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "OPEN 2");
+    let out = mirrors_cli(&mg.bootstrap, &["--stop", "--drain", "8", "--mirror", &mirror, "--topics", &topic]);
+    let _ = open.kill();
+    let _ = open.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "--drain must give up while a transaction is open: {stderr}");
+    assert!(stderr.contains("--drain gave up") && stderr.contains("lag-hw 2"), "{stderr}");
+    let d = describe(&mg, &mirror).unwrap();
+    assert!(d.iter().all(|p| p["state"] == "MIRRORING"), "nothing stopped: {d:?}");
 }

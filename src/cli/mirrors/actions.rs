@@ -159,12 +159,17 @@ pub async fn execute(
             let described = describe(conn, Some(mirror)).await?;
             Ok(report_start(mirror, include, exclude, &described))
         }
-        Action::Topics { op, mirror, topics } => {
+        Action::Topics { op, mirror, topics, drain_secs } => {
             let described = describe(conn, Some(mirror)).await?;
             let selected = match select_topics(&described, mirror, topics) {
                 Ok(t) => t,
                 Err(report) => return Ok(report),
             };
+            if let Some(secs) = drain_secs {
+                if let Err(report) = drain(conn, mirror, &selected, std::time::Duration::from_secs(*secs)).await? {
+                    return Ok(report);
+                }
+            }
             let names: Vec<TopicName> = selected.iter().map(|t| TopicName(s(t))).collect();
             let req = match op {
                 TopicOp::Stop => MirrorRequest::StopMirrorTopics(StopMirrorTopicsRequest {
@@ -236,6 +241,69 @@ fn opt(v: &Option<StrBytes>) -> Option<String> {
 fn unexpected(resp: &MirrorResponse) -> anyhow::Result<Report> {
     anyhow::bail!("unexpected {} response", resp.api().name())
 }
+
+/// `--stop --drain`: waits until every partition of `topics` is MIRRORING with lag 0 against
+/// the source high watermark in [`DRAIN_READS`] consecutive reads spanning at least
+/// [`DRAIN_SPAN`] (the data plane refreshes the source marks at least every
+/// `fetch.wait.max.ms`), printing progress to stderr. `Err(report)` after `timeout`.
+async fn drain(
+    conn: &mut AdminConnection,
+    mirror: &str,
+    topics: &[String],
+    timeout: std::time::Duration,
+) -> anyhow::Result<Result<(), Report>> {
+    let start = std::time::Instant::now();
+    let mut clean_since: Option<std::time::Instant> = None;
+    let mut clean_reads = 0u32;
+    let mut last_print = std::time::Instant::now() - std::time::Duration::from_secs(10);
+    loop {
+        let r = describe(conn, Some(mirror)).await?;
+        let rows: Vec<super::output::PartitionRow> = super::output::partition_rows(&r.mirrors, false)
+            .into_iter()
+            .filter(|p| topics.contains(&p.topic))
+            .collect();
+        let behind: Vec<&super::output::PartitionRow> =
+            rows.iter().filter(|p| p.state != "MIRRORING" || p.lag_high_watermark != 0 || p.lag != 0).collect();
+        if behind.is_empty() && !rows.is_empty() {
+            clean_reads += 1;
+            let since = *clean_since.get_or_insert_with(std::time::Instant::now);
+            if clean_reads >= DRAIN_READS && since.elapsed() >= DRAIN_SPAN {
+                eprintln!(
+                    "Drained: {} partition(s) of {} topic(s) hold everything the source has.",
+                    rows.len(),
+                    topics.len()
+                );
+                return Ok(Ok(()));
+            }
+        } else {
+            clean_reads = 0;
+            clean_since = None;
+            if last_print.elapsed() >= std::time::Duration::from_secs(2) {
+                let lag: i64 = behind.iter().map(|p| p.lag_high_watermark.max(p.lag).max(0)).sum();
+                let states: std::collections::BTreeSet<&str> = behind.iter().map(|p| p.state.as_str()).collect();
+                eprintln!("Draining: {} partition(s) behind, {lag} offset(s) to copy, states {states:?}", behind.len());
+                last_print = std::time::Instant::now();
+            }
+        }
+        if start.elapsed() >= timeout {
+            let names: Vec<String> = behind
+                .iter()
+                .map(|p| format!("{}-{} ({}, lag-hw {})", p.topic, p.partition, p.state, p.lag_high_watermark))
+                .collect();
+            return Ok(Err(Report::failure(format!(
+                "Error: --drain gave up after {} s; nothing was stopped. Still behind: {}",
+                timeout.as_secs(),
+                names.join(", ")
+            ))));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Consecutive caught-up reads `--drain` needs.
+const DRAIN_READS: u32 = 3;
+/// The least time those reads span.
+const DRAIN_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn describe(conn: &mut AdminConnection, mirror: Option<&str>) -> anyhow::Result<DescribeClusterMirrorsResponse> {
     let req = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
@@ -452,7 +520,12 @@ mod tests {
     fn needed_apis_per_action() {
         assert_eq!(needed_apis(&Action::List), vec![MirrorApi::ListClusterMirrors]);
         assert_eq!(
-            needed_apis(&Action::Topics { op: TopicOp::Pause, mirror: "m".into(), topics: v(&["a"]) }),
+            needed_apis(&Action::Topics {
+                op: TopicOp::Pause,
+                mirror: "m".into(),
+                topics: v(&["a"]),
+                drain_secs: None
+            }),
             vec![MirrorApi::DescribeClusterMirrors, MirrorApi::PauseMirrorTopics]
         );
     }

@@ -91,6 +91,12 @@ pub struct MirrorsArgs {
     /// NonRetryable), ERROR.
     #[arg(long)]
     pub failed: bool,
+    /// With --stop: a planned failover. First wait until every partition of the selected topics
+    /// is MIRRORING with lag 0 against the source high watermark (LAG-HW, so no open source
+    /// transaction is left behind) in three reads over at least 2 s, then stop. Stop the
+    /// producers on the source first. Gives up (nothing stopped, exit status 1) after SECONDS.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
+    pub drain: Option<u64>,
 }
 
 /// A misuse of the flags; printed with the usage line and exit status 2.
@@ -138,6 +144,8 @@ pub enum Action {
         mirror: String,
         /// `--topics` entries (names or regexes).
         topics: Vec<String>,
+        /// `--stop --drain`: wait for lag 0 first, for at most this long (s).
+        drain_secs: Option<u64>,
     },
     /// `--list`: ListClusterMirrors.
     List,
@@ -304,6 +312,9 @@ impl MirrorsArgs {
         };
         compile_patterns("--exclude", &exclude)?;
 
+        if self.drain.is_some() && action != "--stop" {
+            return Err(usage(format!("--drain is only used with --stop, not {action}")));
+        }
         if action != "--describe" {
             for (flag, on) in [("--json", self.json), ("--failed", self.failed)] {
                 if on {
@@ -318,9 +329,9 @@ impl MirrorsArgs {
                 Action::Create { mirror: mirror_name(), mirror_config: self.mirror_config.clone().unwrap_or_default() }
             }
             "--start" => Action::Start { mirror: mirror_name(), include: topics, exclude },
-            "--stop" => Action::Topics { op: TopicOp::Stop, mirror: mirror_name(), topics },
-            "--pause" => Action::Topics { op: TopicOp::Pause, mirror: mirror_name(), topics },
-            "--resume" => Action::Topics { op: TopicOp::Resume, mirror: mirror_name(), topics },
+            "--stop" => Action::Topics { op: TopicOp::Stop, mirror: mirror_name(), topics, drain_secs: self.drain },
+            "--pause" => Action::Topics { op: TopicOp::Pause, mirror: mirror_name(), topics, drain_secs: None },
+            "--resume" => Action::Topics { op: TopicOp::Resume, mirror: mirror_name(), topics, drain_secs: None },
             "--list" => Action::List,
             "--describe" => Action::Describe {
                 mirror,
@@ -376,15 +387,15 @@ mod tests {
         );
         assert_eq!(
             ok("--stop --mirror m --topics .*"),
-            Action::Topics { op: TopicOp::Stop, mirror: "m".into(), topics: vec![".*".into()] }
+            Action::Topics { op: TopicOp::Stop, mirror: "m".into(), topics: vec![".*".into()], drain_secs: None }
         );
         assert_eq!(
             ok("--pause --mirror m --topics a").clone(),
-            Action::Topics { op: TopicOp::Pause, mirror: "m".into(), topics: vec!["a".into()] }
+            Action::Topics { op: TopicOp::Pause, mirror: "m".into(), topics: vec!["a".into()], drain_secs: None }
         );
         assert_eq!(
             ok("--resume --mirror m --topics a"),
-            Action::Topics { op: TopicOp::Resume, mirror: "m".into(), topics: vec!["a".into()] }
+            Action::Topics { op: TopicOp::Resume, mirror: "m".into(), topics: vec!["a".into()], drain_secs: None }
         );
         assert_eq!(ok("--list"), Action::List);
         assert_eq!(
