@@ -257,3 +257,72 @@ async fn a_planned_failover_waits_for_the_copy_and_refuses_an_open_transaction()
     let d = describe(&mg, &mirror).unwrap();
     assert!(d.iter().all(|p| p["state"] == "MIRRORING"), "nothing stopped: {d:?}");
 }
+
+/// Failover in the disaster case (issue 9, item 5): mirrorgate restarts while the source is
+/// down, so nothing of the copy is in memory, and the operator stops the topic. The last
+/// mirrored offset comes from the destination log; records written on the destination after
+/// the failover are then caught by the failback check, which names them. (Old code: the last
+/// mirrored offset stayed unknown and the failback copied on top of the foreign records.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_with_the_source_down_records_the_last_offset_from_the_destination_log() {
+    let source = owned_cluster("source-disaster", 1, V, &[]);
+    let dest = cluster("dest");
+    let state = unique_name("__mirror_state-disaster");
+    let opts = || MirrorgateOptions { state_topic: Some(&state), ..Default::default() };
+    let mg = Mirrorgate::start_with(&dest, opts());
+    let topic = unique_name("disaster");
+    create_topic(&source.bootstrap, &topic, 1);
+    old_producer(&source.bootstrap, &topic, 20, &["--timestamp-start", "now"]);
+    let mirror = start_mirror(&mg, &source, &topic);
+    eventually(Duration::from_secs(120), || {
+        let d = describe(&mg, &mirror)?;
+        match d.first() {
+            Some(p) if p["destinationOffset"] == 20 => Ok(()),
+            _ => Err(format!("{d:?}")),
+        }
+    });
+    // Disaster: the source goes away and mirrorgate restarts.
+    let kafka = repo().join("scripts/kafka.sh");
+    assert!(Command::new(&kafka).args(["stop-node", &source.name, "1"]).status().unwrap().success());
+    drop(mg);
+    let mg = Mirrorgate::start_with(&dest, opts());
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop (failover)");
+    eventually(Duration::from_secs(60), || {
+        let d = describe(&mg, &mirror)?;
+        if d.iter().all(|p| p["state"] == "STOPPED") {
+            Ok(())
+        } else {
+            Err(format!("{d:?}"))
+        }
+    });
+    // The destination takes writes after the failover.
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "3",
+            "--prefix",
+            "after",
+        ]),
+        "produce after failover",
+    );
+    // The source is back; a failback must see the 3 destination records.
+    assert!(Command::new(&kafka).args(["start-node", &source.name, "1"]).status().unwrap().success());
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start (failback)");
+    let failed = eventually(Duration::from_secs(120), || {
+        let d = describe(&mg, &mirror)?;
+        match d.first() {
+            Some(p) if p["state"] == "FAILED" => Ok(p.clone()),
+            _ => Err(format!("{d:?}")),
+        }
+    });
+    let message = failed["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("mirroring stopped after source offset 19") && message.contains("3 offset(s)"),
+        "{failed}"
+    );
+}

@@ -147,6 +147,9 @@ pub struct ControlPlane {
     progress: dashmap::DashMap<(String, i32), super::dataplane::Progress>,
     /// The last error of partitions whose copy loop is retrying (cleared by progress).
     retrying: dashmap::DashMap<(String, i32), String>,
+    /// Last mirrored source offset read from the destination log by the data plane for a
+    /// partition about to become STOPPED (preferred over the in-memory progress).
+    stopped_at: dashmap::DashMap<(String, i32), i64>,
     /// Set when a data plane drives the partitions: transient states (PAUSING, STOPPING)
     /// then wait for it to finish in-flight work.
     data_plane: AtomicBool,
@@ -175,6 +178,7 @@ impl ControlPlane {
             state: RwLock::new(ControlState::default()),
             progress: dashmap::DashMap::new(),
             retrying: dashmap::DashMap::new(),
+            stopped_at: dashmap::DashMap::new(),
             data_plane: AtomicBool::new(false),
             lost_offsets: std::sync::atomic::AtomicI64::new(0),
             persist,
@@ -224,6 +228,12 @@ impl ControlPlane {
                 self.retrying.remove(&key);
             }
         }
+    }
+
+    /// Records the last source offset the destination log holds for a partition that is
+    /// about to become STOPPED (its destination log end mapped through the offset map, − 1).
+    pub fn set_stopped_at(&self, topic: &str, partition: i32, last_mirrored_offset: i64) {
+        self.stopped_at.insert((topic.to_string(), partition), last_mirrored_offset);
     }
 
     /// The last error of a retrying partition, if it is retrying.
@@ -313,7 +323,11 @@ impl ControlPlane {
             rec.error_message = None;
         }
         if to == MirrorPartitionState::Stopped {
-            if let Some(p) = self.progress(topic, partition) {
+            // From the destination log through the offset map when the data plane read it
+            // (also right after a restart with the source down), else what it last copied.
+            if let Some((_, last)) = self.stopped_at.remove(&(topic.to_string(), partition)) {
+                rec.last_mirrored_offset = last;
+            } else if let Some(p) = self.progress(topic, partition) {
                 rec.last_mirrored_offset = p.next_source - 1;
             }
         }

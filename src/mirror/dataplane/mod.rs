@@ -64,6 +64,8 @@ pub struct DataPlane {
     refused: std::collections::HashSet<String>,
     /// Per mirror, the configs its source client, fetcher and copy loops were built with.
     built_with: HashMap<String, String>,
+    /// Topics whose destination retention this process disabled again for a failback.
+    retention_disabled: std::collections::HashSet<String>,
     nonce: u64,
     request_timeout: Duration,
 }
@@ -93,6 +95,7 @@ impl DataPlane {
             writer,
             running: HashMap::new(),
             built_with: HashMap::new(),
+            retention_disabled: std::collections::HashSet::new(),
             refused: std::collections::HashSet::new(),
             nonce,
             request_timeout,
@@ -184,6 +187,13 @@ impl DataPlane {
                 t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
+                    if rec.state == S::LogAlignment
+                        && rec.previous_state == Some(S::Stopped)
+                        && self.retention_disabled.insert(topic.clone())
+                    {
+                        // Failback: retention was handed back at STOPPED; off again while mirroring.
+                        self.disable_retention(topic).await;
+                    }
                     let Some(source) = self.source_client(def).await else { continue };
                     let fetcher = self
                         .fetchers
@@ -230,6 +240,19 @@ impl DataPlane {
                     }
                     _ => None,
                 };
+                if next == Some(S::Stopped) {
+                    // The failback check compares with this: read it from the destination log.
+                    match self.dest.list_offsets(topic, *p, crate::client::cluster::LATEST_TIMESTAMP).await {
+                        Ok(end) if end > 0 => {
+                            let shift = rec.segments.last().map_or(0, |s| s.shift());
+                            self.control.set_stopped_at(topic, *p, end + shift - 1);
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(topic = %topic, partition = p, error = %e, "cannot read the destination log end at STOPPED; recording the last copied offset")
+                        }
+                    }
+                }
                 if let Some(next) = next {
                     let moved = self.control.transition(topic, *p, next, None).await.unwrap_or(false);
                     if moved && next == S::Stopped {
@@ -293,6 +316,37 @@ impl DataPlane {
             }
         }
         stopped
+    }
+
+    /// Failback: the destination topic's retention goes off again (`retention.ms` and
+    /// `retention.bytes` -1), as at the first start (DESIGN §4.9); the mirror follows the
+    /// source's log start with DeleteRecords instead.
+    async fn disable_retention(&self, topic: &str) {
+        use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+        use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+        use kafka_protocol::protocol::StrBytes;
+        let ops = ["retention.ms", "retention.bytes"]
+            .iter()
+            .map(|k| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(k))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_static_str("-1")))
+            })
+            .collect();
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(ops)]);
+        match self.dest.send_any(&req, 1).await {
+            Ok(r) if r.responses.iter().all(|x| x.error_code == 0) => {
+                tracing::info!(topic, "failback: destination retention disabled again while mirroring")
+            }
+            Ok(r) => {
+                tracing::warn!(topic, error = ?r.responses.first().map(|x| (x.error_code, x.error_message.clone())), "cannot disable destination retention for the failback")
+            }
+            Err(e) => tracing::warn!(topic, error = %e, "cannot disable destination retention for the failback"),
+        }
     }
 
     /// At STOPPED the destination topic takes the source's retention settings back
