@@ -86,6 +86,27 @@ struct Writer {
     shift: i64,
 }
 
+/// Test hook: with `MIRRORGATE_FAILPOINT=mid-batch:N` the process exits (code 86, no cleanup,
+/// as after a kill -9) right after the Nth acknowledged append that leaves a source batch or
+/// a filled gap partly written (a run or hole of a split compacted batch, or a placeholder
+/// chunk, that is not the last of its batch), so that tests can restart mirrorgate at
+/// exactly the points where the copy must resume inside a batch.
+fn failpoint_mid_batch() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var("MIRRORGATE_FAILPOINT").ok().and_then(|v| v.strip_prefix("mid-batch:")?.parse().ok())
+    });
+    if let Some(n) = *limit {
+        if SEEN.fetch_add(1, Ordering::SeqCst) + 1 >= n {
+            eprintln!("MIRRORGATE_FAILPOINT mid-batch:{n} reached: exiting");
+            std::process::exit(86);
+        }
+    }
+}
+
 fn sequence_for(dest_offset: i64) -> i32 {
     (dest_offset & 0x7fff_ffff) as i32
 }
@@ -411,6 +432,9 @@ impl PartitionTask {
                 return Ok(Some(o));
             }
             src += i64::from(count);
+            if src < to {
+                failpoint_mid_batch();
+            }
         }
         Ok(None)
     }
@@ -502,6 +526,7 @@ impl PartitionTask {
             if let Some(o) = self.append(w, vec![buf.freeze()], (j - i) as i64).await? {
                 return Ok(Some(o));
             }
+            failpoint_mid_batch();
             next = records[j - 1].offset + 1;
             i = j;
         }
