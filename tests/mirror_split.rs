@@ -98,7 +98,8 @@ fn client_batch(codec: i16, base_ts: i64, records: &[NewRecord<'_>]) -> Bytes {
 /// headers `k=1, dup=a, dup=a, \xff\xfe=null, ""=""`; every fourth value is null (a tombstone).
 /// Waits until the cleaner has made holes inside at least `5 * (rounds - 1)` batches.
 fn write_holey_source(src: &ClusterClient, topic: &str, rounds: usize) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    // Timestamps of the present: `segment.ms` rolls a segment by record time.
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     for round in 0..rounds {
         for c in CODECS {
             let keys: Vec<String> = (0..PER_BATCH)
@@ -125,13 +126,13 @@ fn write_holey_source(src: &ClusterClient, topic: &str, rounds: usize) {
                     ],
                 })
                 .collect();
-            block(src.produce(topic, 0, client_batch(c, now + round as i64 * 1000, &recs), Acks::All)).unwrap();
+            block(src.produce(topic, 0, client_batch(c, now(), &recs), Acks::All)).unwrap();
         }
         std::thread::sleep(Duration::from_millis(300));
     }
     // One more record rolls the last round's segment.
     let tail = [NewRecord { key: Some(b"end"), value: Some(b"end"), ..Default::default() }];
-    block(src.produce(topic, 0, client_batch(codec::NONE, now, &tail), Acks::All)).unwrap();
+    block(src.produce(topic, 0, client_batch(codec::NONE, now(), &tail), Acks::All)).unwrap();
     let want = CODECS.len() * (rounds - 1);
     eventually(Duration::from_secs(240), || {
         let inside = raw_batches(src, topic)
@@ -348,12 +349,12 @@ async fn a_split_batch_interrupted_between_its_appends_resumes_inside_it() {
     create_topic(&source.bootstrap, &topic, &COMPACT);
     write_holey_source(&src, &topic, 3);
     let (mg, mirror, exits) = mirror_through_kills(&dest, &source, &topic, 7, 6);
-    assert!(exits >= 3, "only {exits} exits at the failpoint");
     wait_copied(&mg, &mirror, &src, &dst, &topic);
     let via = client(&mg.bootstrap);
     let n = assert_same_records(&src, &via, &topic);
     verify_partition(&src, &via, &topic, 0, &[], None).await.unwrap();
     assert_mirroring(&mg, &mirror);
+    assert!(exits >= 3, "only {exits} exits at the failpoint");
     eprintln!("split kill: {exits} exits mid-batch, {n} records identical, {:?}", t0.elapsed());
 }
 
@@ -393,6 +394,8 @@ async fn an_aborted_transaction_interrupted_mid_fill_resumes_inside_it() {
                 "batch.size=1000000",
                 "--prop",
                 "linger.ms=30000",
+                "--prop",
+                "delivery.timeout.ms=120000",
             ],
         );
         ok(out, "TxnProducer");
