@@ -154,7 +154,7 @@ pub fn put_varint(out: &mut BytesMut, v: i32) {
 }
 
 /// Reads a length-prefixed byte string (`-1` = null) of `body` at `pos`.
-fn read_bytes<'a>(body: &'a [u8], pos: usize, nullable: bool) -> Result<(Option<&'a [u8]>, usize), &'static str> {
+fn read_bytes(body: &[u8], pos: usize, nullable: bool) -> Result<(Option<&[u8]>, usize), &'static str> {
     let (len, p) = read_varint(body, pos).ok_or("truncated length")?;
     if len == -1 && nullable {
         return Ok((None, p));

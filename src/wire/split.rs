@@ -246,8 +246,11 @@ mod tests {
         BatchIter::new(out.freeze()).next().unwrap().unwrap()
     }
 
-    /// `(offset, timestamp, tail bytes)` of every record of `b` as a consumer reads it.
-    fn read(b: &Batch) -> Vec<(i64, i64, Vec<u8>)> {
+    /// `(offset, timestamp, tail bytes)` of a record as a consumer reads it.
+    type Read = (i64, i64, Vec<u8>);
+
+    /// Every record of `b`.
+    fn read(b: &Batch) -> Vec<Read> {
         let sec = records_section(b, 1 << 24).unwrap();
         walk(&sec, b.record_count())
             .unwrap()
@@ -260,7 +263,7 @@ mod tests {
             .collect()
     }
 
-    fn split_all(b: &Batch, from: i64) -> (Vec<Piece>, Vec<(i64, i64, Vec<u8>)>) {
+    fn split_all(b: &Batch, from: i64) -> (Vec<Piece>, Vec<Read>) {
         let sec = records_section(b, 1 << 24).unwrap();
         let rs = walk(&sec, b.record_count()).unwrap();
         let pieces = plan(b, &rs, from).unwrap();

@@ -21,9 +21,9 @@ use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LA
 use crate::mirror::control::ControlPlane;
 use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
+use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
 use crate::wire::split::{self, Piece, RunHeader};
-use crate::wire::mirror::MirrorPartitionState;
 
 use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
@@ -502,7 +502,13 @@ impl PartitionTask {
         stop: &CancellationToken,
     ) -> Result<Option<Outcome>, Retry> {
         let what = || {
-            format!("compacted source batch {}..{} of {}-{}", b.base_offset(), b.last_offset(), self.topic, self.partition)
+            format!(
+                "compacted source batch {}..{} of {}-{}",
+                b.base_offset(),
+                b.last_offset(),
+                self.topic,
+                self.partition
+            )
         };
         if !b.crc_is_valid() {
             return Err(Retry::new(format!("{}: CRC mismatch in the fetched bytes", what())));
@@ -570,7 +576,12 @@ impl PartitionTask {
                     };
                     let run = match split::build_run(b, &records[range.clone()], &producer) {
                         Ok(run) => run,
-                        Err(e) => return Ok(Some(fail(format!("cannot re-encode the run at source offset {first} of {}: {e}", what()), false))),
+                        Err(e) => {
+                            return Ok(Some(fail(
+                                format!("cannot re-encode the run at source offset {first} of {}: {e}", what()),
+                                false,
+                            )))
+                        }
                     };
                     let (len, count) = (run.len(), range.len());
                     if let Some(o) = self.append(w, vec![run], count as i64).await? {
