@@ -207,8 +207,13 @@ fn assert_same_records(src: &ClusterClient, via: &ClusterClient, topic: &str) ->
 }
 
 fn start_mirror(mg: &Mirrorgate, source: &Cluster, topics: &[&str]) -> String {
+    start_mirror_with(mg, source, topics, "")
+}
+
+/// Like [`start_mirror`] with extra mirror configs (properties lines).
+fn start_mirror_with(mg: &Mirrorgate, source: &Cluster, topics: &[&str], extra: &str) -> String {
     let mirror = unique_name("m");
-    let cfg = mirror_config_file(source, "");
+    let cfg = mirror_config_file(source, extra);
     ok(
         mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
         "--create",
@@ -439,4 +444,29 @@ async fn an_aborted_transaction_interrupted_mid_fill_resumes_inside_it() {
     assert_eq!(d, committed, "through mirrorgate");
     assert_mirroring(&mg, &mirror);
     eprintln!("big abort: passed in {:?}", t0.elapsed());
+}
+
+/// A compacted batch whose split needs more memory than the whole in-flight budget
+/// (`mirror.inflight.max.bytes=100`) fails the partition, non-retryable, naming the sizes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_larger_than_the_inflight_budget_fails_naming_the_sizes() {
+    let _serial = serial();
+    let source = cluster_with("source-split", 1, V, FAST_CLEANER);
+    let dest = cluster("dest-split");
+    let src = client(&source.bootstrap);
+    let topic = unique_name("split-budget");
+    create_topic(&source.bootstrap, &topic, &COMPACT);
+    write_holey_source(&src, &topic, 2);
+    let mg = Mirrorgate::start(&dest);
+    let mirror = start_mirror_with(&mg, &source, &[&topic], "mirror.inflight.max.bytes=100\n");
+    let row = eventually(Duration::from_secs(120), || {
+        let rows = describe_rows(&mg, &mirror);
+        rows.into_iter().find(|r| r["state"] == "FAILED").ok_or_else(|| "not FAILED yet".to_string())
+    });
+    let msg = row["errorMessage"].as_str().unwrap_or_default().to_string();
+    assert!(
+        msg.contains("compacted source batch") && msg.contains("mirror.inflight.max.bytes is 100"),
+        "{row:#?}"
+    );
+    assert_eq!(row["retryAttempt"], -1, "{row:#?}");
 }
