@@ -464,9 +464,6 @@ async fn a_split_larger_than_the_inflight_budget_fails_naming_the_sizes() {
         rows.into_iter().find(|r| r["state"] == "FAILED").ok_or_else(|| "not FAILED yet".to_string())
     });
     let msg = row["errorMessage"].as_str().unwrap_or_default().to_string();
-    assert!(
-        msg.contains("compacted source batch") && msg.contains("mirror.inflight.max.bytes is 100"),
-        "{row:#?}"
-    );
+    assert!(msg.contains("compacted source batch") && msg.contains("mirror.inflight.max.bytes is 100"), "{row:#?}");
     assert_eq!(row["retryAttempt"], -1, "{row:#?}");
 }
