@@ -1,13 +1,16 @@
 //! `--verify`: compares a mirror partition on the source and the destination batch by batch
 //! (DESIGN §4.12). Every committed source data batch must sit on the destination at its
 //! source offset minus the segment's shift, with the same offsets, record count, timestamps
-//! and byte-identical (still compressed) payload; every other destination batch must be a
-//! placeholder. Reports the first difference.
+//! and byte-identical (still compressed) payload; a compacted source batch with holes inside
+//! (split into runs on the destination) must have the same records, compared byte for byte
+//! (offsets, timestamps, keys, values, headers as raw bytes in order); every other
+//! destination batch must be a placeholder. Reports the first difference.
 
 use bytes::Bytes;
 
 use crate::client::cluster::{ClusterClient, EARLIEST_TIMESTAMP};
 use crate::wire::batch::{Batch, BatchIter, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL};
+use crate::wire::{records, split};
 
 use super::dataplane::source::{self, FetchSettings};
 use super::model::OffsetSegment;
@@ -37,6 +40,8 @@ struct Summary {
     max_ts: i64,
     payload: Bytes,
     whole: Bytes,
+    /// The batch stamps LogAppendTime.
+    log_append_time: bool,
 }
 
 impl Summary {
@@ -46,18 +51,55 @@ impl Summary {
     }
 }
 
-/// `(offset, timestamp, key, value, headers)` of every record of a batch (decompressing).
-fn records(b: &Bytes) -> Result<Vec<RecordView>, String> {
-    let mut bytes = b.clone();
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).map_err(|e| e.to_string())?;
-    Ok(set
-        .records
-        .into_iter()
-        .map(|r| (r.offset, r.timestamp, r.key, r.value, r.headers.into_iter().collect()))
+/// One record as a consumer reads it, byte for byte: offset, timestamp, key, value and
+/// headers (raw keys, in order, duplicates kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RecordRow {
+    offset: i64,
+    timestamp: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// Largest decompressed records section `--verify` reads, bytes.
+const MAX_SECTION: usize = 256 << 20;
+
+/// Every record of the batch `whole` (decompressing it), offsets shifted by `-shift`. With
+/// `log_append_time` (the source batch stamps LogAppendTime) every record reads as the
+/// batch's max timestamp, as a consumer reads it (the destination keeps the append time as
+/// the max timestamp, DESIGN §4.10).
+fn records(whole: &Bytes, shift: i64, log_append_time: bool) -> Result<Vec<RecordRow>, String> {
+    let b = BatchIter::new(whole.clone()).next().ok_or("truncated batch")?.map_err(|e| e.to_string())?;
+    let section = split::records_section(&b, MAX_SECTION).map_err(|e| e.to_string())?;
+    let views = records::walk(&section, b.record_count()).map_err(|e| e.to_string())?;
+    let lat = log_append_time || b.is_log_append_time();
+    Ok(views
+        .iter()
+        .map(|r| RecordRow {
+            offset: b.base_offset() + i64::from(r.offset_delta) - shift,
+            timestamp: if lat { b.max_timestamp() } else { b.base_timestamp().saturating_add(r.timestamp_delta) },
+            key: r.key.map(<[u8]>::to_vec),
+            value: r.value.map(<[u8]>::to_vec),
+            headers: r.headers.iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))).collect(),
+        })
         .collect())
 }
 
-type RecordView = (i64, i64, Option<Bytes>, Option<Bytes>, Vec<(kafka_protocol::protocol::StrBytes, Option<Bytes>)>);
+/// What differs between two records, for the report.
+fn record_difference(want: &RecordRow, got: &RecordRow) -> &'static str {
+    if want.offset != got.offset {
+        "offset"
+    } else if want.timestamp != got.timestamp {
+        "timestamp"
+    } else if want.key != got.key {
+        "key"
+    } else if want.value != got.value {
+        "value"
+    } else {
+        "headers"
+    }
+}
 
 fn summary(b: &Batch) -> Summary {
     Summary {
@@ -71,6 +113,7 @@ fn summary(b: &Batch) -> Summary {
         max_ts: b.max_timestamp(),
         payload: b.payload(),
         whole: b.bytes().clone(),
+        log_append_time: b.is_log_append_time(),
     }
 }
 
@@ -179,19 +222,27 @@ pub async fn verify_partition(
     for s in &src {
         let shift = shift_at(segments, s.base);
         if s.has_holes() {
-            // A compacted batch is split into dense runs on the destination: compare records.
-            let mut want = records(&s.whole)?;
-            for r in &mut want {
-                r.0 -= shift;
-            }
+            // A compacted batch is split into dense runs on the destination: compare its
+            // records byte for byte (a merged or reordered header is a difference).
+            let lat = s.log_append_time;
+            let want = records(&s.whole, shift, false)?;
             let mut got = Vec::new();
             while let Some(d) = dest_data.get(cursor).filter(|d| d.base <= s.last - shift) {
-                got.extend(records(&d.whole)?);
+                got.extend(records(&d.whole, 0, lat)?);
                 cursor += 1;
             }
             if got != want {
+                let detail = match want.iter().zip(&got).find(|(w, g)| w != g) {
+                    Some((w, g)) => format!(
+                        "{} of the record at source offset {} (destination {})",
+                        record_difference(w, g),
+                        w.offset + shift,
+                        g.offset
+                    ),
+                    None => format!("{} records on the destination, {} on the source", got.len(), want.len()),
+                };
                 return Err(format!(
-                    "records of compacted source batch {}..{} of {topic}-{p} differ on the destination",
+                    "records of compacted source batch {}..{} of {topic}-{p} differ on the destination: {detail}",
                     s.base, s.last
                 ));
             }
@@ -233,4 +284,53 @@ pub async fn verify_partition(
     let covered: i64 = src.iter().map(|s| s.last - s.base + 1).sum();
     report.skipped_offsets = (src_end - src_start) - covered;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+
+    use super::*;
+    use crate::wire::records::{codec, put_record, NewRecord};
+
+    fn batch(base: i64, attrs: i16, headers: Vec<(&[u8], Option<&[u8]>)>) -> Bytes {
+        let mut section = BytesMut::new();
+        put_record(
+            &mut section,
+            &NewRecord { timestamp_delta: 4, key: None, value: Some(b"v"), headers, ..Default::default() },
+        );
+        let payload = records::compress(codec::GZIP, &section).unwrap();
+        let mut out = BytesMut::new();
+        out.put_i64(base);
+        out.put_i32(49 + payload.len() as i32);
+        out.put_i32(0);
+        out.put_i8(2);
+        out.put_u32(0);
+        out.put_i16(codec::GZIP | attrs);
+        out.put_i32(0);
+        out.put_i64(1000);
+        out.put_i64(2000);
+        out.put_i64(-1);
+        out.put_i16(-1);
+        out.put_i32(-1);
+        out.put_i32(1);
+        out.put_slice(&payload);
+        out.freeze()
+    }
+
+    #[test]
+    fn a_merged_header_is_a_difference() {
+        let dup: Vec<(&[u8], Option<&[u8]>)> = vec![(b"k", None), (b"dup", Some(b"a")), (b"dup", Some(b"a"))];
+        let want = records(&batch(10, 0, dup.clone()), 0, false).unwrap();
+        assert_eq!(want[0].headers.len(), 3);
+        assert_eq!((want[0].offset, want[0].timestamp, want[0].key.clone()), (10, 1004, None));
+        let merged = records(&batch(10, 0, dup[..2].to_vec()), 0, false).unwrap();
+        assert_ne!(want, merged);
+        assert_eq!(record_difference(&want[0], &merged[0]), "headers");
+        // Shifted offsets; a LogAppendTime source batch reads as its max timestamp.
+        let lat = records(&batch(15, ATTR_LOG_APPEND_TIME, dup.clone()), 5, false).unwrap();
+        assert_eq!((lat[0].offset, lat[0].timestamp), (10, 2000));
+        let cleared = records(&batch(10, 0, dup), 0, true).unwrap();
+        assert_eq!(lat, cleared);
+    }
 }

@@ -7,4 +7,6 @@ pub mod frame;
 pub mod header;
 pub mod mirror;
 pub mod produce;
+pub mod records;
 pub mod scan;
+pub mod split;

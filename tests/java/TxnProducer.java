@@ -4,7 +4,7 @@
 //   java -cp "$(scripts/kafka.sh classpath)" tests/java/TxnProducer.java \
 //     --bootstrap-server HOST:PORT --topic T --transactional-id ID \
 //     [--commit "a,b,c"] [--abort "x,y"] [--order commit-first|abort-first] \
-//     [--partition P] [--key-prefix K] [--timeout-ms MS]
+//     [--partition P] [--key-prefix K] [--timeout-ms MS] [--prop KEY=VALUE]...
 //
 // Commits one transaction containing the --commit values and aborts another
 // containing the --abort values (an empty list skips that transaction).
@@ -35,6 +35,7 @@ public class TxnProducer {
     static List<String> abortValues = new ArrayList<>();
     static boolean abortFirst = false;
     static int timeoutMs = 30000;
+    static List<String> props = new ArrayList<>();
 
     public static void main(String[] args) {
         quietLogging();
@@ -55,6 +56,10 @@ public class TxnProducer {
         p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        for (String kv : props) {
+            int eq = kv.indexOf('=');
+            p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
         int rc = 0;
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             try {
@@ -140,6 +145,10 @@ public class TxnProducer {
                 case "--partition": partition = Integer.parseInt(v); break;
                 case "--key-prefix": keyPrefix = v; break;
                 case "--timeout-ms": timeoutMs = Integer.parseInt(v); break;
+                case "--prop":
+                    if (v.indexOf('=') < 1) throw new IllegalArgumentException("--prop needs KEY=VALUE");
+                    props.add(v);
+                    break;
                 case "--order":
                     if (v.equals("abort-first")) abortFirst = true;
                     else if (v.equals("commit-first")) abortFirst = false;

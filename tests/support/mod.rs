@@ -168,11 +168,13 @@ pub struct MirrorgateOptions<'a> {
     pub state_topic: Option<&'a str>,
     /// Whether the listener answers mirror admin RPCs.
     pub admin: bool,
+    /// Extra environment variables of the process (e.g. `MIRRORGATE_FAILPOINT`).
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl Default for MirrorgateOptions<'_> {
     fn default() -> Self {
-        Self { advertised_host: "127.0.0.1", extra_yaml: "", state_topic: None, admin: true }
+        Self { advertised_host: "127.0.0.1", extra_yaml: "", state_topic: None, admin: true, env: &[] }
     }
 }
 
@@ -393,6 +395,7 @@ impl Mirrorgate {
             .args(["run", "--config"])
             .arg(&config_path)
             .env_remove("RUST_LOG")
+            .envs(opts.env.iter().copied())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()

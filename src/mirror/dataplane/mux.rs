@@ -109,6 +109,27 @@ impl FetchMux {
         (self.settings.inflight_max_bytes.max(1) as usize).saturating_sub(self.budget.available_permits())
     }
 
+    /// The whole in-flight budget (`mirror.inflight.max.bytes`), bytes.
+    pub fn budget_total(&self) -> usize {
+        self.settings.inflight_max_bytes.max(1) as usize
+    }
+
+    /// Takes `bytes` of the in-flight budget for memory a copy loop allocates itself (the
+    /// decompressed records of a compacted batch it splits) if that much is free now;
+    /// `None` otherwise, or when `bytes` exceeds [`Self::budget_total`].
+    pub fn try_take_budget(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(bytes).ok().filter(|n| *n as usize <= self.budget_total())?;
+        self.budget.clone().try_acquire_many_owned(n).ok()
+    }
+
+    /// Like [`Self::try_take_budget`], waiting until `bytes` are free; `None` only when
+    /// `bytes` exceeds [`Self::budget_total`] (it could never be granted). A caller holding
+    /// fetched records should drop their room first, or two waiting loops can block each other.
+    pub async fn take_budget(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(bytes).ok().filter(|n| *n as usize <= self.budget_total())?;
+        self.budget.clone().acquire_many_owned(n).await.ok()
+    }
+
     /// Fetches `topic`-`partition` at `offset` (READ_COMMITTED, `LastFetchedEpoch`
     /// `last_epoch`) in the next request to its leader.
     ///

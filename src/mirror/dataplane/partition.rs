@@ -13,7 +13,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP};
@@ -21,6 +22,8 @@ use crate::mirror::control::ControlPlane;
 use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
+use crate::wire::records::{self, RecordsError};
+use crate::wire::split::{self, Piece, RunHeader};
 
 use super::errors::{self, ErrorClass};
 use super::log_end;
@@ -86,6 +89,27 @@ struct Writer {
     dest_next: i64,
     /// Source offset − destination offset in the current segment.
     shift: i64,
+}
+
+/// Test hook: with `MIRRORGATE_FAILPOINT=mid-batch:N` the process exits (code 86, no cleanup,
+/// as after a kill -9) right after the Nth acknowledged append that leaves a source batch or
+/// a filled gap partly written (a run or hole of a split compacted batch, or a placeholder
+/// chunk, that is not the last of its batch), so that tests can restart mirrorgate at
+/// exactly the points where the copy must resume inside a batch.
+fn failpoint_mid_batch() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var("MIRRORGATE_FAILPOINT").ok().and_then(|v| v.strip_prefix("mid-batch:")?.parse().ok())
+    });
+    if let Some(n) = *limit {
+        if SEEN.fetch_add(1, Ordering::SeqCst) + 1 >= n {
+            eprintln!("MIRRORGATE_FAILPOINT mid-batch:{n} reached: exiting");
+            std::process::exit(86);
+        }
+    }
 }
 
 fn sequence_for(dest_offset: i64) -> i32 {
@@ -256,7 +280,7 @@ impl PartitionTask {
             if stop.is_cancelled() {
                 return Ok(Outcome::Stopped);
             }
-            let chunk = tokio::select! {
+            let mut chunk = tokio::select! {
                 _ = stop.cancelled() => return Ok(Outcome::Stopped),
                 c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry::new(format!("fetch: {e}")))?,
             };
@@ -304,20 +328,13 @@ impl PartitionTask {
             // its first offset until its ABORT marker).
             let mut aborted_pending = chunk.aborted.clone();
             let mut aborted_now: HashSet<i64> = HashSet::new();
+            // This loop's share of the in-flight budget the fetched records take; a split
+            // that must wait for budget gives it up first (see `append_split`).
+            let mut hold = chunk.hold.take();
             for b in BatchIter::new(chunk.records.clone()) {
                 let b = b.map_err(|e| Retry::new(e.to_string()))?;
                 if b.next_offset() <= next_src {
                     continue;
-                }
-                if b.base_offset() < next_src {
-                    return Ok(fail(
-                        format!(
-                            "source batch {}..{} of {topic}-{p} straddles the mirror position {next_src}",
-                            b.base_offset(),
-                            b.last_offset()
-                        ),
-                        false,
-                    ));
                 }
                 aborted_pending.retain(|(pid, first)| {
                     if *first <= b.last_offset() {
@@ -348,12 +365,30 @@ impl PartitionTask {
                 if b.is_control() && is_abort_marker(&b) {
                     aborted_now.remove(&b.producer_id());
                 }
+                let holey = i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1;
+                // A batch written as several appends (a split compacted batch, a skipped range
+                // filled in chunks) may have been cut short by a restart or an ambiguous
+                // append: the copy resumes inside it, at `from`.
+                let from = next_src.max(b.base_offset());
+                if from > b.base_offset() && !skip && !holey {
+                    // A dense data batch is appended whole, and the source keeps batch ranges
+                    // (its cleaner only removes records inside them): the destination holds
+                    // offsets this mirror did not write, or the source log was replaced.
+                    return Ok(fail(
+                        format!(
+                            "source batch {}..{} of {topic}-{p} straddles the mirror position {next_src}: the destination ends inside a batch the mirror appends whole; something else wrote to the destination or the source log was replaced",
+                            b.base_offset(),
+                            b.last_offset()
+                        ),
+                        false,
+                    ));
+                }
                 if skip {
-                    if let Some(o) = self.gap(&mut w, b.base_offset(), b.next_offset(), b.max_timestamp()).await? {
+                    if let Some(o) = self.gap(&mut w, from, b.next_offset(), b.max_timestamp()).await? {
                         return Ok(o);
                     }
-                } else if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
-                    if let Some(o) = self.append_split(&mut w, &b).await? {
+                } else if holey {
+                    if let Some(o) = self.append_split(&mut w, &b, from, &mut hold, stop).await? {
                         return Ok(o);
                     }
                 } else if let Some(o) = self.append_data(&mut w, &b).await? {
@@ -442,6 +477,9 @@ impl PartitionTask {
                 return Ok(Some(o));
             }
             src += i64::from(count);
+            if src < to {
+                failpoint_mid_batch();
+            }
         }
         Ok(None)
     }
@@ -475,68 +513,119 @@ impl PartitionTask {
 
     /// A compacted source batch with holes inside (fewer records than offsets) cannot be
     /// appended as it is: the broker would refuse it or renumber it (docs/broker-behaviour.md).
-    /// It is split into dense runs of consecutive offsets, each re-encoded with the batch's own
-    /// codec — the one place the mirror decompresses (DESIGN §4.2) — with placeholders for
-    /// the holes.
-    async fn append_split(&self, w: &mut Writer, b: &Batch) -> Result<Option<Outcome>, Retry> {
-        use kafka_protocol::records::{RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
-        let mut bytes = b.bytes().clone();
-        let set = match RecordBatchDecoder::decode(&mut bytes) {
-            Ok(set) => set,
-            Err(e) => {
-                return Ok(Some(fail(
-                    format!(
-                        "cannot decode compacted source batch {}..{} of {}-{}: {e}",
-                        b.base_offset(),
-                        b.last_offset(),
-                        self.topic,
-                        self.partition
-                    ),
-                    false,
-                )))
+    /// It is split at the byte level ([`crate::wire::split`]) into dense runs of consecutive
+    /// offsets — each record copied unchanged but for its offset delta, re-compressed with
+    /// the batch's own codec, the one place the mirror decompresses (DESIGN §4.2) — with
+    /// placeholders for the holes. Only the pieces at or after source offset `from` are
+    /// written, so a copy cut short inside the batch resumes where it stopped.
+    ///
+    /// The memory the split allocates (the decompressed records and one re-encoded run, or
+    /// the run copies of an uncompressed batch) is taken from the in-flight budget
+    /// (`mirror.inflight.max.bytes`) first; when it is not free, the loop gives up the room of
+    /// the records it fetched (`hold`) and waits. A batch that could never fit fails the
+    /// partition, naming the sizes.
+    async fn append_split(
+        &self,
+        w: &mut Writer,
+        b: &Batch,
+        from: i64,
+        hold: &mut Option<Arc<OwnedSemaphorePermit>>,
+        stop: &CancellationToken,
+    ) -> Result<Option<Outcome>, Retry> {
+        let what = || {
+            format!(
+                "compacted source batch {}..{} of {}-{}",
+                b.base_offset(),
+                b.last_offset(),
+                self.topic,
+                self.partition
+            )
+        };
+        if !b.crc_is_valid() {
+            return Err(Retry::new(format!("{}: CRC mismatch in the fetched bytes", what())));
+        }
+        let total = self.fetcher.budget_total();
+        let too_large = |need: String| {
+            fail(
+                format!("{}: splitting it needs {need} bytes of memory (decompressed records and one re-encoded run) but mirror.inflight.max.bytes is {total}; raise it", what()),
+                false,
+            )
+        };
+        let decompressed = match split::decompressed_len(b, total) {
+            Ok(n) => n,
+            Err(RecordsError::TooLarge { .. }) => return Ok(Some(too_large(format!("more than {total}")))),
+            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
+        };
+        let need = if decompressed > 0 { decompressed.saturating_mul(2) } else { b.payload().len() };
+        if need > total {
+            return Ok(Some(too_large(need.to_string())));
+        }
+        let _room = match self.fetcher.try_take_budget(need) {
+            Some(room) => room,
+            None => {
+                drop(hold.take());
+                tokio::select! {
+                    _ = stop.cancelled() => return Ok(Some(Outcome::Stopped)),
+                    room = self.fetcher.take_budget(need) => match room {
+                        Some(room) => room,
+                        None => return Ok(Some(too_large(need.to_string()))),
+                    },
+                }
             }
         };
-        let mut records = set.records;
-        records.sort_by_key(|r| r.offset);
-        let mut next = b.base_offset();
-        let mut i = 0;
-        while i < records.len() {
-            let mut j = i + 1;
-            while j < records.len() && records[j].offset == records[j - 1].offset + 1 {
-                j += 1;
+        let section = match split::records_section(b, decompressed) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
+        };
+        let records = match records::walk(&section, b.record_count()) {
+            Ok(r) => r,
+            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
+        };
+        let pieces = match split::plan(b, &records, from) {
+            Ok(p) => p,
+            Err(e) => return Ok(Some(fail(format!("cannot split {}: {e}", what()), false))),
+        };
+        // Placeholders take the batch's max timestamp (a record's, or the append time; the
+        // base timestamp may be the cleaner's delete horizon).
+        let ts = b.max_timestamp();
+        for (k, piece) in pieces.iter().enumerate() {
+            match piece {
+                Piece::Hole { from, to } => {
+                    if let Some(o) = self.gap(w, *from, *to, ts).await? {
+                        return Ok(Some(o));
+                    }
+                }
+                Piece::Run { first, records: range } => {
+                    let expected_dest = first - w.shift;
+                    if expected_dest != w.dest_next {
+                        return Ok(Some(fail(format!("mirror position mismatch for {}-{}: source offset {first} maps to destination {expected_dest} but the destination is at {}", self.topic, self.partition, w.dest_next), false)));
+                    }
+                    let producer = RunHeader {
+                        producer_id: w.producer_id,
+                        producer_epoch: w.producer_epoch,
+                        base_sequence: sequence_for(w.dest_next),
+                    };
+                    let run = match split::build_run(b, &records[range.clone()], &producer) {
+                        Ok(run) => run,
+                        Err(e) => {
+                            return Ok(Some(fail(
+                                format!("cannot re-encode the run at source offset {first} of {}: {e}", what()),
+                                false,
+                            )))
+                        }
+                    };
+                    let (len, count) = (run.len(), range.len());
+                    if let Some(o) = self.append(w, vec![run], count as i64).await? {
+                        return Ok(Some(o));
+                    }
+                    crate::telemetry::metrics::record_append(&self.mirror, len, count as i64);
+                }
             }
-            let first = records[i].offset;
-            if let Some(o) = self.gap(w, next, first, b.base_timestamp()).await? {
-                return Ok(Some(o));
+            if k + 1 < pieces.len() {
+                failpoint_mid_batch();
             }
-            let seq = sequence_for(w.dest_next);
-            let run: Vec<_> = records[i..j]
-                .iter()
-                .enumerate()
-                .map(|(k, r)| {
-                    let mut r = r.clone();
-                    r.offset = k as i64;
-                    r.sequence = seq.wrapping_add(k as i32);
-                    r.producer_id = w.producer_id;
-                    r.producer_epoch = w.producer_epoch;
-                    r.transactional = false;
-                    r.delete_horizon = false;
-                    r.partition_leader_epoch = -1;
-                    r
-                })
-                .collect();
-            let mut buf = BytesMut::new();
-            let options = RecordEncodeOptions { version: 2, compression: set.compression };
-            if let Err(e) = RecordBatchEncoder::encode(&mut buf, run.iter(), &options) {
-                return Ok(Some(fail(format!("cannot re-encode compacted run at source offset {first}: {e}"), false)));
-            }
-            if let Some(o) = self.append(w, vec![buf.freeze()], (j - i) as i64).await? {
-                return Ok(Some(o));
-            }
-            next = records[j - 1].offset + 1;
-            i = j;
         }
-        self.gap(w, next, b.next_offset(), b.max_timestamp()).await
+        Ok(None)
     }
 
     /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
