@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
-use crate::mirror::model::{OffsetSegment, PartitionStateRecord};
+use crate::mirror::model::{gap_action, GapAction, OffsetSegment, PartitionStateRecord};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
@@ -452,12 +452,17 @@ impl PartitionTask {
         if n <= 0 {
             return Ok(None);
         }
-        if n > self.fill_max_gap {
-            let mut segs = self.record().map(|r| r.segments).unwrap_or_default();
+        let mut segs = self.record().map(|r| r.segments).unwrap_or_default();
+        if let GapAction::NewSegment { replace_last } = gap_action(&segs, w.dest_next, n, self.fill_max_gap) {
+            // (A last segment that holds no offset yet is replaced: nothing was written in it,
+            // so a run of gaps leaves one segment, and the list stays bounded.)
+            if replace_last {
+                segs.pop();
+            }
             let seg = OffsetSegment { source_start: to, destination_start: w.dest_next };
             segs.push(seg);
             self.persist_segments(segs).await?;
-            tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, shift = seg.shift(), "source gap beyond mirror.fill.max.gap: new offset segment");
+            tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, shift = seg.shift(), replace_last, "source gap beyond mirror.fill.max.gap: new offset segment");
             w.shift = seg.shift();
             return Ok(None);
         }
