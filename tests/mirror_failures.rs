@@ -326,3 +326,97 @@ async fn failover_with_the_source_down_records_the_last_offset_from_the_destinat
         "{failed}"
     );
 }
+
+fn delete_and_recreate(dest: &Cluster, topic: &str) {
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &dest.bootstrap, "--delete", "--topic", topic], None);
+    eventually(Duration::from_secs(60), || {
+        let out = kafka_tool(
+            V,
+            "topics",
+            &[
+                "--bootstrap-server",
+                &dest.bootstrap,
+                "--create",
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ],
+            None,
+        );
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).to_string())
+        }
+    });
+}
+
+/// The destination topic deleted and re-created directly on the brokers (issue 9, item 12):
+/// empty, the partition re-seeds from the source and the mirror's topic configs are set
+/// again; with records written into it meanwhile, the partition goes FAILED naming the
+/// re-creation. (Old code: the empty case kept the old offset map and never re-applied the
+/// configs; the written case copied on top of the foreign records.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_topic_recreated_behind_the_mirror_reseeds_when_empty_and_fails_when_written() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("recreated");
+    create_topic(&source.bootstrap, &topic, 1);
+    old_producer(&source.bootstrap, &topic, 10, &["--timestamp-start", "now"]);
+    let mirror = start_mirror(&mg, &source, &topic);
+    let wait_for = |end: i64| {
+        eventually(Duration::from_secs(180), || {
+            let d = describe(&mg, &mirror)?;
+            match d.first() {
+                Some(p) if p["state"] == "MIRRORING" && p["destinationOffset"] == end => Ok(()),
+                _ => Err(format!("{d:?}")),
+            }
+        })
+    };
+    wait_for(10);
+    delete_and_recreate(&dest, &topic);
+    old_producer(&source.bootstrap, &topic, 2, &["--timestamp-start", "now", "--prefix", "more"]);
+    // Re-seeded: all 12 source records again, at their offsets, with retention off.
+    wait_for(12);
+    let configs = kafka_tool_ok(
+        V,
+        "configs",
+        &["--bootstrap-server", &dest.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", &topic],
+        None,
+    );
+    assert!(configs.contains("retention.ms=-1"), "{configs}");
+    let verified = ok(mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]), "--verify");
+    assert!(verified.contains("1 identical, 0 different"), "{verified}");
+    assert!(mg.log().contains("re-created behind the mirror"), "the log says what happened");
+
+    // Re-created again, and written to directly before the mirror notices.
+    delete_and_recreate(&dest, &topic);
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &dest.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "2",
+            "--prefix",
+            "foreign",
+        ]),
+        "produce directly",
+    );
+    old_producer(&source.bootstrap, &topic, 1, &["--timestamp-start", "now", "--prefix", "last"]);
+    let failed = eventually(Duration::from_secs(180), || {
+        let d = describe(&mg, &mirror)?;
+        match d.first() {
+            Some(p) if p["state"] == "FAILED" => Ok(p.clone()),
+            _ => Err(format!("{d:?}")),
+        }
+    });
+    let message = failed["errorMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("re-created") || message.contains("something else writes"), "{failed}");
+}

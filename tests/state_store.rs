@@ -73,6 +73,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         source_epochs: Vec::new(),
         producer_id: Some(4000 + i64::from(p)),
         producer_epoch: Some(0),
+        destination_topic_id: None,
         updated_ms: 1_700_000_000_002,
     }
 }

@@ -206,6 +206,11 @@ pub struct PartitionStateRecord {
     /// Its producer epoch.
     #[serde(default)]
     pub producer_epoch: Option<i16>,
+    /// Topic id (base64) of the destination topic this partition copies into, recorded when
+    /// the copy loop first runs: a different id later means the destination topic was deleted
+    /// and re-created behind the mirror.
+    #[serde(default)]
+    pub destination_topic_id: Option<String>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -228,6 +233,7 @@ impl PartitionStateRecord {
             source_epochs: Vec::new(),
             producer_id: None,
             producer_epoch: None,
+            destination_topic_id: None,
             updated_ms: now_ms(),
         }
     }

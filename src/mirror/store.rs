@@ -867,6 +867,7 @@ mod tests {
             source_epochs: Vec::new(),
             producer_id: Some(7),
             producer_epoch: Some(0),
+            destination_topic_id: None,
             updated_ms: 1,
         }
     }

@@ -4,6 +4,7 @@
 //! flight) and then complete the transition; FAILED partitions are retried with backoff
 //! (`mirror.failed.retry.*`) unless the failure is not retryable.
 
+pub mod dest_topic;
 pub mod errors;
 pub mod log_end;
 pub mod mux;
@@ -319,32 +320,11 @@ impl DataPlane {
     }
 
     /// Failback: the destination topic's retention goes off again (`retention.ms` and
-    /// `retention.bytes` -1), as at the first start (DESIGN §4.9); the mirror follows the
-    /// source's log start with DeleteRecords instead.
+    /// `retention.bytes` -1, with the timestamp limits), as at the first start (DESIGN §4.9);
+    /// the mirror follows the source's log start with DeleteRecords instead.
     async fn disable_retention(&self, topic: &str) {
-        use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
-        use kafka_protocol::messages::IncrementalAlterConfigsRequest;
-        use kafka_protocol::protocol::StrBytes;
-        let ops = ["retention.ms", "retention.bytes"]
-            .iter()
-            .map(|k| {
-                AlterableConfig::default()
-                    .with_name(StrBytes::from_static_str(k))
-                    .with_config_operation(0)
-                    .with_value(Some(StrBytes::from_static_str("-1")))
-            })
-            .collect();
-        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(StrBytes::from_string(topic.to_string()))
-            .with_configs(ops)]);
-        match self.dest.send_any(&req, 1).await {
-            Ok(r) if r.responses.iter().all(|x| x.error_code == 0) => {
-                tracing::info!(topic, "failback: destination retention disabled again while mirroring")
-            }
-            Ok(r) => {
-                tracing::warn!(topic, error = ?r.responses.first().map(|x| (x.error_code, x.error_message.clone())), "cannot disable destination retention for the failback")
-            }
+        match dest_topic::set_mirroring_configs(&self.dest, topic).await {
+            Ok(()) => tracing::info!(topic, "failback: destination retention disabled again while mirroring"),
             Err(e) => tracing::warn!(topic, error = %e, "cannot disable destination retention for the failback"),
         }
     }

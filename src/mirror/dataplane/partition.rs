@@ -25,6 +25,7 @@ use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
 use crate::wire::split::{self, Piece, RunHeader};
 
+use super::dest_topic;
 use super::errors::{self, ErrorClass};
 use super::log_end;
 use super::mux::{FetchMux, MuxError, ProduceMux};
@@ -180,6 +181,17 @@ impl PartitionTask {
             }
         };
 
+        // Still the destination topic this partition copies into? (Deleted, or deleted and
+        // re-created, directly on the brokers: a new topic id.)
+        let dest_id = match dest_topic::topic_id(&self.dest, topic).await {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                return Err(Retry::new(format!(
+                    "destination topic {topic} does not exist (deleted behind the mirror?); re-create it, or stop the mirror topic"
+                )))
+            }
+            Err(e) => return Err(Retry::new(format!("destination metadata of {topic}: {e}"))),
+        };
         // Where the destination really ends: nothing of ours above its high watermark.
         let dest_end = match log_end::settled_log_end(&self.dest, topic, p, stop, self.request_timeout).await {
             Ok(end) => end,
@@ -188,22 +200,51 @@ impl PartitionTask {
         };
         let src_start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
 
+        let recreated = match &rec.destination_topic_id {
+            Some(old) if *old != dest_id => {
+                if dest_end != 0 {
+                    return Ok(fail(
+                        format!("destination topic {topic} was deleted and re-created behind the mirror (topic id {old} -> {dest_id}) and partition {p} holds {dest_end} offsets written outside the mirror; delete the topic (or its records) to re-seed it, or stop the mirror topic"),
+                        false,
+                    ));
+                }
+                tracing::warn!(mirror = %self.mirror, topic, partition = p, old_topic_id = %old, topic_id = %dest_id, "destination topic was re-created behind the mirror and is empty: re-seeding from the source");
+                if let Err(e) = dest_topic::set_mirroring_configs(&self.dest, topic).await {
+                    return Err(Retry::new(format!(
+                        "cannot set the mirror's configs on the re-created destination topic {topic}: {e}"
+                    )));
+                }
+                true
+            }
+            _ => false,
+        };
+
         // Re-seed: a failback onto an empty destination partition (the operator deleted and
-        // re-created the topic after the failover) starts over as a new mirror partition.
+        // re-created the topic after the failover), or a re-created empty destination topic,
+        // starts over as a new mirror partition.
         let mut rec = rec;
-        if rec.state == MirrorPartitionState::LogAlignment
+        let failback_onto_empty = rec.state == MirrorPartitionState::LogAlignment
             && rec.previous_state == Some(MirrorPartitionState::Stopped)
             && dest_end == 0
-            && !rec.segments.is_empty()
-        {
+            && !rec.segments.is_empty();
+        if failback_onto_empty || recreated {
             tracing::info!(mirror = %self.mirror, topic, partition = p, "destination partition is empty: re-seeding from the source");
+            let id = dest_id.clone();
             rec = self
                 .control
                 .update_partition(topic, p, |r| {
                     r.segments.clear();
                     r.source_epochs.clear();
                     r.last_mirrored_offset = -1;
+                    r.destination_topic_id = Some(id);
                 })
+                .await
+                .map_err(|e| Retry::new(e.to_string()))?;
+        } else if rec.destination_topic_id.is_none() {
+            let id = dest_id.clone();
+            rec = self
+                .control
+                .update_partition(topic, p, |r| r.destination_topic_id = Some(id))
                 .await
                 .map_err(|e| Retry::new(e.to_string()))?;
         }
