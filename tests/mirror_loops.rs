@@ -83,3 +83,110 @@ async fn mirroring_a_topic_back_into_the_cluster_it_comes_from_is_refused() {
         }
     });
 }
+
+/// Start positions (issue 9, item 9): `latest` copies nothing old and `--describe` says where
+/// copying started; a timestamp starts at the first record at or after it; a timestamp after
+/// the last record starts at the end. Offsets stay identical (the skipped head is filled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_positions_latest_and_timestamp_copy_nothing_older() {
+    let a = cluster("a");
+    let b = cluster("b");
+    let mg = Mirrorgate::start(&b);
+    let produce = |topic: &str, prefix: &str, n: &str| {
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &a.bootstrap,
+                "--topic",
+                topic,
+                "--count",
+                n,
+                "--prefix",
+                prefix,
+            ]),
+            "produce",
+        );
+    };
+    let latest = unique_name("latest");
+    let by_time = unique_name("bytime");
+    let future = unique_name("future");
+    for t in [&latest, &by_time, &future] {
+        create_topic(&a.bootstrap, t);
+        produce(t, "old", "50");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    std::thread::sleep(Duration::from_millis(1500));
+    produce(&by_time, "new", "7");
+    let mirror = create_mirror(&mg, &a);
+    ok(
+        mirrors_cli(
+            &mg.bootstrap,
+            &["--start", "--mirror", &mirror, "--topics", &latest, "--start-position", "latest"],
+        ),
+        "--start latest",
+    );
+    ok(
+        mirrors_cli(
+            &mg.bootstrap,
+            &["--start", "--mirror", &mirror, "--topics", &by_time, "--start-position", &cut.to_string()],
+        ),
+        "--start ts",
+    );
+    let later = (cut + 3_600_000).to_string();
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &future, "--start-position", &later]),
+        "--start future",
+    );
+    // Wait until every topic mirrors, then write 5 new records to the `latest` topic.
+    eventually(Duration::from_secs(120), || {
+        let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
+        let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+        let rows = v.as_array().cloned().unwrap_or_default();
+        if rows.len() == 3
+            && rows.iter().all(|r| {
+                r["state"] == "MIRRORING" && r["destinationOffset"] == 50
+                    || r["topic"] == by_time.as_str() && r["destinationOffset"] == 57
+            })
+        {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    });
+    produce(&latest, "fresh", "5");
+    let consume = |topic: &str, n: &str| -> Vec<String> {
+        let out = ok(
+            python_client(&[
+                "consume",
+                "--bootstrap",
+                &mg.bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                &unique_name("g"),
+                "--count",
+                n,
+                "--timeout",
+                "60",
+                "--no-commit",
+            ]),
+            "consume",
+        );
+        out.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| format!("{}:{}", v["offset"], v["value"].as_str().unwrap_or("")))
+            .collect()
+    };
+    let got = consume(&latest, "5");
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(
+        got.iter().all(|r| r.contains(":fresh")) && got[0].starts_with("50:"),
+        "only the new records, at their source offsets: {got:?}"
+    );
+    let got = consume(&by_time, "7");
+    assert!(got.iter().all(|r| r.contains(":new")) && got[0].starts_with("50:"), "from the timestamp on: {got:?}");
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror]), "--describe");
+    assert!(out.contains("copied from source offset 50"), "{out}");
+}

@@ -39,6 +39,7 @@ fn mirror(name: &str, secret: &str) -> MirrorDefinition {
         source_cluster_id: Some("src-cluster".into()),
         include_patterns: vec!["orders.*".into()],
         exclude_patterns: vec![],
+        start_position: Default::default(),
     }
 }
 
@@ -50,6 +51,7 @@ fn topic(mirror: &str, topic: &str, desired: DesiredState) -> MirrorTopic {
         desired,
         partitions: Some(4),
         source_log_append_time: false,
+        start_position: Default::default(),
         updated_ms: 1_700_000_000_001,
     }
 }
@@ -74,6 +76,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         producer_id: Some(4000 + i64::from(p)),
         producer_epoch: Some(0),
         destination_topic_id: None,
+        copy_start: None,
         updated_ms: 1_700_000_000_002,
     }
 }

@@ -193,6 +193,9 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                     let segs: Vec<(i64, i64)> =
                                         p.segments.iter().map(|s| (s.source_start, s.destination_start)).collect();
                                     ext::set(&mut detail, progress.map_or(-1, |g| g.source_high_watermark), &segs);
+                                    if let Some(start) = p.copy_start {
+                                        ext::set_copy_start(&mut detail, start);
+                                    }
                                     detail
                                 })
                                 .collect(),
@@ -213,7 +216,18 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
         MirrorRequest::StartMirrorTopics(r) => {
             let inc: Vec<String> = r.include_patterns.iter().map(|p| p.to_string()).collect();
             let exc: Vec<String> = r.exclude_patterns.iter().map(|p| p.to_string()).collect();
-            match cp.start_topics(&r.mirror_name, &inc, &exc).await {
+            let position = match r.start_position.as_deref().map(crate::mirror::model::StartPosition::parse) {
+                None => None,
+                Some(Ok(p)) => Some(p),
+                Some(Err(message)) => {
+                    return MirrorResponse::StartMirrorTopics(StartMirrorTopicsResponse {
+                        error_code: crate::mirror::config_rpc::INVALID_REQUEST,
+                        error_message: Some(s(message)),
+                        ..Default::default()
+                    })
+                }
+            };
+            match cp.start_topics(&r.mirror_name, &inc, &exc, position).await {
                 Ok(_) => MirrorResponse::StartMirrorTopics(StartMirrorTopicsResponse::default()),
                 Err(e) => fail(e),
             }

@@ -17,7 +17,7 @@ use regex::Regex;
 use crate::wire::mirror::{MirrorErrorCode, MirrorPartitionState};
 
 use super::configs;
-use super::model::{now_ms, DesiredState, MirrorDefinition, MirrorTopic, PartitionStateRecord};
+use super::model::{now_ms, DesiredState, MirrorDefinition, MirrorTopic, PartitionStateRecord, StartPosition};
 use super::state_machine;
 use super::topic_configs::destination_topic_configs;
 use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
@@ -256,6 +256,11 @@ impl ControlPlane {
         self.lost_offsets.load(Ordering::Relaxed)
     }
 
+    /// Where the partitions of mirror topic `topic` start copying (earliest when unknown).
+    pub fn start_position(&self, topic: &str) -> StartPosition {
+        self.with_state(|s| s.topics.get(topic).map(|t| t.start_position).unwrap_or_default())
+    }
+
     /// The state record of a partition.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<PartitionStateRecord> {
         self.with_state(|s| s.partitions.get(&(topic.to_string(), partition)).cloned())
@@ -418,6 +423,7 @@ impl ControlPlane {
             source_cluster_id: None,
             include_patterns: Vec::new(),
             exclude_patterns: Vec::new(),
+            start_position: StartPosition::Earliest,
         };
         self.persist(StateWrite::Mirror(def.clone())).await?;
         self.update_state(|s| {
@@ -583,6 +589,7 @@ impl ControlPlane {
         mirror: &str,
         include: &[String],
         exclude: &[String],
+        position: Option<StartPosition>,
     ) -> Result<Vec<String>, MirrorError> {
         self.check_loaded()?;
         let def = self.mirror(mirror)?;
@@ -643,6 +650,10 @@ impl ControlPlane {
         if def.source_cluster_id.is_none() {
             def.source_cluster_id = cluster_id;
         }
+        if let Some(position) = position {
+            def.start_position = position;
+        }
+        let start_position = position.unwrap_or(def.start_position);
         self.persist(StateWrite::Mirror(def.clone())).await?;
         self.update_state(|s| {
             s.mirrors.insert(mirror.to_string(), def.clone());
@@ -721,6 +732,7 @@ impl ControlPlane {
                 desired: DesiredState::Mirroring,
                 partitions: Some(t.partitions),
                 source_log_append_time,
+                start_position,
                 updated_ms: now_ms(),
             };
             self.persist(StateWrite::Topic(topic.clone())).await?;
@@ -766,6 +778,7 @@ impl ControlPlane {
             desired: DesiredState::Mirroring,
             partitions: Some(t.partitions),
             source_log_append_time: false,
+            start_position: StartPosition::Earliest,
             updated_ms: now_ms(),
         };
         self.persist(StateWrite::Topic(topic.clone())).await?;

@@ -24,6 +24,10 @@ pub struct MirrorDefinition {
     /// Topic include patterns saved by `--start` for auto-discovery (full-match regexes).
     #[serde(default)]
     pub include_patterns: Vec<String>,
+    /// Start position of topics started by the saved patterns (auto-discovery): the one
+    /// given with the last `--start`.
+    #[serde(default)]
+    pub start_position: StartPosition,
     /// Topic exclude patterns saved by `--start --exclude`.
     #[serde(default)]
     pub exclude_patterns: Vec<String>,
@@ -39,6 +43,49 @@ pub enum DesiredState {
     Paused,
     /// Stop for good; the topic becomes writable (after `--stop`, failover).
     Stopped,
+}
+
+/// Where a mirror partition starts copying when it is first started (issue 9, item 9; the
+/// start positions of Cluster Linking and Redpanda shadowing). Offsets below the start are
+/// never copied: within `mirror.fill.max.gap` they are placeholders, so offsets stay
+/// identical; beyond it the partition is shifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StartPosition {
+    /// The source's log start (the default).
+    #[default]
+    Earliest,
+    /// The source's high watermark at the first start: only new records.
+    Latest,
+    /// The first record with a timestamp at or after this one (ms since the epoch); the end
+    /// when there is none (ListOffsets answers -1).
+    Timestamp(i64),
+}
+
+impl StartPosition {
+    /// Parses `earliest`, `latest` or a timestamp in ms since the epoch.
+    ///
+    /// # Errors
+    /// A sentence naming the accepted forms.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "earliest" => Ok(Self::Earliest),
+            "latest" => Ok(Self::Latest),
+            t => t.parse::<i64>().ok().filter(|ms| *ms >= 0).map(Self::Timestamp).ok_or_else(|| {
+                format!("start position `{s}` is not `earliest`, `latest` or a timestamp in ms since the epoch")
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for StartPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Earliest => write!(f, "earliest"),
+            Self::Latest => write!(f, "latest"),
+            Self::Timestamp(ms) => write!(f, "{ms}"),
+        }
+    }
 }
 
 /// A topic owned by a mirror.
@@ -61,6 +108,9 @@ pub struct MirrorTopic {
     /// (DESIGN §4.10).
     #[serde(default)]
     pub source_log_append_time: bool,
+    /// Where its partitions start copying when first started.
+    #[serde(default)]
+    pub start_position: StartPosition,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -211,6 +261,10 @@ pub struct PartitionStateRecord {
     /// and re-created behind the mirror.
     #[serde(default)]
     pub destination_topic_id: Option<String>,
+    /// The source offset copying started from, when the start position was not the log start
+    /// (offsets below it were never copied). `None`: from the source's log start.
+    #[serde(default)]
+    pub copy_start: Option<i64>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -234,6 +288,7 @@ impl PartitionStateRecord {
             producer_id: None,
             producer_epoch: None,
             destination_topic_id: None,
+            copy_start: None,
             updated_ms: now_ms(),
         }
     }

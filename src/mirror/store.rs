@@ -868,6 +868,7 @@ mod tests {
             producer_id: Some(7),
             producer_epoch: Some(0),
             destination_topic_id: None,
+            copy_start: None,
             updated_ms: 1,
         }
     }
@@ -917,6 +918,7 @@ mod tests {
             desired: DesiredState::Paused,
             partitions: Some(4),
             source_log_append_time: false,
+            start_position: crate::mirror::model::StartPosition::Latest,
             updated_ms: 5,
         };
         let m = MirrorDefinition {
@@ -926,6 +928,7 @@ mod tests {
             source_cluster_id: None,
             include_patterns: vec![],
             exclude_patterns: vec![],
+            start_position: crate::mirror::model::StartPosition::Timestamp(7),
         };
         for body in
             [serde_json::to_value(&p).unwrap(), serde_json::to_value(&t).unwrap(), serde_json::to_value(&m).unwrap()]

@@ -129,6 +129,7 @@ mod tests {
             source_cluster_id: None,
             include_patterns: vec![],
             exclude_patterns: vec![],
+            start_position: Default::default(),
         }
     }
 

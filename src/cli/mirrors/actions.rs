@@ -140,12 +140,13 @@ pub async fn execute(
             let r = describe(conn, Some(mirror)).await?;
             super::verify::run(conn, mirror, topics, &r).await
         }
-        Action::Start { mirror, include, exclude } => {
+        Action::Start { mirror, include, exclude, start_position } => {
             let req = MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
                 mirror_name: s(mirror),
                 include_patterns: include.iter().map(|p| s(p)).collect(),
                 exclude_patterns: exclude.iter().map(|p| s(p)).collect(),
                 timeout_ms: START_TIMEOUT_MS,
+                start_position: start_position.as_deref().map(s),
                 ..Default::default()
             });
             let r = match conn.call(&req).await? {

@@ -91,6 +91,12 @@ pub struct MirrorsArgs {
     /// NonRetryable), ERROR.
     #[arg(long)]
     pub failed: bool,
+    /// With --start: where the newly started topics (and those the saved patterns discover
+    /// later) begin copying: `earliest` (the source's log start, the default), `latest` (only
+    /// records produced from now on) or a timestamp in ms since the epoch (the first record at
+    /// or after it; the end when there is none). Offsets below the start are never copied.
+    #[arg(long, value_name = "POSITION")]
+    pub start_position: Option<String>,
     /// With --stop: a planned failover. First wait until every partition of the selected topics
     /// is MIRRORING with lag 0 against the source high watermark (LAG-HW, so no open source
     /// transaction is left behind) in three reads over at least 2 s, then stop. Stop the
@@ -135,6 +141,8 @@ pub enum Action {
         include: Vec<String>,
         /// `--exclude` entries (regexes).
         exclude: Vec<String>,
+        /// `--start-position`, validated.
+        start_position: Option<String>,
     },
     /// `--stop` / `--pause` / `--resume` of the mirror's topics matching `topics`.
     Topics {
@@ -312,6 +320,14 @@ impl MirrorsArgs {
         };
         compile_patterns("--exclude", &exclude)?;
 
+        let start_position = match (&self.start_position, action) {
+            (Some(p), "--start") => {
+                mirrorgate::mirror::model::StartPosition::parse(p).map_err(usage)?;
+                Some(p.trim().to_string())
+            }
+            (Some(_), _) => return Err(usage(format!("--start-position is only used with --start, not {action}"))),
+            (None, _) => None,
+        };
         if self.drain.is_some() && action != "--stop" {
             return Err(usage(format!("--drain is only used with --stop, not {action}")));
         }
@@ -328,7 +344,7 @@ impl MirrorsArgs {
             "--create" => {
                 Action::Create { mirror: mirror_name(), mirror_config: self.mirror_config.clone().unwrap_or_default() }
             }
-            "--start" => Action::Start { mirror: mirror_name(), include: topics, exclude },
+            "--start" => Action::Start { mirror: mirror_name(), include: topics, exclude, start_position },
             "--stop" => Action::Topics { op: TopicOp::Stop, mirror: mirror_name(), topics, drain_secs: self.drain },
             "--pause" => Action::Topics { op: TopicOp::Pause, mirror: mirror_name(), topics, drain_secs: None },
             "--resume" => Action::Topics { op: TopicOp::Resume, mirror: mirror_name(), topics, drain_secs: None },
@@ -382,7 +398,8 @@ mod tests {
             Action::Start {
                 mirror: "m".into(),
                 include: vec!["a".into(), "orders.*".into()],
-                exclude: vec!["x.*".into()]
+                exclude: vec!["x.*".into()],
+                start_position: None
             }
         );
         assert_eq!(

@@ -216,7 +216,12 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
                         retry_attempt: p.retry_attempt,
                         error_message: p.error_message.as_ref().map(|s| s.to_string()),
                         source_high_watermark: ext::source_high_watermark(p).unwrap_or(-1),
-                        offset_mode: ext::offset_mode(&segments),
+                        offset_mode: match ext::copy_start(p) {
+                            Some(start) => {
+                                format!("{}, copied from source offset {start}", ext::offset_mode(&segments))
+                            }
+                            None => ext::offset_mode(&segments),
+                        },
                         segments,
                     }
                 })

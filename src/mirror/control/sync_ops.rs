@@ -17,7 +17,7 @@ impl ControlPlane {
     pub async fn add_discovered_topics(&self, mirror: &str, topics: &[String]) -> Result<Vec<String>, MirrorError> {
         let before = self.mirror(mirror)?;
         let names: Vec<String> = topics.iter().map(|t| regex::escape(t)).collect();
-        let started = self.start_topics(mirror, &names, &[]).await;
+        let started = self.start_topics(mirror, &names, &[], None).await;
         let _w = self.write_lock.lock().await;
         if let Ok(mut def) = self.mirror(mirror) {
             let len = def.include_patterns.len();

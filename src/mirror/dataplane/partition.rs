@@ -17,9 +17,9 @@ use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP};
+use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
-use crate::mirror::model::{gap_action, GapAction, OffsetSegment, PartitionStateRecord};
+use crate::mirror::model::{gap_action, GapAction, OffsetSegment, PartitionStateRecord, StartPosition};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
 use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
@@ -251,6 +251,7 @@ impl PartitionTask {
         // The first segment: identical (delta 0) when the source head can be filled, else
         // shifted to start where the source starts (DESIGN §4.2). Persisted before the first append.
         let mut segments = rec.segments.clone();
+        let mut copy_start = rec.copy_start;
         if segments.is_empty() {
             if dest_end != 0 {
                 return Ok(fail(
@@ -258,16 +259,39 @@ impl PartitionTask {
                     false,
                 ));
             }
-            // The first source batch still on disk may start below the log start (DeleteRecords
-            // and retention keep whole batches): the mirror starts at that batch, and follows
-            // the log start with DeleteRecords once it is copied.
-            let first_base = self.first_batch_base(src_start).await?;
+            // Where copying starts (`--start-position`): the log start, the end, or the first
+            // record at or after a timestamp (the end when there is none).
+            let position = self.control.start_position(topic);
+            let start = match position {
+                StartPosition::Earliest => src_start,
+                StartPosition::Latest => self.source.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(retry)?,
+                StartPosition::Timestamp(ms) => match self.source.list_offsets(topic, p, ms).await.map_err(retry)? {
+                    -1 => self.source.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(retry)?,
+                    offset => offset,
+                },
+            }
+            .max(src_start);
+            // The first source batch still on disk may start below the start (DeleteRecords,
+            // retention and a timestamp inside a batch keep whole batches): the mirror starts at
+            // that batch, and follows the log start with DeleteRecords once it is copied.
+            let first_base = self.first_batch_base(start).await?;
             let first = if first_base <= self.fill_max_gap {
                 OffsetSegment { source_start: 0, destination_start: 0 }
             } else {
                 OffsetSegment { source_start: first_base, destination_start: 0 }
             };
-            self.persist_segments(vec![first]).await?;
+            let from = (position != StartPosition::Earliest).then_some(first_base);
+            if from.is_some() {
+                tracing::info!(mirror = %self.mirror, topic, partition = p, %position, source_offset = first_base, "start position: copying from this source offset; offsets below it are never copied");
+            }
+            self.control
+                .update_partition(topic, p, |r| {
+                    r.segments = vec![first];
+                    r.copy_start = from;
+                })
+                .await
+                .map_err(|e| Retry::new(e.to_string()))?;
+            copy_start = from;
             segments = vec![first];
         }
         let seg = *segments.last().expect("at least one segment");
@@ -308,7 +332,19 @@ impl PartitionTask {
                 .map_err(|e| Retry::new(e.to_string()))?;
         }
         tracing::info!(mirror = %self.mirror, topic, partition = p, source_offset = next_src, destination_offset = dest_end, shift = w.shift, "mirroring partition");
+        // Aligned: whatever made the loop retry is behind it.
+        self.control.set_retrying(topic, p, None);
 
+        // Below a start position nothing is copied: the offsets before it are a gap, filled
+        // (or re-segmented) now, so the destination ends where the source does even before a
+        // new record arrives. Placeholders of a skipped head carry timestamp 0: a lookup by
+        // timestamp on the destination never lands on them.
+        if let Some(start) = copy_start.filter(|s| *s > next_src) {
+            if let Some(o) = self.gap(&mut w, next_src, start, 0).await? {
+                return Ok(o);
+            }
+            next_src = start;
+        }
         let mut fetch_at = next_src;
         // LastFetchedEpoch: the source epoch of the last copied batch, from the persisted
         // history (an empty history means nothing was copied yet, or a state from before it

@@ -482,6 +482,21 @@ pub mod ext {
     /// Tag of the offset map: JSON `[[source_start, destination_start], ...]`.
     pub const TAG_OFFSET_SEGMENTS: i32 = 10_001;
 
+    /// Tag of the source offset copying started from when it was not the source's log start
+    /// (INT64, offsets; absent = from the log start): a `--start-position`.
+    pub const TAG_COPY_START: i32 = 10_002;
+
+    /// Sets the copy start extension on `p`.
+    pub fn set_copy_start(p: &mut PartitionDetail, source_offset: i64) {
+        p.unknown_tagged_fields.insert(TAG_COPY_START, Bytes::copy_from_slice(&source_offset.to_be_bytes()));
+    }
+
+    /// The source offset copying started from, if not the log start.
+    pub fn copy_start(p: &PartitionDetail) -> Option<i64> {
+        let b = p.unknown_tagged_fields.get(&TAG_COPY_START)?;
+        Some(i64::from_be_bytes(b.as_ref().try_into().ok()?))
+    }
+
     /// Sets the extensions on `p`.
     pub fn set(p: &mut PartitionDetail, source_high_watermark: i64, segments: &[(i64, i64)]) {
         p.unknown_tagged_fields

@@ -15,6 +15,9 @@ use super::{MirrorMessage, WireError};
 
 /// Tag of the request's `ExcludePatterns` field.
 pub const EXCLUDE_PATTERNS_TAG: u32 = 0;
+/// Tag of mirrorgate's start position extension (COMPACT_STRING: `earliest`, `latest` or a
+/// timestamp in ms); clients that do not know it never send it.
+pub const START_POSITION_TAG: u32 = 10_000;
 
 /// StartMirrorTopicsRequest body, version 0.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -29,6 +32,9 @@ pub struct StartMirrorTopicsRequest {
     pub exclude_patterns: Vec<StrBytes>,
     /// `TimeoutMs`: how long to wait before timing out the request, in ms.
     pub timeout_ms: i32,
+    /// mirrorgate extension (tagged, tag [`START_POSITION_TAG`]): where newly started topics
+    /// begin copying: `earliest`, `latest` or a timestamp in ms. Written only when set.
+    pub start_position: Option<StrBytes>,
     /// Tagged fields this version does not know, kept for re-encoding.
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
 }
@@ -55,7 +61,13 @@ impl StartMirrorTopicsRequest {
             get_compact_array(buf, 1, "IncludePatterns", |b| get_compact_string(b, "IncludePatterns"))?;
         let timeout_ms = get_i32(buf, "TimeoutMs")?;
         let mut exclude_patterns = Vec::new();
+        let mut start_position = None;
         let unknown_tagged_fields = get_tagged_fields(buf, Self::NAME, |tag, payload| {
+            if tag == START_POSITION_TAG {
+                start_position =
+                    Some(decode_tagged_payload(payload, "StartPosition", |b| get_compact_string(b, "StartPosition"))?);
+                return Ok(true);
+            }
             if tag != EXCLUDE_PATTERNS_TAG {
                 return Ok(false);
             }
@@ -64,7 +76,7 @@ impl StartMirrorTopicsRequest {
             })?;
             Ok(true)
         })?;
-        Ok(Self { mirror_name, include_patterns, exclude_patterns, timeout_ms, unknown_tagged_fields })
+        Ok(Self { mirror_name, include_patterns, exclude_patterns, timeout_ms, start_position, unknown_tagged_fields })
     }
 
     fn write<B: BufMut>(&self, buf: &mut B) -> Result<(), WireError> {
@@ -83,6 +95,9 @@ impl StartMirrorTopicsRequest {
                     })
                 })?,
             ));
+        }
+        if let Some(position) = &self.start_position {
+            known.push((START_POSITION_TAG, tagged_payload(|b| put_compact_string(b, position, "StartPosition"))?));
         }
         put_tagged_fields(buf, &known, &self.unknown_tagged_fields, Self::NAME)
     }
@@ -120,6 +135,7 @@ mod tests {
             include_patterns: vec![StrBytes::from_static_str("orders.*"), StrBytes::from_static_str("payments")],
             exclude_patterns: vec![StrBytes::from_static_str("orders\\.tmp.*")],
             timeout_ms: 30_000,
+            start_position: Some(StrBytes::from_static_str("latest")),
             unknown_tagged_fields: unknown_tag(),
         }
     }
