@@ -30,10 +30,12 @@ pub enum ErrorClass {
 /// (destination). Codes from Kafka's `Errors` (protocol guide, "Error Codes").
 pub fn classify(code: i16) -> ErrorClass {
     match code {
-        // CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_REQUIRED_ACKS,
-        // INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT, POLICY_VIOLATION,
-        // UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD, UNSUPPORTED_VERSION (35).
-        2 | 10 | 18 | 21 | 32 | 35 | 43 | 44 | 76 | 87 => ErrorClass::FailPermanent,
+        // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_REQUIRED_ACKS, INVALID_TIMESTAMP,
+        // UNSUPPORTED_FOR_MESSAGE_FORMAT, POLICY_VIOLATION, UNSUPPORTED_COMPRESSION_TYPE,
+        // INVALID_RECORD, UNSUPPORTED_VERSION (35). (CORRUPT_MESSAGE (2) is retriable in Kafka,
+        // `CorruptRecordException extends RetriableException`: a corruption on the wire heals
+        // on resend; one that repeats fails through the stall bound.)
+        10 | 18 | 21 | 32 | 35 | 43 | 44 | 76 | 87 => ErrorClass::FailPermanent,
         // TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
         // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED.
         29 | 30 | 31 | 53 | 58 => ErrorClass::FailRetryable,

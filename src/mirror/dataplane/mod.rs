@@ -190,10 +190,15 @@ impl DataPlane {
                 (true, false) => {
                     if rec.state == S::LogAlignment
                         && rec.previous_state == Some(S::Stopped)
-                        && self.retention_disabled.insert(topic.clone())
+                        && !self.retention_disabled.contains(topic)
                     {
-                        // Failback: retention was handed back at STOPPED; off again while mirroring.
-                        self.disable_retention(topic).await;
+                        // Failback: retention was handed back at STOPPED; off again while
+                        // mirroring, before anything is copied (old history would otherwise
+                        // be deleted by the destination's retention as it lands).
+                        if !self.disable_retention(topic).await {
+                            continue;
+                        }
+                        self.retention_disabled.insert(topic.clone());
                     }
                     let Some(source) = self.source_client(def).await else { continue };
                     let fetcher = self
@@ -242,10 +247,15 @@ impl DataPlane {
                     _ => None,
                 };
                 if next == Some(S::Stopped) {
-                    // The failback check compares with this: read it from the destination log.
-                    match self.dest.list_offsets(topic, *p, crate::client::cluster::LATEST_TIMESTAMP).await {
+                    // The failback check compares with this: read it from the destination log
+                    // (settled: nothing of ours above the high watermark), through the offset
+                    // map as the loop that just ended left it (not the pass's snapshot).
+                    let stop = CancellationToken::new();
+                    let settled = log_end::settled_log_end(&self.dest, topic, *p, &stop, self.request_timeout).await;
+                    let segments = self.control.partition(topic, *p).map(|r| r.segments).unwrap_or_default();
+                    match settled.map_err(|e| e.to_string()) {
                         Ok(end) if end > 0 => {
-                            let shift = rec.segments.last().map_or(0, |s| s.shift());
+                            let shift = segments.last().map_or(0, |s| s.shift());
                             self.control.set_stopped_at(topic, *p, end + shift - 1);
                         }
                         Ok(_) => {}
@@ -258,6 +268,8 @@ impl DataPlane {
                     let moved = self.control.transition(topic, *p, next, None).await.unwrap_or(false);
                     if moved && next == S::Stopped {
                         self.apply_source_retention(def, topic).await;
+                        // A later failback disables retention again.
+                        self.retention_disabled.remove(topic);
                     }
                 }
             }
@@ -322,10 +334,17 @@ impl DataPlane {
     /// Failback: the destination topic's retention goes off again (`retention.ms` and
     /// `retention.bytes` -1, with the timestamp limits), as at the first start (DESIGN §4.9);
     /// the mirror follows the source's log start with DeleteRecords instead.
-    async fn disable_retention(&self, topic: &str) {
+    /// Returns whether it worked (the copy loops wait for it, retried every pass).
+    async fn disable_retention(&self, topic: &str) -> bool {
         match dest_topic::set_mirroring_configs(&self.dest, topic).await {
-            Ok(()) => tracing::info!(topic, "failback: destination retention disabled again while mirroring"),
-            Err(e) => tracing::warn!(topic, error = %e, "cannot disable destination retention for the failback"),
+            Ok(()) => {
+                tracing::info!(topic, "failback: destination retention disabled again while mirroring");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "cannot disable destination retention for the failback; the copy waits for it");
+                false
+            }
         }
     }
 

@@ -195,12 +195,19 @@ const GATHER_IDLE: Duration = Duration::from_millis(5);
 ///   caught up at its last answer.
 #[derive(Debug, Default)]
 struct RoundShape {
-    /// Partitions whose last answer was empty (caught up): expected back at once.
-    idle: HashSet<PartitionKey>,
+    /// Partitions whose last answer was empty (caught up): expected back at once; with the
+    /// round they were last listed in (a partition absent for [`IDLE_EXPIRY_ROUNDS`] rounds
+    /// left this broker: its leader moved, or its loop stopped).
+    idle: HashMap<PartitionKey, u64>,
+    /// Rounds answered so far.
+    rounds: u64,
     /// Partitions whose last answer carried records: expected back after their appends;
     /// with the time of that answer.
     busy: HashMap<PartitionKey, tokio::time::Instant>,
 }
+
+/// Rounds a caught-up partition may be absent before the fetcher stops waiting for it.
+const IDLE_EXPIRY_ROUNDS: u64 = 3;
 
 /// How many `fetch.wait.max.ms` a busy partition may stay away before the fetcher stops
 /// waiting for it (at least [`BUSY_EXPIRY_MIN`]).
@@ -227,15 +234,22 @@ impl RoundShape {
 
     /// Whether every partition of `keys` was caught up at its last answer.
     fn all_caught_up(&self, keys: &HashSet<PartitionKey>) -> bool {
-        keys.iter().all(|k| self.idle.contains(k))
+        keys.iter().all(|k| self.idle.contains_key(k))
+    }
+
+    /// Whether `key` was caught up at its last answer.
+    fn is_idle(&self, key: &PartitionKey) -> bool {
+        self.idle.contains_key(key)
     }
 
     /// Records the answers of a round: partitions answered empty are idle, with records busy;
     /// partitions answered with an error (their loops re-align after a backoff) are neither.
     fn answered(&mut self, keys: &HashSet<PartitionKey>, idle: HashSet<PartitionKey>, busy: HashSet<PartitionKey>) {
-        self.idle.retain(|k| !keys.contains(k));
+        self.rounds += 1;
+        let round = self.rounds;
+        self.idle.retain(|k, last| !keys.contains(k) && round - *last < IDLE_EXPIRY_ROUNDS);
         self.busy.retain(|k, _| !keys.contains(k));
-        self.idle.extend(idle);
+        self.idle.extend(idle.into_iter().map(|k| (k, round)));
         let now = tokio::time::Instant::now();
         self.busy.extend(busy.into_iter().map(|k| (k, now)));
     }
@@ -277,7 +291,7 @@ impl Fetcher {
             let mut keys: HashSet<PartitionKey> = jobs.iter().map(|j| (j.topic.clone(), j.partition)).collect();
             // The caught-up partitions not asking yet re-ask at once: wait a moment for them.
             let deadline = tokio::time::Instant::now() + GATHER_IDLE;
-            while shape.idle.iter().any(|k| !keys.contains(k)) {
+            while shape.idle.keys().any(|k| !keys.contains(k)) {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(j)) => {
                         keys.insert((j.topic.clone(), j.partition));
@@ -295,7 +309,7 @@ impl Fetcher {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
                         Ok(Some(j)) => {
                             let key = (j.topic.clone(), j.partition);
-                            let done = !shape.idle.contains(&key);
+                            let done = !shape.is_idle(&key);
                             keys.insert(key);
                             jobs.push(j);
                             if done {
@@ -795,6 +809,17 @@ mod tests {
         assert_eq!(produce_timeout_ms(30_000), 25_000);
         assert_eq!(produce_timeout_ms(6_000), 3_000);
         assert_eq!(produce_timeout_ms(1), 1);
+    }
+
+    #[test]
+    fn a_caught_up_partition_that_left_is_not_waited_for_after_a_few_rounds() {
+        let mut shape = RoundShape::default();
+        shape.answered(&keys(&[0, 1]), keys(&[0, 1]), keys(&[]));
+        for _ in 0..IDLE_EXPIRY_ROUNDS {
+            shape.answered(&keys(&[0]), keys(&[0]), keys(&[]));
+        }
+        assert!(shape.is_idle(&key(0)));
+        assert!(!shape.is_idle(&key(1)), "partition 1 left this broker");
     }
 
     #[test]

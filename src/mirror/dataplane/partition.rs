@@ -36,6 +36,12 @@ use super::Progress;
 /// offsets/s with 5000-offset batches against 2.9M/s with 1000).
 const PLACEHOLDER_CHUNK: i64 = 5000;
 
+/// When this process's data plane started its first copy loop.
+static PROCESS_START: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+/// How long after the process start a resuming loop waits before reading the destination
+/// log end (see [`PartitionTask::run`]).
+const RESTART_SETTLE: Duration = Duration::from_secs(3);
+
 /// How a partition loop ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -125,6 +131,17 @@ impl PartitionTask {
     /// Runs until stopped or failed.
     pub async fn run(self, stop: CancellationToken) -> Outcome {
         let mut stall = errors::StallGuard::default();
+        // Right after this process started, a Produce of the previous process (killed) may
+        // still sit in the destination broker's request queue, not yet appended: give it a
+        // moment before the first read of the log end. (Loops restarted within a process
+        // always finish their own append first.)
+        if self.record().is_some_and(|r| !r.segments.is_empty()) {
+            let settle_until = *PROCESS_START.get_or_init(tokio::time::Instant::now) + RESTART_SETTLE;
+            tokio::select! {
+                _ = stop.cancelled() => return Outcome::Stopped,
+                _ = tokio::time::sleep_until(settle_until) => {}
+            }
+        }
         loop {
             match self.run_once(&stop).await {
                 Ok(o) => {
@@ -346,6 +363,8 @@ impl PartitionTask {
             next_src = start;
         }
         let mut fetch_at = next_src;
+        let aligned_at = next_src;
+        let mut retries_reset = false;
         // LastFetchedEpoch: the source epoch of the last copied batch, from the persisted
         // history (an empty history means nothing was copied yet, or a state from before it
         // was kept: the first batch starts it).
@@ -434,7 +453,7 @@ impl PartitionTask {
                 }
                 last_epoch = epoch;
                 if b.base_offset() > next_src {
-                    if let Some(o) = self.gap(&mut w, next_src, b.base_offset(), b.base_timestamp()).await? {
+                    if let Some(o) = self.gap(&mut w, next_src, b.base_offset(), b.max_timestamp()).await? {
                         return Ok(o);
                     }
                 }
@@ -474,6 +493,18 @@ impl PartitionTask {
                 next_src = b.next_offset();
             }
             fetch_at = fetch_at.max(next_src);
+            // Copying again after FAILED retries: the next incident starts its retry count (and
+            // backoff) from zero, so unrelated outages over a mirror's life never add up to the
+            // retry cap.
+            if !retries_reset && next_src > aligned_at {
+                retries_reset = true;
+                if rec.retry_attempt > 0 {
+                    self.control
+                        .update_partition(topic, p, |r| r.retry_attempt = 0)
+                        .await
+                        .map_err(|e| Retry::new(e.to_string()))?;
+                }
+            }
             self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
