@@ -111,6 +111,18 @@ def read_views(bootstrap, isolation, targets, timeout_s, label):
     return res
 
 
+def _ranges(offsets):
+    """'3..5, 9' for [3, 4, 5, 9] (at most 5 ranges listed)."""
+    out = []
+    for o in offsets:
+        if out and out[-1][1] == o - 1:
+            out[-1][1] = o
+        else:
+            out.append([o, o])
+    text = ", ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in out[:5])
+    return text + (f" and {len(out) - 5} more ranges" if len(out) > 5 else "")
+
+
 def _by_offset(records):
     return {r[0]: r for r in records}
 
@@ -132,7 +144,16 @@ def compare_partition(tp, source, dest, compacted, end, stats=None):
     if not compacted:
         for i, (s, d) in enumerate(zip(source, dest)):
             if s != d:
-                problems.append(f"record #{i} differs: source {describe_record(s)} / destination {describe_record(d)}")
+                if s[0] < d[0]:
+                    lost = [r[0] for r in source[i:] if r[0] < d[0]]
+                    problems.append(
+                        f"source offset(s) {_ranges(lost)} missing on the destination (its next visible record is at offset {d[0]}): "
+                        f"first missing {describe_record(s)}"
+                    )
+                elif s[0] > d[0]:
+                    problems.append(f"destination shows offset {d[0]}, which the source does not (source's next visible record is at {s[0]}): {describe_record(d)}")
+                else:
+                    problems.append(f"record at offset {s[0]} differs: source {describe_record(s)} / destination {describe_record(d)}")
                 break
         else:
             if len(source) != len(dest):

@@ -38,23 +38,27 @@ class Run:
         self.events = []  # (wall time, elapsed s, text)
         self.lock = threading.Lock()
         self.violations = []
+        self.reported = set()  # (partition, view, first problem) already logged in full
         self.checks = {"made": 0, "partitions_checked": 0, "inconclusive": 0, "compaction": {}}
         self.work = args.work
         os.makedirs(self.work, exist_ok=True)
         self.event_file = open(os.path.join(self.work, "events.log"), "a")
 
-    def log(self, text):
+    def log(self, text, event=True):
+        """Prints and records a line; `event=False` keeps it out of the nemesis context that
+        violations quote (check results, violations themselves)."""
         now = time.time()
         line = f"{time.strftime('%H:%M:%S', time.gmtime(now))}.{int(now * 1000) % 1000:03d} +{now - self.t0:7.1f}s {text}"
         with self.lock:
-            self.events.append((now, text))
+            if event:
+                self.events.append((now, text))
             print(line, flush=True)
             self.event_file.write(line + "\n")
             self.event_file.flush()
 
     def events_around(self, t_from, t_to, margin=30):
         with self.lock:
-            return [f"+{t - self.t0:.1f}s {e}" for t, e in self.events if t_from - margin <= t <= t_to + margin and not e.startswith("check ")]
+            return [f"+{t - self.t0:.1f}s {e}" for t, e in self.events if t_from - margin <= t <= t_to + margin]
 
     def violation(self, tp, view, problems, t_from, t_to):
         v = {
@@ -63,13 +67,19 @@ class Run:
             "problems": problems,
             "events_around": self.events_around(t_from, t_to),
         }
+        key = (v["partition"], view.split(",")[0], problems[0])
         with self.lock:
             self.violations.append(v)
-        self.log(f"VIOLATION {v['partition']} ({view}): {problems[0]}")
+            seen = key in self.reported
+            self.reported.add(key)
+        if seen:
+            self.log(f"VIOLATION {v['partition']} ({view}) again: {problems[0][:200]}", event=False)
+            return
+        self.log(f"VIOLATION {v['partition']} ({view}): {problems[0]}", event=False)
         for p in problems[1:]:
-            self.log(f"  {p}")
+            self.log(f"  {p}", event=False)
         for e in v["events_around"][-12:]:
-            self.log(f"  nemesis around it: {e}")
+            self.log(f"  nemesis around it: {e}", event=False)
 
 
 def mirrors_cli(binary, *args, timeout=90):
@@ -98,7 +108,7 @@ def check(run, src, final=False):
     try:
         ends = checker.end_offsets(mg, parts)
     except Exception as e:  # noqa: BLE001 - mirrorgate may be down right now
-        run.log(f"check skipped: destination ends unavailable through mirrorgate ({e})")
+        run.log(f"check skipped: destination ends unavailable through mirrorgate ({e})", event=False)
         run.checks["inconclusive"] += 1
         return None
     timeout = 600 if final else 240
@@ -121,13 +131,13 @@ def check(run, src, final=False):
     for tp in parts:
         e = ends[tp]
         if tp in source.incomplete:
-            run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {source.incomplete[tp]}")
+            run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {source.incomplete[tp]}", event=False)
             run.checks["inconclusive"] += 1
             continue
         s = [r for r in source.records[tp] if r[0] < e] if tp[0] not in COMPACTED else source.records[tp]
         for iso, view in views.items():
             if tp in view.incomplete:
-                run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {view.incomplete[tp]}")
+                run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {view.incomplete[tp]}", event=False)
                 run.checks["inconclusive"] += 1
                 continue
             problems = checker.compare_partition(tp, s, view.records[tp], tp[0] in COMPACTED, e, run.checks["compaction"] if final else None)
@@ -138,7 +148,7 @@ def check(run, src, final=False):
     run.checks["made"] += 1
     run.checks["partitions_checked"] += n_ok
     total = sum(len(v.records[tp]) for v in views.values() for tp in parts)
-    run.log(f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s")
+    run.log(f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s", event=False)
     return ends
 
 
@@ -231,7 +241,7 @@ def main():
                 try:
                     check(run, src)
                 except Exception as e:  # noqa: BLE001 - a broken check is reported, the run goes on
-                    run.log(f"check failed to run: {e!r}")
+                    run.log(f"check failed to run: {e!r}", event=False)
                     run.checks["inconclusive"] += 1
 
         ct = threading.Thread(target=checker_loop, name="checker", daemon=True)
@@ -284,6 +294,7 @@ def main():
             "workload": workload.stats.snapshot(),
             "verify_compacted_exit": verify_compacted,
             "violations": len(run.violations),
+            "distinct_violations": len(run.reported),
             "end_checks_passed": bool(ok),
         }
         with open(os.path.join(args.work, "summary.json"), "w") as f:
