@@ -38,6 +38,7 @@ class Run:
         self.events = []  # (wall time, elapsed s, text)
         self.lock = threading.Lock()
         self.violations = []
+        self.prev_check_start = None  # start of the previous completed check
         self.reported = set()  # (partition, view, first problem) already logged in full
         self.checks = {"made": 0, "partitions_checked": 0, "inconclusive": 0, "compaction": {}}
         self.work = args.work
@@ -57,8 +58,11 @@ class Run:
             self.event_file.flush()
 
     def events_around(self, t_from, t_to, margin=30):
+        """Nemesis events from `margin` s before the previous check (the last moment the
+        partition was seen right) or `t_from`, whichever is earlier, to `t_to`."""
+        start = min(t_from, self.prev_check_start if self.prev_check_start is not None else self.t0) - margin
         with self.lock:
-            return [f"+{t - self.t0:.1f}s {e}" for t, e in self.events if t_from - margin <= t <= t_to + margin]
+            return [f"+{t - self.t0:.1f}s {e}" for t, e in self.events if start <= t <= t_to]
 
     def violation(self, tp, view, problems, t_from, t_to):
         v = {
@@ -78,7 +82,7 @@ class Run:
         self.log(f"VIOLATION {v['partition']} ({view}): {problems[0]}", event=False)
         for p in problems[1:]:
             self.log(f"  {p}", event=False)
-        for e in v["events_around"][-12:]:
+        for e in v["events_around"][-15:]:
             self.log(f"  nemesis around it: {e}", event=False)
 
 
@@ -146,6 +150,7 @@ def check(run, src, final=False):
             else:
                 n_ok += 1
     run.checks["made"] += 1
+    run.prev_check_start = t_from
     run.checks["partitions_checked"] += n_ok
     total = sum(len(v.records[tp]) for v in views.values() for tp in parts)
     run.log(f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s", event=False)
