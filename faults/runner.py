@@ -239,7 +239,7 @@ def main():
         nem = Nemesis(rng, src, dst, mg, PREFIX, run.log, netns)
 
         stop_checks = threading.Event()
-        mean = args.check_every or (45 if args.duration <= 600 else 90)
+        mean = args.check_every or (30 if args.duration <= 600 else 90)
 
         def checker_loop():
             while not stop_checks.wait(check_rng.uniform(0.5 * mean, 1.5 * mean)):
