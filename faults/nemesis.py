@@ -243,8 +243,12 @@ class Nemesis:
         topic = topics[int(p["topic_pick"] * len(topics))]
         mine = {tp: v for tp, v in parts.items() if tp[0] == topic}
         plan = {"version": 1, "partitions": []}
-        for (t, part), (replicas, _, _) in sorted(mine.items()):
+        for (t, part), (replicas, _, leader) in sorted(mine.items()):
+            # Rotate until another replica comes first: the preferred election then moves the
+            # leader (a plain rotation may make the current leader the preferred one).
             rot = replicas[1:] + replicas[:1]
+            while rot[0] == leader and rot != replicas:
+                rot = rot[1:] + rot[:1]
             plan["partitions"].append({"topic": t, "partition": part, "replicas": rot})
         before = {tp: v[2] for tp, v in mine.items()}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
