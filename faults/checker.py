@@ -21,7 +21,7 @@ a record below E because of a later record with the same key above E.
 
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
 def _record(msg):
@@ -193,7 +193,17 @@ def end_offsets(bootstrap, partitions, timeout_s=30):
     try:
         out = {}
         for t, p in partitions:
-            _, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)
+            # Leader moves and broker restarts answer NOT_LEADER_OR_FOLLOWER or
+            # OFFSET_NOT_AVAILABLE (a new leader's high watermark not caught up) for a while.
+            deadline = time.time() + 60
+            while True:
+                try:
+                    _, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)
+                    break
+                except KafkaException:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(1)
             out[(t, p)] = hi
         return out
     finally:
