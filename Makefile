@@ -1,5 +1,5 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
-.PHONY: demo test lint bench kafka clean
+.PHONY: demo test lint bench kafka clean faults faults-long
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
@@ -10,6 +10,16 @@ demo:
 # integration tests against real Kafka brokers.
 test:
 	scripts/test.sh
+
+# The fault runner (docs/reliability.md): a live workload mirrored between two 3-node clusters
+# while a seeded nemesis kills, pauses, partitions and moves leaders, and a checker asserts that
+# the destination is a prefix of the source. Short form (every fault at least once, ~4 min; the
+# CI form) and long form (FAULTS_DURATION seconds, default 30 min). FAULTS_SEED reproduces a run.
+faults:
+	FAULTS_DURATION=$${FAULTS_DURATION:-120} scripts/faults.sh --short
+
+faults-long:
+	FAULTS_DURATION=$${FAULTS_DURATION:-1800} scripts/faults.sh
 
 lint:
 	cargo fmt --check

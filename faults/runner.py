@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""mirrorgate fault runner: a live workload mirrored between two 3-node clusters while a
+seeded nemesis kills, pauses, partitions and reshuffles, and a checker asserts the prefix
+invariant through mirrorgate. Run it with `make faults` / `make faults-long`
+(scripts/faults.sh), which build mirrorgate, prepare the Python venv and start this program in
+its own network namespace. See docs/reliability.md.
+
+Exit status: 0 when no violation was found and the end-of-run checks passed, 1 otherwise.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+import checker  # noqa: E402
+from nemesis import REPO, Cluster, Mirrorgate, Nemesis  # noqa: E402
+from workload import TOPICS, Workload  # noqa: E402
+
+MIRROR = "faults"
+PREFIX = "f-"
+MG_PORT = 19092
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.t0 = time.time()
+        self.events = []  # (wall time, elapsed s, text)
+        self.lock = threading.Lock()
+        self.violations = []
+        self.prev_check_start = None  # start of the previous completed check
+        self.reported = set()  # (partition, view, first problem) already logged in full
+        self.checks = {"made": 0, "partitions_checked": 0, "inconclusive": 0, "compaction": {}}
+        self.work = args.work
+        os.makedirs(self.work, exist_ok=True)
+        self.event_file = open(os.path.join(self.work, "events.log"), "a")
+
+    def log(self, text, event=True):
+        """Prints and records a line; `event=False` keeps it out of the nemesis context that
+        violations quote (check results, violations themselves)."""
+        now = time.time()
+        line = f"{time.strftime('%H:%M:%S', time.gmtime(now))}.{int(now * 1000) % 1000:03d} +{now - self.t0:7.1f}s {text}"
+        with self.lock:
+            if event:
+                self.events.append((now, text))
+            print(line, flush=True)
+            self.event_file.write(line + "\n")
+            self.event_file.flush()
+
+    def events_around(self, t_from, t_to, margin=30):
+        """Nemesis events from `margin` s before the previous check (the last moment the
+        partition was seen right) or `t_from`, whichever is earlier, to `t_to`."""
+        start = min(t_from, self.prev_check_start if self.prev_check_start is not None else self.t0) - margin
+        with self.lock:
+            return [f"+{t - self.t0:.1f}s {e}" for t, e in self.events if start <= t <= t_to]
+
+    def violation(self, tp, view, problems, t_from, t_to):
+        v = {
+            "partition": f"{tp[0]}-{tp[1]}",
+            "view": view,
+            "problems": problems,
+            "events_around": self.events_around(t_from, t_to),
+        }
+        key = (v["partition"], view.split(",")[0], problems[0])
+        with self.lock:
+            self.violations.append(v)
+            seen = key in self.reported
+            self.reported.add(key)
+        if seen:
+            self.log(f"VIOLATION {v['partition']} ({view}) again: {problems[0][:200]}", event=False)
+            return
+        self.log(f"VIOLATION {v['partition']} ({view}): {problems[0]}", event=False)
+        for p in problems[1:]:
+            self.log(f"  {p}", event=False)
+        for e in v["events_around"][-15:]:
+            self.log(f"  nemesis around it: {e}", event=False)
+
+
+def mirrors_cli(binary, *args, timeout=90):
+    return subprocess.run([binary, "mirrors", "--bootstrap-server", f"127.0.0.1:{MG_PORT}", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def create_source_topics(src):
+    admin = AdminClient({"bootstrap.servers": src.bootstrap, "log_level": 2})
+    new = [NewTopic(t, num_partitions=n, replication_factor=3, config=dict(cfg)) for t, n, cfg, _, _, _ in TOPICS]
+    for t, f in admin.create_topics(new, operation_timeout=60).items():
+        f.result(120)
+
+
+def all_partitions():
+    return [(t, p) for t, n, _, _, _, _ in TOPICS for p in range(n)]
+
+
+COMPACTED = {t for t, _, cfg, _, _, _ in TOPICS if cfg.get("cleanup.policy") == "compact"}
+
+
+def check(run, src, final=False):
+    """One full check of every mirror partition; returns the destination ends read."""
+    t_from = time.time()
+    mg = f"127.0.0.1:{MG_PORT}"
+    parts = all_partitions()
+    try:
+        ends = checker.end_offsets(mg, parts)
+    except Exception as e:  # noqa: BLE001 - mirrorgate may be down right now
+        run.log(f"check skipped: destination ends unavailable through mirrorgate ({e})", event=False)
+        run.checks["inconclusive"] += 1
+        return None
+    timeout = 600 if final else 240
+    views = {}
+    compacted = [tp for tp in parts if tp[0] in COMPACTED]
+    for iso in ("read_uncommitted", "read_committed"):
+        # A compacted partition is read to its current end, past E: the destination's cleaner
+        # may have removed a record below E because of a later one above E.
+        targets = dict(ends)
+        if compacted:
+            targets.update(checker.end_offsets(mg, compacted))
+        views[iso] = checker.read_views(mg, iso, targets, timeout, f"dest-{iso}")
+    src_targets = dict(ends)
+    if any(t in COMPACTED for t, _ in parts):
+        src_hw = checker.end_offsets(src.bootstrap, [tp for tp in parts if tp[0] in COMPACTED])
+        src_targets.update(src_hw)
+    source = checker.read_views(src.bootstrap, "read_committed", src_targets, timeout, "source")
+    t_to = time.time()
+    n_ok = 0
+    for tp in parts:
+        e = ends[tp]
+        if tp in source.incomplete:
+            run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {source.incomplete[tp]}", event=False)
+            run.checks["inconclusive"] += 1
+            continue
+        s = [r for r in source.records[tp] if r[0] < e] if tp[0] not in COMPACTED else source.records[tp]
+        for iso, view in views.items():
+            if tp in view.incomplete:
+                run.log(f"check inconclusive on {tp[0]}-{tp[1]}: {view.incomplete[tp]}", event=False)
+                run.checks["inconclusive"] += 1
+                continue
+            problems = checker.compare_partition(tp, s, view.records[tp], tp[0] in COMPACTED, e, run.checks["compaction"] if final else None)
+            if problems:
+                run.violation(tp, f"destination through mirrorgate at {iso}, end {e}", problems, t_from, t_to)
+            else:
+                n_ok += 1
+    run.checks["made"] += 1
+    run.prev_check_start = t_from
+    run.checks["partitions_checked"] += n_ok
+    total = sum(len(v.records[tp]) for v in views.values() for tp in parts)
+    run.log(f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s", event=False)
+    return ends
+
+
+def wait_lag_zero(run, binary, src, timeout_s):
+    deadline = time.time() + timeout_s
+    last = None
+    while time.time() < deadline:
+        r = mirrors_cli(binary, "--describe", "--mirror", MIRROR, "--json")
+        if r.returncode == 0:
+            rows = json.loads(r.stdout)
+            src_ends = checker.end_offsets(src.bootstrap, all_partitions())
+            bad = [
+                f"{x['topic']}-{x['partition']}: state {x['state']} lag {x['lag']} dest {x['destinationOffset']} source end {src_ends.get((x['topic'], x['partition']))}"
+                for x in rows
+                if x["lag"] != 0 or x["state"] != "MIRRORING" or x["destinationOffset"] != src_ends.get((x["topic"], x["partition"]))
+            ]
+            if len(rows) == len(all_partitions()) and not bad:
+                run.log(f"lag 0 on all {len(rows)} partitions (destination offset = source end)")
+                return True
+            last = bad or [f"{len(rows)} rows"]
+        else:
+            last = [r.stderr.strip()[-300:]]
+        time.sleep(5)
+    run.log(f"lag did not reach 0 within {timeout_s}s: {'; '.join(last or [])}")
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=float(os.environ.get("FAULTS_DURATION", 150)), help="seconds of faults (default FAULTS_DURATION or 150)")
+    ap.add_argument("--seed", type=int, default=int(os.environ["FAULTS_SEED"]) if os.environ.get("FAULTS_SEED") else None)
+    ap.add_argument("--short", action="store_true", help="every nemesis action first, in a seeded order, then random ones")
+    ap.add_argument("--mirrorgate", default=os.environ.get("FAULTS_MG_BIN", os.path.join(REPO, "target/release/mirrorgate")))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--check-every", type=float, default=None, help="mean seconds between checks")
+    args = ap.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    args.work = args.work or os.path.join(REPO, "target", "faults", run_id)
+    run = Run(args)
+    netns = os.environ.get("FAULTS_NETNS") == "1"
+    commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    run.log(f"fault runner: seed {args.seed} (FAULTS_SEED={args.seed} reproduces the schedule), duration {args.duration:.0f}s, mirrorgate {args.mirrorgate}, commit {commit}, work dir {args.work}, network cuts {'on (own network namespace)' if netns else 'OFF (no network namespace)'}")
+    rng = random.Random(args.seed)
+    check_rng = random.Random(args.seed + 1)
+    state_dir = os.environ.get("MIRRORGATE_KAFKA_DIR", os.path.join(REPO, ".kafka"))
+    tag = f"{os.getpid()}"
+    props = ["min.insync.replicas=2", "log.cleaner.backoff.ms=1000", "unclean.leader.election.enable=false"]
+    src = Cluster(f"faults-src-{tag}", "source", state_dir)
+    dst = Cluster(f"faults-dst-{tag}", "destination", state_dir)
+    mg = Mirrorgate(args.mirrorgate, os.path.join(args.work, "mirrorgate.yaml"), os.path.join(args.work, "mirrorgate.log"))
+    workload = None
+    ok = True
+    try:
+        threads = [threading.Thread(target=c.start, args=(props,)) for c in (src, dst)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if not (src.bootstrap and dst.bootstrap):
+            raise RuntimeError("a cluster failed to start")
+        run.log(f"source {src.bootstrap} (mirrorgate's listener {src.mg_bootstrap}); destination {dst.bootstrap} (mirrorgate's listener {dst.mg_bootstrap})")
+        create_source_topics(src)
+        with open(mg.config_path, "w") as f:
+            f.write(
+                f"destination:\n  bootstrap_servers: {dst.mg_bootstrap}\n  metadata_refresh_interval_ms: 5000\n"
+                f"listeners:\n  - name: clients\n    bind_host: 127.0.0.1\n    advertised_host: 127.0.0.1\n    port_range: {MG_PORT}-{MG_PORT + 11}\n    admin: true\n"
+                f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: info\n"
+            )
+        mirror_cfg = os.path.join(args.work, "mirror.properties")
+        with open(mirror_cfg, "w") as f:
+            f.write(f"bootstrap.servers={src.mg_bootstrap}\nmirror.metadata.refresh.interval.ms=5000\nmirror.failed.retry.max.backoff.ms=15000\n")
+        if not mg.start():
+            raise RuntimeError("mirrorgate not ready")
+        for a in (("--create", "--mirror", MIRROR, "--mirror-config", mirror_cfg), ("--start", "--mirror", MIRROR, "--topics", f"{PREFIX}.*")):
+            r = mirrors_cli(args.mirrorgate, *a)
+            if r.returncode != 0:
+                raise RuntimeError(f"mirrors {a[0]} failed: {r.stdout} {r.stderr}")
+        run.log(f"mirror {MIRROR} created and started on {PREFIX}.*")
+        workload = Workload(src.bootstrap, args.seed, run.log)
+        workload.start()
+        nem = Nemesis(rng, src, dst, mg, PREFIX, run.log, netns)
+
+        stop_checks = threading.Event()
+        mean = args.check_every or (30 if args.duration <= 600 else 90)
+
+        def checker_loop():
+            while not stop_checks.wait(check_rng.uniform(0.5 * mean, 1.5 * mean)):
+                try:
+                    check(run, src)
+                except Exception as e:  # noqa: BLE001 - a broken check is reported, the run goes on
+                    run.log(f"check failed to run: {e!r}", event=False)
+                    run.checks["inconclusive"] += 1
+
+        ct = threading.Thread(target=checker_loop, name="checker", daemon=True)
+        ct.start()
+        end = time.time() + args.duration
+        while time.time() < end or (args.short and getattr(nem, "_first", None)):
+            time.sleep(rng.uniform(2, 10))
+            kind, params = nem.plan(args.short)
+            try:
+                nem.apply(kind, params)
+            except Exception as e:  # noqa: BLE001 - a failed action is logged and healed
+                run.log(f"nemesis action {kind} failed: {e!r}")
+                nem.heal()
+        nem.heal()
+        run.log(f"nemesis done: {json.dumps(nem.counts)}")
+        stop_checks.set()
+        ct.join()
+        left = workload.stop()
+        run.log(f"producers stopped{' (still running: ' + ','.join(left) + ')' if left else ''}: {json.dumps(workload.stats.snapshot())}")
+        ok &= wait_lag_zero(run, args.mirrorgate, src, 600)
+        # --verify compares a compacted source batch's records with the destination's, but the
+        # destination topic is compacted too, by its own cleaner: on compacted topics a
+        # difference is expected and recorded, not failed (docs/reliability.md); the checker's
+        # compaction-aware comparison covers them.
+        plain_topics = ",".join(t for t, *_ in TOPICS if t not in COMPACTED)
+        r = mirrors_cli(args.mirrorgate, "--verify", "--mirror", MIRROR, "--topics", plain_topics, timeout=600)
+        run.log(f"mirrors --verify (non-compacted topics) exit {r.returncode}: {(r.stdout + r.stderr).strip()[-1500:]}")
+        ok &= r.returncode == 0
+        verify_compacted = None
+        if COMPACTED:
+            r = mirrors_cli(args.mirrorgate, "--verify", "--mirror", MIRROR, "--topics", ",".join(sorted(COMPACTED)), timeout=600)
+            verify_compacted = r.returncode
+            run.log(f"mirrors --verify (compacted topics, expected to differ once either cleaner ran) exit {r.returncode}: {(r.stdout + r.stderr).strip()[-800:]}")
+        ends = check(run, src, final=True)
+        if ends is None:
+            ok = False
+        else:
+            src_ends = checker.end_offsets(src.bootstrap, all_partitions())
+            for tp in all_partitions():
+                if ends[tp] != src_ends[tp]:
+                    run.violation(tp, "final log ends", [f"destination end {ends[tp]} != source end {src_ends[tp]}"], time.time(), time.time())
+        summary = {
+            "seed": args.seed,
+            "commit": commit,
+            "duration_s": round(time.time() - run.t0),
+            "fault_duration_s": args.duration,
+            "nemesis": nem.counts,
+            "mirrorgate_starts": mg.starts,
+            "checks": run.checks,
+            "workload": workload.stats.snapshot(),
+            "verify_compacted_exit": verify_compacted,
+            "violations": len(run.violations),
+            "distinct_violations": len(run.reported),
+            "end_checks_passed": bool(ok),
+        }
+        with open(os.path.join(args.work, "summary.json"), "w") as f:
+            json.dump({**summary, "violation_details": run.violations}, f, indent=2)
+        run.log(f"SUMMARY {json.dumps(summary)}")
+    except Exception:
+        run.log(f"runner error: {traceback.format_exc()}")
+        ok = False
+    finally:
+        if workload:
+            workload.stopping.set()
+        mg.stop()
+        if os.environ.get("FAULTS_KEEP") != "1":
+            src.stop()
+            dst.stop()
+    if run.violations:
+        run.log(f"FAILED: {len(run.violations)} violation(s); seed {args.seed}; details in {args.work}/summary.json")
+        return 1
+    if not ok:
+        run.log(f"FAILED: end-of-run checks did not pass; seed {args.seed}; see {args.work}")
+        return 1
+    run.log(f"PASSED: 0 violations; seed {args.seed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

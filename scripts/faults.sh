@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The fault runner (docs/reliability.md): builds mirrorgate, prepares the Python venv and the
+# Kafka jars, then runs faults/runner.py in its own network namespace so that the nemesis can
+# cut mirrorgate's connections to one cluster (ip rule ... prohibit) without touching the host.
+#
+#   scripts/faults.sh [--short] [runner options...]
+#
+# Environment: FAULTS_DURATION (s of faults), FAULTS_SEED (reproduce a schedule),
+#   FAULTS_MG_BIN (mirrorgate binary; default: cargo build --release, target/release/mirrorgate),
+#   FAULTS_KEEP=1 (keep the clusters' state dirs), MIRRORGATE_CACHE (Kafka jar cache).
+# Exit status: the runner's (0 = no violation, 1 = violation or failed end checks).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -z "${FAULTS_MG_BIN:-}" ]]; then
+  cargo build --release --bin mirrorgate >&2
+  export FAULTS_MG_BIN="$PWD/target/release/mirrorgate"
+fi
+PY="$(scripts/pyenv.sh)"
+scripts/kafka.sh fetch >&2
+if [[ "${FAULTS_NO_NETNS:-0}" != "1" ]] && unshare -n true 2>/dev/null && command -v ip >/dev/null; then
+  # In the new namespace: loopback up, and the local-table rule moved from priority 0 to 100
+  # so that the runner's `prohibit` rules (priority 50/51) come first.
+  exec unshare -n -- bash -c 'set -e; ip link set lo up; ip rule add pref 100 lookup local; ip rule del pref 0;
+    FAULTS_NETNS=1 exec "$0" faults/runner.py "$@"' "$PY" "$@"
+fi
+echo "[faults.sh] no network namespace available (need root or CAP_NET_ADMIN and unshare): network cuts are skipped" >&2
+exec "$PY" faults/runner.py "$@"
