@@ -57,10 +57,27 @@ impl TopicConfigSupport {
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
 impl ClusterAccess {
+    /// The TLS and SASL settings registered for this bootstrap list
+    /// ([`crate::client::security::register_for`]: the mirror's source configs, the
+    /// destination's `proxy.yaml` section); PLAINTEXT when none is.
+    fn security(&self) -> crate::client::ClientSecurity {
+        crate::client::security::registered_for(&self.bootstrap)
+    }
+
     async fn connect(&self) -> Result<BrokerConnection, ClientError> {
         let mut last = None;
+        let security = self.security();
         for addr in &self.bootstrap {
-            match BrokerConnection::connect(addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+            match BrokerConnection::connect_with(
+                addr,
+                self.connect_timeout,
+                self.request_timeout,
+                100 << 20,
+                &crate::client::SocketOptions::default(),
+                &security,
+            )
+            .await
+            {
                 Ok(c) => return Ok(c),
                 Err(e) => last = Some(e),
             }
@@ -187,7 +204,16 @@ impl ClusterAccess {
         let mut last = None;
         for broker in &md.brokers {
             let addr = format!("{}:{}", broker.host, broker.port);
-            match BrokerConnection::connect(&addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+            match BrokerConnection::connect_with(
+                &addr,
+                self.connect_timeout,
+                self.request_timeout,
+                100 << 20,
+                &crate::client::SocketOptions::default(),
+                &self.security(),
+            )
+            .await
+            {
                 Ok(c) => {
                     reached = Some((broker, addr, c));
                     break;
