@@ -1318,7 +1318,14 @@ impl ClusterClient {
         let mut req = ApiVersionsRequest::default();
         req.client_software_name = StrBytes::from_string(o.client_software_name.clone());
         req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
-        let resp = conn.send(&req, API_VERSIONS_VERSION).await.map_err(connect_err)?;
+        let resp = match conn.send(&req, API_VERSIONS_VERSION).await {
+            Ok(r) => r,
+            Err(e) => {
+                // TLS 1.3 reports a refused client certificate at the first read.
+                o.security.remember_failure(addr, &e);
+                return Err(connect_err(e));
+            }
+        };
         if resp.error_code != 0 {
             return Err(connect_err(ClientError::Protocol {
                 addr: addr.to_string(),

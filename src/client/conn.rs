@@ -75,6 +75,24 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// An I/O error on the connection to `addr`: a TLS alert from the broker (e.g. our
+    /// certificate refused, which TLS 1.3 reports at the first read) becomes
+    /// [`ClientError::Tls`], anything else [`ClientError::Io`].
+    pub fn from_io(addr: &str, source: std::io::Error) -> Self {
+        if let Some(tls) = source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            let hint = match tls {
+                rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate)
+                | rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired)
+                | rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA) => {
+                    " (the broker refused our client certificate or needs one: check ssl.keystore.*)"
+                }
+                _ => "",
+            };
+            return Self::Tls { addr: addr.into(), reason: format!("{tls}{hint}") };
+        }
+        Self::Io { addr: addr.into(), source }
+    }
+
     /// Whether the connection was refused for its credentials or certificates (TLS or SASL):
     /// retrying at once with the same settings cannot help.
     pub fn is_security(&self) -> bool {
@@ -242,7 +260,7 @@ impl BrokerConnection {
         let what = format!("api key {api_key} v{version}");
         let addr = self.addr.clone();
         let fut = async {
-            let io = |source| ClientError::Io { addr: addr.clone(), source };
+            let io = |source| ClientError::from_io(&addr, source);
             self.stream.write_all(&out).await.map_err(io)?;
             self.stream.flush().await.map_err(io)?;
             self.read_frame().await
@@ -290,7 +308,7 @@ impl BrokerConnection {
         let timeout = self.request_timeout;
         let addr = self.addr.clone();
         let fut = async {
-            let io = |source: std::io::Error| ClientError::Io { addr: addr.clone(), source };
+            let io = |source: std::io::Error| ClientError::from_io(&addr, source);
             let mut next = 0;
             while next < segments.len() {
                 let mut slices = [std::io::IoSlice::new(&[]); MAX_IOVECS];
@@ -356,7 +374,7 @@ impl BrokerConnection {
                     ms: t.as_millis(),
                 })?,
             }
-            .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })?;
+            .map_err(|source| ClientError::from_io(&self.addr, source))?;
             if n == 0 {
                 return Err(ClientError::Closed { addr: self.addr.clone() });
             }
