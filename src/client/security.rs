@@ -321,8 +321,11 @@ fn registry() -> &'static Registry {
 }
 
 /// Records `security` as the one to use for the cluster at `bootstrap`, for code that
-/// reaches a cluster knowing only its bootstrap list
-/// ([`crate::mirror::topics::ClusterAccess`]). The latest registration wins.
+/// reaches a cluster knowing only its bootstrap list (a
+/// [`crate::mirror::topics::ClusterAccess`] collected from plain addresses: the data
+/// plane's read of a source's retention at STOPPED). The latest registration wins, so two
+/// mirrors of one source with different credentials may use each other's there; every other
+/// path carries its security explicitly.
 pub fn register_for(bootstrap: &[String], security: &ClientSecurity) {
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
     reg.insert(bootstrap.to_vec(), security.clone());

@@ -513,9 +513,8 @@ impl ControlPlane {
                 .unwrap_or(d)
         };
         let security = configs::source_security(&def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
-        crate::client::security::register_for(&bootstrap, &security);
         ClusterAccess {
-            bootstrap,
+            bootstrap: super::topics::Bootstrap::secured(bootstrap, security),
             connect_timeout: ms("socket.connection.setup.timeout.ms", self.source_timeouts.0),
             request_timeout: ms("request.timeout.ms", self.source_timeouts.1),
         }

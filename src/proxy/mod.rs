@@ -150,7 +150,10 @@ async fn open_mirror_gate(
         "mirror state loaded"
     );
     let destination = ClusterAccess {
-        bootstrap: settings.destination_bootstrap.clone(),
+        bootstrap: crate::mirror::topics::Bootstrap::secured(
+            settings.destination_bootstrap.clone(),
+            settings.destination_security.clone(),
+        ),
         connect_timeout: settings.connect_timeout,
         request_timeout: settings.request_timeout,
     };
