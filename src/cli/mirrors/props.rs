@@ -14,10 +14,11 @@ use std::path::Path;
 pub const HIDDEN: &str = "[hidden]";
 
 /// Whether the value of `key` must never be shown: keys containing `password` or
-/// `sasl.jaas.config` (case-insensitive), e.g. `ssl.truststore.password`.
+/// `sasl.jaas.config` (case-insensitive), e.g. `ssl.truststore.password`, and the private
+/// key `ssl.keystore.key`.
 pub fn is_sensitive(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    k.contains("password") || k.contains("sasl.jaas.config")
+    k.contains("password") || k.contains("sasl.jaas.config") || k == "ssl.keystore.key"
 }
 
 /// `value`, or [`HIDDEN`] if `key` is sensitive.
