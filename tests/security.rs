@@ -466,6 +466,21 @@ async fn tls_client_listener_with_librdkafka() {
         python_client(&["produce", "--bootstrap", &mg.bootstrap, "--topic", &topic, "--count", "1", "--timeout", "5"]);
     assert!(!out.status.success(), "a plaintext client produced through a TLS listener");
     mg.wait_for_log("plaintext client on a TLS listener", Duration::from_secs(10));
+    // The mirror CLI reaches the TLS admin listener with --command-config.
+    let cli_config = |lines: &[String]| {
+        let path = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("cmd")));
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    };
+    let with_cert = cli_config(&[
+        "security.protocol=SSL".into(),
+        format!("ssl.truststore.location={}", tls(&certs, "ca.pem")),
+        format!("ssl.keystore.location={}", tls(&certs, "client.p12")),
+        "ssl.keystore.password=changeit".into(),
+    ]);
+    ok(mirrors_cli(&mg.bootstrap, &["--command-config", with_cert.to_str().unwrap(), "--list"]), "--list over TLS");
+    let out = mirrors_cli(&mg.bootstrap, &["--list"]);
+    assert!(!out.status.success(), "the CLI in plaintext reached a TLS listener");
     // Nothing but the 50 records arrived.
     let dst = plain_client(&dest.bootstrap);
     let end = block(dst.list_offsets(&topic, 0, -1)).unwrap();
@@ -524,5 +539,23 @@ async fn sasl_destination_clients_authenticate_through_mirrorgate() {
     assert!(text.contains("Authentication") || text.contains("SASL"), "{text}");
     let dst = plain_client(&dest.bootstrap);
     assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 20);
+    // The mirror CLI authenticates as its own user (forwarded to the broker); a wrong
+    // password is refused by the broker.
+    let cli_config = |password: &str| {
+        let path = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("cmd")));
+        let text = format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\n",
+            jaas("scram.ScramLoginModule", "dave", password)
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let good = cli_config("dave-secret-dest");
+    ok(mirrors_cli(&mg.bootstrap, &["--command-config", good.to_str().unwrap(), "--list"]), "--list with SCRAM");
+    let bad = cli_config("wrong-pw-9876");
+    let out = mirrors_cli(&mg.bootstrap, &["--command-config", bad.to_str().unwrap(), "--list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("SASL_AUTHENTICATION_FAILED"), "{err}");
+    assert!(!err.contains("wrong-pw-9876"), "{err}");
     assert_no_secrets("mirrorgate's log", &mg.log());
 }

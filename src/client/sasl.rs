@@ -9,7 +9,9 @@ use std::num::NonZeroU32;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::conn::{BrokerConnection, ClientError};
@@ -31,17 +33,50 @@ const MAX_ITERATIONS: u32 = 1 << 20;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
+/// A connection that can carry the SASL requests (SaslHandshake v1, SaslAuthenticate v1).
+#[allow(async_fn_in_trait)]
+pub trait SaslTransport {
+    /// The peer's `host:port`, for errors.
+    fn peer(&self) -> String;
+    /// Sends SaslHandshake v1 and returns its response.
+    async fn sasl_handshake(&mut self, req: &SaslHandshakeRequest) -> Result<SaslHandshakeResponse, ClientError>;
+    /// Sends SaslAuthenticate v1 and returns its response.
+    async fn sasl_authenticate(
+        &mut self,
+        req: &SaslAuthenticateRequest,
+    ) -> Result<SaslAuthenticateResponse, ClientError>;
+}
+
+impl SaslTransport for BrokerConnection {
+    fn peer(&self) -> String {
+        self.addr().to_string()
+    }
+
+    async fn sasl_handshake(&mut self, req: &SaslHandshakeRequest) -> Result<SaslHandshakeResponse, ClientError> {
+        self.send(req, 1).await
+    }
+
+    async fn sasl_authenticate(
+        &mut self,
+        req: &SaslAuthenticateRequest,
+    ) -> Result<SaslAuthenticateResponse, ClientError> {
+        self.send(req, 1).await
+    }
+}
+
 /// Authenticates `conn` with `creds`.
 ///
 /// # Errors
 /// [`ClientError::Authentication`] with the broker's error (SASL_AUTHENTICATION_FAILED and
 /// its message for a wrong password, UNSUPPORTED_SASL_MECHANISM with the broker's list), or
 /// a bad server-final signature; [`ClientError`] transport errors as for any request.
-pub async fn authenticate(conn: &mut BrokerConnection, creds: &SaslCredentials) -> Result<(), ClientError> {
-    let addr = conn.addr().to_string();
+pub async fn authenticate<T: SaslTransport>(conn: &mut T, creds: &SaslCredentials) -> Result<(), ClientError> {
+    let addr = conn.peer();
     let fail = |error: i16, message: String| ClientError::Authentication { addr: addr.clone(), error, message };
     let hs = conn
-        .send(&SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(creds.mechanism.name())), 1)
+        .sasl_handshake(
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(creds.mechanism.name())),
+        )
         .await?;
     if hs.error_code != 0 {
         let offered: Vec<String> = hs.mechanisms.iter().map(|m| m.to_string()).collect();
@@ -70,12 +105,12 @@ pub async fn authenticate(conn: &mut BrokerConnection, creds: &SaslCredentials) 
     }
 }
 
-async fn round_trip(
-    conn: &mut BrokerConnection,
+async fn round_trip<T: SaslTransport>(
+    conn: &mut T,
     token: Vec<u8>,
     fail: &impl Fn(i16, String) -> ClientError,
 ) -> Result<Bytes, ClientError> {
-    let resp = conn.send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)), 1).await?;
+    let resp = conn.sasl_authenticate(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token))).await?;
     if resp.error_code != 0 {
         let message = resp.error_message.map(|m| m.to_string()).unwrap_or_else(|| "no message".into());
         return Err(fail(resp.error_code, message));

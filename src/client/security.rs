@@ -151,7 +151,7 @@ pub(crate) fn sec_err(key: &str, reason: impl Into<String>) -> SecurityError {
 }
 
 /// The security of one cluster's connections, ready to use.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ClientSecurity {
     /// The protocol.
     pub protocol: SecurityProtocol,
@@ -183,6 +183,21 @@ impl PartialEq for ClientSecurity {
     }
 }
 
+impl Eq for ClientSecurity {}
+
+impl Default for ClientSecurity {
+    /// PLAINTEXT (equal to PLAINTEXT built from properties).
+    fn default() -> Self {
+        Self {
+            protocol: SecurityProtocol::Plaintext,
+            tls: None,
+            sasl: None,
+            fingerprint: fingerprint(&format!("{:?}\n", SecurityProtocol::Plaintext)),
+            broken: None,
+        }
+    }
+}
+
 /// The security properties mirrorgate reads (Java client names).
 pub const SECURITY_KEYS: &[&str] = &[
     "security.protocol",
@@ -207,11 +222,17 @@ impl ClientSecurity {
         Self::default()
     }
 
+    /// Whether [`ClientSecurity::default`] and PLAINTEXT from properties agree (for tests).
+    #[cfg(test)]
+    fn plaintext_fingerprint_matches() -> bool {
+        Self::default() == Self::from_properties(&BTreeMap::new()).expect("plaintext")
+    }
+
     /// Security that refuses every connect with `error` (settings that stopped being usable,
     /// e.g. a trust store file removed after the mirror was created): never a fallback to
     /// plaintext.
     pub fn broken(error: SecurityError) -> Self {
-        Self { fingerprint: fingerprint(&format!("broken {error}")), broken: Some(error), ..Self::default() }
+        Self { fingerprint: fingerprint(&format!("broken {error}")), broken: Some(error), ..Self::plaintext() }
     }
 
     /// The error every connect fails with, for [`ClientSecurity::broken`] settings.
@@ -558,5 +579,6 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key, "sasl.jaas.config");
         assert!(ClientSecurity::from_properties(&m(&[])).unwrap().is_plaintext());
+        assert!(ClientSecurity::plaintext_fingerprint_matches());
     }
 }
