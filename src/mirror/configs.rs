@@ -508,19 +508,43 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
     (!is_sensitive(name)).then(|| value.to_string())
 }
 
+/// How long a built [`source_security`] is reused for the same settings before the stores
+/// it names are read again (callers ask several times a second).
+const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+type SecurityCache = std::sync::Mutex<
+    std::collections::HashMap<
+        BTreeMap<String, String>,
+        (std::time::Instant, crate::client::ClientSecurity),
+    >,
+>;
+
 /// The TLS and SASL settings towards the source of a mirror with `configs` (effective
-/// values of `security.protocol`, `sasl.*`, `ssl.*`).
+/// values of `security.protocol`, `sasl.*`, `ssl.*`). The same settings give the same result
+/// for [`SECURITY_CACHE_TTL`] (60 s) once built: store files are re-read after that.
 ///
 /// # Errors
 /// [`crate::client::SecurityError`] naming the key that cannot be used.
 pub fn source_security(
     configs: &BTreeMap<String, String>,
 ) -> Result<crate::client::ClientSecurity, crate::client::SecurityError> {
+    static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
     let props: BTreeMap<String, String> = crate::client::security::SECURITY_KEYS
         .iter()
         .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
         .collect();
-    crate::client::ClientSecurity::from_properties(&props)
+    let cache = CACHE.get_or_init(Default::default);
+    {
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        c.retain(|_, (at, _)| at.elapsed() < SECURITY_CACHE_TTL);
+        if let Some((_, built)) = c.get(&props) {
+            return Ok(built.clone());
+        }
+    }
+    // Only usable settings are kept: a fixed store file is seen at the next call.
+    let built = crate::client::ClientSecurity::from_properties(&props)?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(props, (std::time::Instant::now(), built.clone()));
+    Ok(built)
 }
 
 /// Options of a client towards the source cluster of a mirror with `configs` (keys or their
