@@ -571,3 +571,45 @@ async fn sasl_destination_clients_authenticate_through_mirrorgate() {
     assert!(!err.contains("wrong-pw-9876"), "{err}");
     assert_no_secrets("mirrorgate's log", &mg.log());
 }
+
+/// The certificate a TLS listener at `addr` serves, as openssl prints its subject.
+fn served_subject(addr: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {addr} -servername localhost </dev/null 2>/dev/null | openssl x509 -noout -subject"
+        ))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A renewed listener certificate is served to new connections without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_listener_certificate_is_served_without_a_restart() {
+    let certs = mtls();
+    let dest = cluster("dest");
+    let dir = repo().join("target/test-mirrorgate").join(unique_name("listener-cert"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::copy(tls(&certs, "broker-chain.pem"), &cert).unwrap();
+    std::fs::copy(tls(&certs, "broker.key"), &key).unwrap();
+    let listener_yaml = format!("    tls:\n      cert_file: {}\n      key_file: {}\n", cert.display(), key.display());
+    let mg = Mirrorgate::start_in_front_of(
+        &dest.bootstrap,
+        FrontOptions { listener_yaml: &listener_yaml, ..FrontOptions::default() },
+        MirrorgateOptions::default(),
+    );
+    assert!(served_subject(&mg.bootstrap).contains("CN = broker"), "{}", served_subject(&mg.bootstrap));
+    // A half-written pair (new certificate, old key) is refused and the old pair kept.
+    std::fs::copy(tls(&certs, "client-chain.pem"), &cert).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(served_subject(&mg.bootstrap).contains("CN = broker"));
+    mg.wait_for_log("changed listener certificate not usable", Duration::from_secs(10));
+    std::fs::copy(tls(&certs, "client.key"), &key).unwrap();
+    eventually(Duration::from_secs(10), || {
+        let s = served_subject(&mg.bootstrap);
+        s.contains("CN = client").then_some(()).ok_or(s)
+    });
+    mg.wait_for_log("listener certificate reloaded", Duration::from_secs(10));
+}

@@ -302,8 +302,70 @@ pub enum ClientAuth {
     Required,
 }
 
+/// How often a listener looks at its certificate files for a change, at most.
+const RELOAD_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn certified_key(
+    cert_file: &str,
+    key_file: &str,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<Arc<rustls::sign::CertifiedKey>, SecurityError> {
+    let certs = pem_certs("cert_file", &read_file("cert_file", cert_file)?)?;
+    let key = pem_key("key_file", &read_file("key_file", key_file)?)?;
+    rustls::sign::CertifiedKey::from_der(certs, key, provider)
+        .map(Arc::new)
+        .map_err(|e| sec_err("key_file", format!("does not fit cert_file: {e}")))
+}
+
+fn modified(path: &str) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// A listener's certificate and key, re-read when either file changes (checked at most once
+/// a second, at a handshake): a renewed certificate is served to new connections while
+/// established ones keep theirs. A changed pair that cannot be used is logged and the
+/// previous one kept.
+#[derive(Debug)]
+struct ReloadingCert {
+    cert_file: String,
+    key_file: String,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    state: std::sync::Mutex<CertState>,
+}
+
+#[derive(Debug)]
+struct CertState {
+    checked: std::time::Instant,
+    stamps: (Option<std::time::SystemTime>, Option<std::time::SystemTime>),
+    key: Arc<rustls::sign::CertifiedKey>,
+}
+
+impl rustls::server::ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.checked.elapsed() >= RELOAD_CHECK {
+            st.checked = std::time::Instant::now();
+            let stamps = (modified(&self.cert_file), modified(&self.key_file));
+            if stamps != st.stamps {
+                match certified_key(&self.cert_file, &self.key_file, &self.provider) {
+                    Ok(key) => {
+                        tracing::info!(cert_file = %self.cert_file, "listener certificate reloaded");
+                        st.key = key;
+                        st.stamps = stamps;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cert_file = %self.cert_file, error = %e, "changed listener certificate not usable; keeping the previous one");
+                    }
+                }
+            }
+        }
+        Some(st.key.clone())
+    }
+}
+
 /// A rustls server config for a client listener: the certificate chain and key from PEM
-/// files, and client certificates checked against `ca_file` (PEM) per `client_auth`.
+/// files (re-read when they change, see `ReloadingCert`), and client certificates checked
+/// against `ca_file` (PEM) per `client_auth`.
 ///
 /// # Errors
 /// A message naming the file or setting that cannot be used.
@@ -313,9 +375,15 @@ pub fn server_config(
     client_auth: ClientAuth,
     ca_file: Option<&str>,
 ) -> Result<rustls::ServerConfig, SecurityError> {
-    let certs = pem_certs("cert_file", &read_file("cert_file", cert_file)?)?;
-    let key = pem_key("key_file", &read_file("key_file", key_file)?)?;
     let provider = provider();
+    let stamps = (modified(cert_file), modified(key_file));
+    let key = certified_key(cert_file, key_file, &provider)?;
+    let resolver = ReloadingCert {
+        cert_file: cert_file.to_string(),
+        key_file: key_file.to_string(),
+        provider: provider.clone(),
+        state: std::sync::Mutex::new(CertState { checked: std::time::Instant::now(), stamps, key }),
+    };
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| sec_err("tls", e.to_string()))?;
@@ -333,7 +401,7 @@ pub fn server_config(
             builder.with_client_cert_verifier(v.build().map_err(|e| sec_err("ca_file", e.to_string()))?)
         }
     };
-    builder.with_single_cert(certs, key).map_err(|e| sec_err("key_file", format!("does not fit cert_file: {e}")))
+    Ok(builder.with_cert_resolver(Arc::new(resolver)))
 }
 
 #[cfg(test)]

@@ -513,10 +513,7 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
 const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 type SecurityCache = std::sync::Mutex<
-    std::collections::HashMap<
-        BTreeMap<String, String>,
-        (std::time::Instant, crate::client::ClientSecurity),
-    >,
+    std::collections::HashMap<BTreeMap<String, String>, (std::time::Instant, crate::client::ClientSecurity)>,
 >;
 
 /// The TLS and SASL settings towards the source of a mirror with `configs` (effective
