@@ -500,7 +500,8 @@ async fn tls_client_listener_with_librdkafka() {
 }
 
 /// A SASL_PLAINTEXT destination: mirrorgate's own connections authenticate with its
-/// credentials; librdkafka clients authenticate themselves through mirrorgate (their
+/// credentials (state store, a mirror from a SASL_SSL source copied into it); librdkafka
+/// clients and the mirror CLI authenticate themselves through mirrorgate (their
 /// SaslHandshake/SaslAuthenticate are forwarded to the broker).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_destination_clients_authenticate_through_mirrorgate() {
@@ -569,6 +570,23 @@ async fn sasl_destination_clients_authenticate_through_mirrorgate() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("SASL_AUTHENTICATION_FAILED"), "{err}");
     assert!(!err.contains("wrong-pw-9876"), "{err}");
+    // A mirror from a SASL_SSL source into this SASL destination: the data plane's appends
+    // and the state store authenticate as mirrorgate.
+    let source = sasl_ssl();
+    let mirrored = unique_name("sasl-both");
+    create_topic(&source.bootstrap, &mirrored, 2);
+    produce_mixed(&source.bootstrap, &mirrored, 1500, "snappy", 5);
+    let cfg = secure_mirror_config(
+        &source,
+        &[
+            "security.protocol=SASL_SSL".into(),
+            "sasl.mechanism=SCRAM-SHA-256".into(),
+            format!("sasl.jaas.config={}", jaas("scram.ScramLoginModule", "carol", "carol-secret-256")),
+            format!("ssl.truststore.location={}", tls(&source, "ca.pem")),
+        ],
+    );
+    create_and_start(&mg, &cfg, &mirrored);
+    wait_identical(&source, &dest, &mirrored, 2, 1500);
     assert_no_secrets("mirrorgate's log", &mg.log());
 }
 
