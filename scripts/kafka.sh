@@ -7,6 +7,14 @@
 #                    loopback address and port; its bootstrap is written to <state>/NAME/bootstrap.LNAME)
 #        --tiered: KIP-405 tiered storage on, remote tier = Kafka's LocalTieredStorage (a directory
 #        under the cluster's state; from the kafka-storage test jar, fetched by fetch-tiered)
+#        [--secure SSL|SASL_SSL|SASL_PLAINTEXT] [--client-auth none|requested|required]
+#        [--user MECHANISM:NAME:PASSWORD ...]
+#        --secure: one more listener SECURE for clients with that protocol (inter-broker and
+#        controller listeners stay PLAINTEXT); certificates are made in <state>/NAME/tls by
+#        openssl/keytool (ca.pem, client.pem, client.key, client-chain.pem, client.p12,
+#        truststore.p12, truststore.jks; store password "changeit"); --user adds a PLAIN user or
+#        a SCRAM-SHA-256/512 credential (kafka-storage format --add-scram). Stdout then has a
+#        second line `secure=<bootstrap>` and a third `tls=<dir>`.
 #   scripts/kafka.sh fetch-tiered [VERSION]    (org.apache.kafka:kafka-storage:VERSION:test jar)
 #   scripts/kafka.sh stop NAME [--kill]      (--kill: SIGKILL at once instead of TERM, 10 s, KILL)
 #   scripts/kafka.sh stop-node NAME N
@@ -45,7 +53,7 @@ STOP_TIMEOUT="${MIRRORGATE_KAFKA_STOP_TIMEOUT:-10}"
 
 log() { printf '[kafka.sh] %s\n' "$*" >&2; }
 die() { printf '[kafka.sh] ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,31p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,39p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 now_ms() { date +%s%3N; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "required command not found: $1"; }
@@ -342,9 +350,19 @@ write_node_config() {
   # args: cdir node nodes voters
   local cdir="$1" n="$2" nodes="$3" voters="$4"
   local ndir="$cdir/node-$n"
-  local bport cport
+  local bport cport sport secure=""
   bport=$(sed -n "${n}p" "$cdir/broker_ports")
   cport=$(sed -n "${n}p" "$cdir/controller_ports")
+  sport=$(sed -n "${n}p" "$cdir/secure_ports" 2>/dev/null || true)
+  [[ -f "$cdir/secure" ]] && secure="$(cat "$cdir/secure")"
+  local listeners="PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport"
+  local advertised="PLAINTEXT://127.0.0.1:$bport"
+  local protomap="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n "$secure" ]]; then
+    listeners="$listeners,SECURE://127.0.0.1:$sport"
+    advertised="$advertised,SECURE://127.0.0.1:$sport"
+    protomap="$protomap,SECURE:$secure"
+  fi
   local rf=$(( nodes < 3 ? nodes : 3 ))
   local minisr=$(( nodes == 1 ? 1 : 2 ))
   # Optional extra client listener (start --extra-listener LNAME@HOST): same security, own port.
@@ -361,9 +379,9 @@ write_node_config() {
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport$xl
-advertised.listeners=PLAINTEXT://127.0.0.1:$bport$xa
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$xm
+listeners=$listeners$xl
+advertised.listeners=$advertised$xa
+listener.security.protocol.map=$protomap$xm
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$ndir/data
@@ -417,6 +435,34 @@ logger.authorizer.level = WARN
 logger.zk.name = org.apache.kafka.clients.NetworkClient
 logger.zk.level = WARN
 EOF
+}
+
+# Certificates for a --secure cluster in DIR: a CA, a broker certificate for localhost and
+# 127.0.0.1 (PKCS12 for the broker), a client certificate (PEM, PKCS12), the CA as PKCS12
+# and JKS trust stores. Store password: changeit.
+make_tls() {
+  local d="$1"
+  need openssl; need keytool
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj "/CN=mirrorgate-test-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    for who in broker client; do
+      openssl req -newkey rsa:2048 -nodes -keyout "$who.key" -out "$who.csr" -subj "/CN=$who" 2>/dev/null
+      printf 'basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$who.ext"
+      openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$who.pem" -days 30 \
+        -extfile "$who.ext" 2>/dev/null
+      cat "$who.pem" ca.pem >"$who-chain.pem"
+      openssl pkcs12 -export -in "$who.pem" -inkey "$who.key" -certfile ca.pem -name "$who" \
+        -out "$who.p12" -passout pass:changeit
+    done
+    openssl pkcs8 -topk8 -nocrypt -in client.key -out client-pkcs8.key
+    keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 -storetype PKCS12 \
+      -storepass changeit >/dev/null 2>&1
+    keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.jks -storetype JKS \
+      -storepass changeit >/dev/null 2>&1
+  ) || die "making test certificates in $d failed"
 }
 
 # Launch one node's JVM in its own session, fully detached from our stdio.
@@ -531,7 +577,7 @@ cmd_start() {
   [[ $# -ge 1 ]] || usage
   local name="$1"; shift
   valid_name "$name"
-  local nodes=1 version="$DEFAULT_VERSION" owner="" props=() tiered=0 extra=""
+  local nodes=1 version="$DEFAULT_VERSION" owner="" props=() tiered=0 extra="" secure="" client_auth="none" users=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
@@ -545,10 +591,15 @@ cmd_start() {
       --tiered) tiered=1; shift ;;
       --extra-listener) extra="${2:?--extra-listener needs LNAME@HOST}"; shift 2 ;;
       --extra-listener=*) extra="${1#*=}"; shift ;;
+      --secure) secure="${2:?--secure needs a protocol}"; shift 2 ;;
+      --client-auth) client_auth="${2:?--client-auth needs a value}"; shift 2 ;;
+      --user) users+=("${2:?--user needs MECHANISM:NAME:PASSWORD}"); shift 2 ;;
       *) log "unknown option: $1"; usage ;;
     esac
   done
   [[ "$nodes" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
+  case "$secure" in ""|SSL|SASL_SSL|SASL_PLAINTEXT) ;; *) die "--secure must be SSL, SASL_SSL or SASL_PLAINTEXT" ;; esac
+  case "$client_auth" in none|requested|required) ;; *) die "--client-auth must be none, requested or required" ;; esac
   if [[ -n "$owner" ]]; then
     [[ "$owner" =~ ^[0-9]+$ ]] || die "--owner-pid must be a pid"
     pid_alive "$owner" || die "--owner-pid $owner is not running"
@@ -578,20 +629,49 @@ cmd_start() {
   (
     exec 7>"$STATE/.ports.lock"
     flock 7
-    per_node=2; [[ -n "$extra" ]] && per_node=3
-    ports="$(alloc_ports $((nodes * per_node)))" || exit 1
+    # Per node: broker, controller, secure and extra listener ports.
+    ports="$(alloc_ports $((nodes * 4)))" || exit 1
     echo "$ports" >"$cdir/ports"
   ) || die "port allocation failed"
   read -r -a all_ports <"$cdir/ports"
-  : >"$cdir/broker_ports"; : >"$cdir/controller_ports"; : >"$cdir/extra_ports"
+  : >"$cdir/broker_ports"; : >"$cdir/controller_ports"; : >"$cdir/secure_ports"; : >"$cdir/extra_ports"
   printf '%s' "$extra" >"$cdir/extra_listener"
   local n voters=""
   for ((n = 1; n <= nodes; n++)); do
-    echo "${all_ports[$(( (n - 1) * 2 ))]}" >>"$cdir/broker_ports"
-    echo "${all_ports[$(( (n - 1) * 2 + 1 ))]}" >>"$cdir/controller_ports"
-    [[ -n "$extra" ]] && echo "${all_ports[$(( nodes * 2 + n - 1 ))]}" >>"$cdir/extra_ports"
-    voters="${voters:+$voters,}$n@127.0.0.1:${all_ports[$(( (n - 1) * 2 + 1 ))]}"
+    echo "${all_ports[$(( (n - 1) * 4 ))]}" >>"$cdir/broker_ports"
+    echo "${all_ports[$(( (n - 1) * 4 + 1 ))]}" >>"$cdir/controller_ports"
+    echo "${all_ports[$(( (n - 1) * 4 + 2 ))]}" >>"$cdir/secure_ports"
+    [[ -n "$extra" ]] && echo "${all_ports[$(( (n - 1) * 4 + 3 ))]}" >>"$cdir/extra_ports"
+    voters="${voters:+$voters,}$n@127.0.0.1:${all_ports[$(( (n - 1) * 4 + 1 ))]}"
   done
+  local scram_args=()
+  if [[ -n "$secure" ]]; then
+    echo "$secure" >"$cdir/secure"
+    make_tls "$cdir/tls"
+    local jaas_plain="org.apache.kafka.common.security.plain.PlainLoginModule required" u mech uname upass
+    for u in "${users[@]+"${users[@]}"}"; do
+      mech="${u%%:*}"; u="${u#*:}"; uname="${u%%:*}"; upass="${u#*:}"
+      case "$mech" in
+        PLAIN) jaas_plain="$jaas_plain user_${uname}=\"${upass}\"" ;;
+        SCRAM-SHA-256|SCRAM-SHA-512) scram_args+=(--add-scram "${mech}=[name=${uname},password=${upass}]") ;;
+        *) die "--user mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" ;;
+      esac
+    done
+    props=(
+      "listener.name.secure.ssl.keystore.type=PKCS12"
+      "listener.name.secure.ssl.keystore.location=$cdir/tls/broker.p12"
+      "listener.name.secure.ssl.keystore.password=changeit"
+      "listener.name.secure.ssl.key.password=changeit"
+      "listener.name.secure.ssl.truststore.type=PEM"
+      "listener.name.secure.ssl.truststore.location=$cdir/tls/ca.pem"
+      "listener.name.secure.ssl.client.auth=$client_auth"
+      "listener.name.secure.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+      "listener.name.secure.plain.sasl.jaas.config=$jaas_plain;"
+      "listener.name.secure.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+      "listener.name.secure.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+      "${props[@]+"${props[@]}"}"
+    )
+  fi
   echo "$nodes" >"$cdir/nodes"
   echo "$version" >"$cdir/version"
   if [[ "$tiered" == 1 ]]; then
@@ -627,7 +707,7 @@ cmd_start() {
     write_node_config "$cdir" "$n" "$nodes" "$voters"
     java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
       -Dlog4j2.configurationFile="$(kafka_home "$version")/tools-log4j2.properties" \
-      -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" \
+      -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" "${scram_args[@]+"${scram_args[@]}"}" \
       -c "$cdir/node-$n/server.properties" </dev/null >"$cdir/node-$n/format.log" 2>&1 8>&- 9>&- &
     fmt_pids+=($!)
   done
@@ -668,6 +748,14 @@ cmd_start() {
   fi
   log "cluster $name ($nodes node(s), Kafka $version, id $cluster_id) ready in $(( ($(now_ms) - t0) ))ms: $bootstrap"
   echo "$bootstrap"
+  if [[ -n "$secure" ]]; then
+    local sb=""
+    while read -r p; do sb="${sb:+$sb,}127.0.0.1:$p"; done <"$cdir/secure_ports"
+    echo "$sb" >"$cdir/secure_bootstrap"
+    log "cluster $name: $secure listener (client auth $client_auth) at $sb, certificates in $cdir/tls"
+    echo "secure=$sb"
+    echo "tls=$cdir/tls"
+  fi
 }
 
 proc_starttime() {

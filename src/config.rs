@@ -103,6 +103,92 @@ pub struct DestinationConfig {
     /// new brokers, in ms (default 30000).
     #[serde(default = "default_metadata_refresh_ms")]
     pub metadata_refresh_interval_ms: u64,
+    /// Kafka's `security.protocol` towards the destination: `PLAINTEXT` (default), `SSL`,
+    /// `SASL_PLAINTEXT` or `SASL_SSL`. Each `sasl_*` / `ssl_*` field below is the Java
+    /// client property of the same name with `_` for `.` (docs/security.md).
+    #[serde(default)]
+    pub security_protocol: Option<String>,
+    /// `sasl.mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[serde(default)]
+    pub sasl_mechanism: Option<String>,
+    /// `sasl.jaas.config` (secret).
+    #[serde(default)]
+    pub sasl_jaas_config: Option<String>,
+    /// `ssl.truststore.type`: PEM or PKCS12 (guessed from the file when unset).
+    #[serde(default)]
+    pub ssl_truststore_type: Option<String>,
+    /// `ssl.truststore.location`: PEM or PKCS12 file.
+    #[serde(default)]
+    pub ssl_truststore_location: Option<String>,
+    /// `ssl.truststore.password` (secret; PKCS12 only).
+    #[serde(default)]
+    pub ssl_truststore_password: Option<String>,
+    /// `ssl.truststore.certificates`: PEM text.
+    #[serde(default)]
+    pub ssl_truststore_certificates: Option<String>,
+    /// `ssl.keystore.type`: PEM or PKCS12 (guessed from the file when unset).
+    #[serde(default)]
+    pub ssl_keystore_type: Option<String>,
+    /// `ssl.keystore.location`: PEM (key and chain) or PKCS12 file, for mutual TLS.
+    #[serde(default)]
+    pub ssl_keystore_location: Option<String>,
+    /// `ssl.keystore.password` (secret; PKCS12 only).
+    #[serde(default)]
+    pub ssl_keystore_password: Option<String>,
+    /// `ssl.keystore.key`: PEM private key text (secret).
+    #[serde(default)]
+    pub ssl_keystore_key: Option<String>,
+    /// `ssl.keystore.certificate.chain`: PEM certificate chain text.
+    #[serde(default)]
+    pub ssl_keystore_certificate_chain: Option<String>,
+    /// `ssl.key.password` (secret; encrypted PEM keys are refused, see docs/security.md).
+    #[serde(default)]
+    pub ssl_key_password: Option<String>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (default) or empty.
+    #[serde(default)]
+    pub ssl_endpoint_identification_algorithm: Option<String>,
+}
+
+impl DestinationConfig {
+    /// The security fields as Java client properties (`security.protocol`, ...), set ones
+    /// only.
+    pub fn security_properties(&self) -> std::collections::BTreeMap<String, String> {
+        [
+            ("security.protocol", &self.security_protocol),
+            ("sasl.mechanism", &self.sasl_mechanism),
+            ("sasl.jaas.config", &self.sasl_jaas_config),
+            ("ssl.truststore.type", &self.ssl_truststore_type),
+            ("ssl.truststore.location", &self.ssl_truststore_location),
+            ("ssl.truststore.password", &self.ssl_truststore_password),
+            ("ssl.truststore.certificates", &self.ssl_truststore_certificates),
+            ("ssl.keystore.type", &self.ssl_keystore_type),
+            ("ssl.keystore.location", &self.ssl_keystore_location),
+            ("ssl.keystore.password", &self.ssl_keystore_password),
+            ("ssl.keystore.key", &self.ssl_keystore_key),
+            ("ssl.keystore.certificate.chain", &self.ssl_keystore_certificate_chain),
+            ("ssl.key.password", &self.ssl_key_password),
+            ("ssl.endpoint.identification.algorithm", &self.ssl_endpoint_identification_algorithm),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))
+        .collect()
+    }
+}
+
+/// TLS termination of a client listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTlsConfig {
+    /// PEM file with the listener's certificate chain (leaf first).
+    pub cert_file: String,
+    /// PEM file with its private key (unencrypted PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
+    /// Client certificates: `none` (default), `requested` or `required`.
+    #[serde(default)]
+    pub client_auth: crate::client::tls::ClientAuth,
+    /// PEM file with the CAs client certificates must chain to (with `requested`/`required`).
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 /// One client-facing listener: a bootstrap port and one port per destination broker.
@@ -124,6 +210,9 @@ pub struct ListenerConfig {
     /// Whether mirror admin RPCs are answered on this listener (default false).
     #[serde(default)]
     pub admin: bool,
+    /// TLS termination; unset = plaintext.
+    #[serde(default)]
+    pub tls: Option<ListenerTlsConfig>,
 }
 
 /// Logging settings; `RUST_LOG`, when set, wins over `level`.
@@ -214,6 +303,23 @@ pub struct Listener {
     pub last_port: u16,
     /// Whether mirror admin RPCs are answered here.
     pub admin: bool,
+    /// TLS termination, `None` = plaintext.
+    pub tls: Option<ListenerTls>,
+}
+
+/// A listener's TLS server config, loaded from its files.
+#[derive(Clone)]
+pub struct ListenerTls {
+    /// The rustls config.
+    pub config: std::sync::Arc<rustls::ServerConfig>,
+    /// Client certificate policy (for logs).
+    pub client_auth: crate::client::tls::ClientAuth,
+}
+
+impl std::fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerTls").field("client_auth", &self.client_auth).finish_non_exhaustive()
+    }
 }
 
 impl Listener {
@@ -234,6 +340,10 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// Timeout of mirrorgate's own requests.
     pub request_timeout: Duration,
+    /// TLS and SASL towards the destination: all of it for mirrorgate's own connections,
+    /// TLS only for the upstream side of client connections (clients authenticate
+    /// themselves).
+    pub destination_security: crate::client::ClientSecurity,
     /// Broker list refresh interval.
     pub metadata_refresh_interval: Duration,
     /// Client listeners.
@@ -316,6 +426,21 @@ impl ProxyConfig {
             if advertised_host.is_empty() {
                 return Err(invalid(key("advertised_host"), "must not be empty"));
             }
+            let tls = match &l.tls {
+                None => None,
+                Some(t) => Some(ListenerTls {
+                    config: std::sync::Arc::new(
+                        crate::client::tls::server_config(
+                            &t.cert_file,
+                            &t.key_file,
+                            t.client_auth,
+                            t.ca_file.as_deref(),
+                        )
+                        .map_err(|e| invalid(key(&format!("tls.{}", e.key)), e.reason))?,
+                    ),
+                    client_auth: t.client_auth,
+                }),
+            };
             listeners.push(Listener {
                 name: l.name.clone(),
                 bind_ip,
@@ -323,6 +448,7 @@ impl ProxyConfig {
                 bootstrap_port: first,
                 last_port: last,
                 admin: l.admin,
+                tls,
             });
         }
         if self.max_frame_bytes < 1024 || self.max_frame_bytes > i32::MAX as usize {
@@ -358,8 +484,12 @@ impl ProxyConfig {
         };
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", format!("`{}`: {e}", self.log.level)))?;
+        let destination_security =
+            crate::client::ClientSecurity::from_properties(&self.destination.security_properties())
+                .map_err(|e| invalid(format!("destination.{}", e.key.replace('.', "_")), e.reason))?;
         Ok(Settings {
             destination_bootstrap,
+            destination_security,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
             request_timeout: Duration::from_millis(self.destination.request_timeout_ms),
             metadata_refresh_interval: Duration::from_millis(self.destination.metadata_refresh_interval_ms),

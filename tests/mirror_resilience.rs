@@ -377,14 +377,14 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
     let start_front = || {
         Mirrorgate::start_in_front_of(
             &dest.bootstrap,
-            FrontOptions { first_port: Some(front_port), destination_yaml: "" },
+            FrontOptions { first_port: Some(front_port), destination_yaml: "", ..FrontOptions::default() },
             front_opts(),
         )
     };
     let mut front = start_front();
     let mg = Mirrorgate::start_in_front_of(
         &front.bootstrap,
-        FrontOptions { first_port: None, destination_yaml: "  request_timeout_ms: 5000\n" },
+        FrontOptions { first_port: None, destination_yaml: "  request_timeout_ms: 5000\n", ..FrontOptions::default() },
         MirrorgateOptions::default(),
     );
     let mirror = start_mirror(&mg, &source, &[&topic], "");

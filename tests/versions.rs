@@ -67,7 +67,7 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
 
 fn access(bootstrap: &str) -> ClusterAccess {
     ClusterAccess {
-        bootstrap: vec![bootstrap.to_string()],
+        bootstrap: vec![bootstrap.to_string()].into(),
         connect_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(30),
     }

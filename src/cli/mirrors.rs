@@ -92,9 +92,15 @@ pub fn main(args: MirrorsArgs) -> ExitCode {
     let result = runtime.block_on(async {
         let timeouts = Timeouts { connect: CONNECT_TIMEOUT, request: REQUEST_TIMEOUT };
         let needed = actions::needed_apis(&inv.action);
-        let mut conn =
-            AdminConnection::open(&inv.bootstrap, client_id, timeouts, command_config.api_keys.clone(), &needed)
-                .await?;
+        let mut conn = AdminConnection::open(
+            &inv.bootstrap,
+            client_id,
+            timeouts,
+            command_config.api_keys.clone(),
+            &needed,
+            &command_config.security,
+        )
+        .await?;
         actions::execute(&mut conn, &inv.action, mirror_config.as_ref()).await
     });
     match result {

@@ -84,6 +84,8 @@ pub struct ClusterOptions {
     /// Socket buffer sizes and read timeout of new connections (default: OS defaults, no
     /// read timeout).
     pub socket: crate::client::connect::SocketOptions,
+    /// TLS and SASL of every connection (default PLAINTEXT).
+    pub security: crate::client::security::ClientSecurity,
 }
 
 impl ClusterOptions {
@@ -103,6 +105,7 @@ impl ClusterOptions {
             reconnect_backoff: Duration::ZERO,
             connections_max_idle: None,
             socket: crate::client::connect::SocketOptions::default(),
+            security: crate::client::security::ClientSecurity::plaintext(),
         }
     }
 
@@ -113,6 +116,7 @@ impl ClusterOptions {
             connect_timeout_max: settings.connect_timeout,
             request_timeout: settings.request_timeout,
             max_frame_bytes: settings.max_frame_bytes,
+            security: settings.destination_security.clone(),
             ..Self::new(settings.destination_bootstrap.clone())
         }
     }
@@ -291,13 +295,30 @@ impl ClusterError {
     pub fn kafka_error(&self) -> Option<KafkaErrorCode> {
         match self {
             ClusterError::Kafka { error, .. } => Some(*error),
+            ClusterError::Connect { source: ClientError::Authentication { error, .. }, .. } => {
+                Some(KafkaErrorCode(*error))
+            }
             ClusterError::RetriesExhausted { last, .. } => last.kafka_error(),
             _ => None,
         }
     }
 
-    /// Whether trying again later may succeed.
+    /// The TLS or SASL refusal behind this error, if a broker refused the connection's
+    /// certificates or credentials (also through [`ClusterError::RetriesExhausted`]).
+    pub fn security_refusal(&self) -> Option<&ClientError> {
+        match self {
+            ClusterError::Connect { source, .. } if source.is_security() => Some(source),
+            ClusterError::RetriesExhausted { last, .. } => last.security_refusal(),
+            _ => None,
+        }
+    }
+
+    /// Whether trying again soon may succeed (a TLS or SASL refusal does not: the settings
+    /// or the broker's users must change first).
     pub fn is_retriable(&self) -> bool {
+        if self.security_refusal().is_some() {
+            return false;
+        }
         match self {
             ClusterError::Connect { .. }
             | ClusterError::Transport { .. }
@@ -1282,16 +1303,29 @@ impl ClusterClient {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let connected =
-            BrokerConnection::connect_with(addr, connect_timeout, o.request_timeout, o.max_frame_bytes, &o.socket)
-                .await;
+        let connected = BrokerConnection::connect_with(
+            addr,
+            connect_timeout,
+            o.request_timeout,
+            o.max_frame_bytes,
+            &o.socket,
+            &o.security,
+        )
+        .await;
         policy.record(addr, connected.is_ok());
         let mut conn = connected.map_err(connect_err)?;
         conn.set_client_id(&o.client_id);
         let mut req = ApiVersionsRequest::default();
         req.client_software_name = StrBytes::from_string(o.client_software_name.clone());
         req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
-        let resp = conn.send(&req, API_VERSIONS_VERSION).await.map_err(connect_err)?;
+        let resp = match conn.send(&req, API_VERSIONS_VERSION).await {
+            Ok(r) => r,
+            Err(e) => {
+                // TLS 1.3 reports a refused client certificate at the first read.
+                o.security.remember_failure(addr, &e);
+                return Err(connect_err(e));
+            }
+        };
         if resp.error_code != 0 {
             return Err(connect_err(ClientError::Protocol {
                 addr: addr.to_string(),
@@ -1350,7 +1384,7 @@ impl ClusterClient {
             let addr = &candidates[(start + i) % n];
             match self.call(addr, ours, &build).await {
                 Ok((r, v)) => return Ok((r, v, addr.clone())),
-                Err(e @ ClusterError::Connect { .. }) => {
+                Err(e @ ClusterError::Connect { .. }) if e.security_refusal().is_none() => {
                     tracing::debug!(broker = %addr, error = %e, "broker unreachable, trying the next");
                     last = e.to_string();
                 }

@@ -1,4 +1,5 @@
-//! One TCP connection to one broker: framed request/response with correlation ids and
+//! One connection to one broker (plain TCP or TLS, authenticated with SASL when the
+//! cluster's [`ClientSecurity`] says so): framed request/response with correlation ids and
 //! timeouts. Requests on a connection are answered in order (Kafka guarantees per-connection
 //! ordering), so a mismatched correlation id is a protocol error that ends the connection.
 
@@ -8,9 +9,10 @@ use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::client::connect::{open_stream, SocketOptions};
+use crate::client::security::ClientSecurity;
+use crate::client::stream::BrokerStream;
 
 use crate::wire::frame::{FrameDecoder, FrameError};
 use crate::wire::header;
@@ -50,13 +52,59 @@ pub enum ClientError {
         /// Broker address.
         addr: String,
     },
+    /// The TLS handshake failed (untrusted, expired or wrong-host certificate, a plaintext
+    /// port, our certificate refused).
+    #[error("{addr}: TLS handshake failed: {reason}")]
+    Tls {
+        /// Broker address.
+        addr: String,
+        /// rustls' reason.
+        reason: String,
+    },
+    /// SASL authentication failed: the broker's error code (SASL_AUTHENTICATION_FAILED (58),
+    /// UNSUPPORTED_SASL_MECHANISM (33), ...) and message.
+    #[error("{addr}: SASL authentication failed: {} : {message}", crate::client::KafkaErrorCode(*error))]
+    Authentication {
+        /// Broker address.
+        addr: String,
+        /// Kafka error code.
+        error: i16,
+        /// The broker's message (Kafka's never holds the password).
+        message: String,
+    },
+}
+
+impl ClientError {
+    /// An I/O error on the connection to `addr`: a TLS alert from the broker (e.g. our
+    /// certificate refused, which TLS 1.3 reports at the first read) becomes
+    /// [`ClientError::Tls`], anything else [`ClientError::Io`].
+    pub fn from_io(addr: &str, source: std::io::Error) -> Self {
+        if let Some(tls) = source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            let hint = match tls {
+                rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate)
+                | rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired)
+                | rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA) => {
+                    " (the broker refused our client certificate or needs one: check ssl.keystore.*)"
+                }
+                _ => "",
+            };
+            return Self::Tls { addr: addr.into(), reason: format!("{tls}{hint}") };
+        }
+        Self::Io { addr: addr.into(), source }
+    }
+
+    /// Whether the connection was refused for its credentials or certificates (TLS or SASL):
+    /// retrying at once with the same settings cannot help.
+    pub fn is_security(&self) -> bool {
+        matches!(self, Self::Tls { .. } | Self::Authentication { .. })
+    }
 }
 
 /// A connection to one broker.
 #[derive(Debug)]
 pub struct BrokerConnection {
     addr: String,
-    stream: TcpStream,
+    stream: BrokerStream,
     buf: BytesMut,
     decoder: FrameDecoder,
     next_correlation_id: i32,
@@ -68,7 +116,7 @@ pub struct BrokerConnection {
 
 impl BrokerConnection {
     /// Connects to `addr` (`host:port`) within `connect_timeout`, with the OS's socket
-    /// defaults.
+    /// defaults, in PLAINTEXT.
     ///
     /// # Errors
     /// [`ClientError::Io`] or [`ClientError::Timeout`].
@@ -78,24 +126,77 @@ impl BrokerConnection {
         request_timeout: Duration,
         max_frame_bytes: usize,
     ) -> Result<Self, ClientError> {
-        Self::connect_with(addr, connect_timeout, request_timeout, max_frame_bytes, &SocketOptions::default()).await
+        Self::connect_with(
+            addr,
+            connect_timeout,
+            request_timeout,
+            max_frame_bytes,
+            &SocketOptions::default(),
+            &ClientSecurity::plaintext(),
+        )
+        .await
     }
 
-    /// Connects to `addr` (`host:port`) within `connect_timeout`, with `socket`'s buffer
-    /// sizes and read timeout.
+    /// Connects to `addr` (`host:port`) within `connect_timeout` (TCP, then the TLS handshake
+    /// within the same bound again), with `socket`'s buffer sizes and read timeout, and
+    /// authenticates with SASL when `security` says so (a fresh exchange on every
+    /// connection, each step within the request timeout). A TLS or SASL refusal is
+    /// remembered for [`crate::client::security::SECURITY_FAILURE_HOLD`] per broker and
+    /// settings: connects in that window fail at once with the same error, so a wrong
+    /// password never turns into a storm of attempts against the broker.
     ///
     /// # Errors
-    /// [`ClientError::Io`] or [`ClientError::Timeout`].
+    /// [`ClientError::Io`], [`ClientError::Timeout`], [`ClientError::Tls`] or
+    /// [`ClientError::Authentication`].
     pub async fn connect_with(
         addr: &str,
         connect_timeout: Duration,
         request_timeout: Duration,
         max_frame_bytes: usize,
         socket: &SocketOptions,
+        security: &ClientSecurity,
     ) -> Result<Self, ClientError> {
-        let stream = open_stream(addr, connect_timeout, socket).await?;
-        let _ = stream.set_nodelay(true);
-        Ok(Self {
+        if let Some(remembered) = security.recent_failure(addr) {
+            return Err(remembered);
+        }
+        let result =
+            Self::open_secured(addr, connect_timeout, request_timeout, max_frame_bytes, socket, security).await;
+        if let Err(e) = &result {
+            security.remember_failure(addr, e);
+        }
+        result
+    }
+
+    async fn open_secured(
+        addr: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        max_frame_bytes: usize,
+        socket: &SocketOptions,
+        security: &ClientSecurity,
+    ) -> Result<Self, ClientError> {
+        let tcp = open_stream(addr, connect_timeout, socket).await?;
+        let _ = tcp.set_nodelay(true);
+        let stream = match &security.tls {
+            Some(config) => BrokerStream::tls(tcp, addr, config.clone(), connect_timeout).await?,
+            None => BrokerStream::Plain(tcp),
+        };
+        let mut conn = Self::from_stream(addr, stream, request_timeout, max_frame_bytes, socket);
+        if let Some(creds) = &security.sasl {
+            crate::client::sasl::authenticate(&mut conn, creds).await?;
+            tracing::debug!(broker = addr, mechanism = creds.mechanism.name(), user = %creds.username, "SASL authenticated");
+        }
+        Ok(conn)
+    }
+
+    fn from_stream(
+        addr: &str,
+        stream: BrokerStream,
+        request_timeout: Duration,
+        max_frame_bytes: usize,
+        socket: &SocketOptions,
+    ) -> Self {
+        Self {
             addr: addr.into(),
             stream,
             buf: BytesMut::with_capacity(64 * 1024),
@@ -104,7 +205,7 @@ impl BrokerConnection {
             client_id: StrBytes::from_static_str("mirrorgate"),
             request_timeout,
             read_timeout: socket.read_timeout,
-        })
+        }
     }
 
     /// Sets the `client_id` of the request headers sent from now on (default `mirrorgate`).
@@ -159,7 +260,9 @@ impl BrokerConnection {
         let what = format!("api key {api_key} v{version}");
         let addr = self.addr.clone();
         let fut = async {
-            self.stream.write_all(&out).await.map_err(|source| ClientError::Io { addr: addr.clone(), source })?;
+            let io = |source| ClientError::from_io(&addr, source);
+            self.stream.write_all(&out).await.map_err(io)?;
+            self.stream.flush().await.map_err(io)?;
             self.read_frame().await
         };
         let frame = tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
@@ -205,7 +308,7 @@ impl BrokerConnection {
         let timeout = self.request_timeout;
         let addr = self.addr.clone();
         let fut = async {
-            let io = |source: std::io::Error| ClientError::Io { addr: addr.clone(), source };
+            let io = |source: std::io::Error| ClientError::from_io(&addr, source);
             let mut next = 0;
             while next < segments.len() {
                 let mut slices = [std::io::IoSlice::new(&[]); MAX_IOVECS];
@@ -229,6 +332,7 @@ impl BrokerConnection {
                     }
                 }
             }
+            self.stream.flush().await.map_err(io)?;
             if expects_response {
                 self.read_frame().await.map(Some)
             } else {
@@ -270,7 +374,7 @@ impl BrokerConnection {
                     ms: t.as_millis(),
                 })?,
             }
-            .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })?;
+            .map_err(|source| ClientError::from_io(&self.addr, source))?;
             if n == 0 {
                 return Err(ClientError::Closed { addr: self.addr.clone() });
             }

@@ -5,6 +5,10 @@
 pub mod cluster;
 pub mod conn;
 pub mod connect;
+pub mod sasl;
+pub mod security;
+pub mod stream;
+pub mod tls;
 
 pub use cluster::{
     Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome,
@@ -12,3 +16,4 @@ pub use cluster::{
 };
 pub use conn::{BrokerConnection, ClientError};
 pub use connect::{ConnectPolicy, SocketOptions};
+pub use security::{ClientSecurity, SecurityError, SecurityProtocol};

@@ -244,7 +244,7 @@ pub const KEYS: &[ConfigKey] = &[
         default: Some("PLAINTEXT"),
         kind: ConfigType::Choice(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
         sensitive: false,
-        doc: "Protocol towards the source.",
+        doc: "Protocol towards the source (docs/security.md).",
     },
     ConfigKey {
         name: "sasl.mechanism",
@@ -258,49 +258,84 @@ pub const KEYS: &[ConfigKey] = &[
         default: None,
         kind: ConfigType::String,
         sensitive: true,
-        doc: "SASL JAAS line with the source credentials (secret).",
+        doc: "JAAS line with the source credentials, Java syntax: PlainLoginModule or ScramLoginModule with username and password (secret).",
+    },
+    ConfigKey {
+        name: "ssl.truststore.type",
+        default: None,
+        kind: ConfigType::Choice(&["PEM", "PKCS12", "JKS"]),
+        sensitive: false,
+        doc: "Trust store format: PEM or PKCS12 (guessed from the file when unset; JKS is refused with the keytool command that converts it).",
     },
     ConfigKey {
         name: "ssl.truststore.location",
         default: None,
         kind: ConfigType::String,
         sensitive: false,
-        doc: "PEM trust store for the source's certificates.",
+        doc: "Trust store file (PEM or PKCS12) with the CAs of the source's certificates; unset = the system's CAs.",
     },
     ConfigKey {
         name: "ssl.truststore.password",
         default: None,
         kind: ConfigType::String,
         sensitive: true,
-        doc: "Trust store password (secret).",
+        doc: "PKCS12 trust store password (secret).",
+    },
+    ConfigKey {
+        name: "ssl.truststore.certificates",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "Trusted CA certificates as PEM text.",
+    },
+    ConfigKey {
+        name: "ssl.keystore.type",
+        default: None,
+        kind: ConfigType::Choice(&["PEM", "PKCS12", "JKS"]),
+        sensitive: false,
+        doc: "Key store format: PEM or PKCS12 (guessed from the file when unset).",
     },
     ConfigKey {
         name: "ssl.keystore.location",
         default: None,
         kind: ConfigType::String,
         sensitive: false,
-        doc: "Client key store for mutual TLS.",
+        doc: "Client key store for mutual TLS: PKCS12, or PEM with the private key and the certificate chain.",
     },
     ConfigKey {
         name: "ssl.keystore.password",
         default: None,
         kind: ConfigType::String,
         sensitive: true,
-        doc: "Key store password (secret).",
+        doc: "PKCS12 key store password (secret).",
+    },
+    ConfigKey {
+        name: "ssl.keystore.key",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: true,
+        doc: "Client private key as PEM text, unencrypted (secret).",
+    },
+    ConfigKey {
+        name: "ssl.keystore.certificate.chain",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "Client certificate chain as PEM text (with ssl.keystore.key).",
     },
     ConfigKey {
         name: "ssl.key.password",
         default: None,
         kind: ConfigType::String,
         sensitive: true,
-        doc: "Private key password (secret).",
+        doc: "Private key password (secret); encrypted PEM keys are refused.",
     },
     ConfigKey {
         name: "ssl.endpoint.identification.algorithm",
         default: Some("https"),
         kind: ConfigType::Choice(&["https", ""]),
         sensitive: false,
-        doc: "Host name verification of the source (https or empty).",
+        doc: "Host name verification of the source: https = the certificate must name the broker host, empty = off.",
     },
     ConfigKey {
         name: "mirror.fill.max.gap",
@@ -450,14 +485,9 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
             ),
         });
     }
-    // TLS and SASL towards the source arrive with the security work: refuse rather than
-    // connect in plaintext to a cluster the operator asked to reach securely.
-    if let Some(p) = configs.get("security.protocol").filter(|p| p.as_str() != "PLAINTEXT") {
-        return Err(ConfigValueError::Invalid {
-            key: "security.protocol".into(),
-            reason: format!("`{p}` is not supported yet; this version reaches the source with PLAINTEXT only"),
-        });
-    }
+    // TLS and SASL settings are checked by building them (stores read, JAAS parsed): a
+    // mirror that cannot connect securely is refused at once, naming the key.
+    source_security(configs).map_err(|e| ConfigValueError::Invalid { key: e.key, reason: e.reason })?;
     Ok(())
 }
 
@@ -478,14 +508,55 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
     (!is_sensitive(name)).then(|| value.to_string())
 }
 
+/// How long a built [`source_security`] is reused for the same settings before the stores
+/// it names are read again (callers ask several times a second).
+const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+type SecurityCache = std::sync::Mutex<
+    std::collections::HashMap<BTreeMap<String, String>, (std::time::Instant, crate::client::ClientSecurity)>,
+>;
+
+/// The TLS and SASL settings towards the source of a mirror with `configs` (effective
+/// values of `security.protocol`, `sasl.*`, `ssl.*`). The same settings give the same result
+/// for [`SECURITY_CACHE_TTL`] (60 s) once built: store files are re-read after that.
+///
+/// # Errors
+/// [`crate::client::SecurityError`] naming the key that cannot be used.
+pub fn source_security(
+    configs: &BTreeMap<String, String>,
+) -> Result<crate::client::ClientSecurity, crate::client::SecurityError> {
+    static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
+    let props: BTreeMap<String, String> = crate::client::security::SECURITY_KEYS
+        .iter()
+        .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
+        .collect();
+    let cache = CACHE.get_or_init(Default::default);
+    {
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        c.retain(|_, (at, _)| at.elapsed() < SECURITY_CACHE_TTL);
+        if let Some((_, built)) = c.get(&props) {
+            return Ok(built.clone());
+        }
+    }
+    // Only usable settings are kept: a fixed store file is seen at the next call.
+    let built = crate::client::ClientSecurity::from_properties(&props)?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(props, (std::time::Instant::now(), built.clone()));
+    Ok(built)
+}
+
 /// Options of a client towards the source cluster of a mirror with `configs` (keys or their
 /// aliases): `bootstrap.servers`, `client.id`, `request.timeout.ms`,
 /// `socket.connection.setup.timeout.ms` and `.max.ms`, `reconnect.backoff.ms`,
 /// `connections.max.idle.ms` (-1 = never), `socket.timeout.ms` and
-/// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` (-1 = OS default). `None` when
-/// `bootstrap.servers` is missing.
+/// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` (-1 = OS default), and TLS and
+/// SASL ([`source_security`]; settings that stopped being usable give a client whose every
+/// connect fails naming them, never a plaintext one). `None` when `bootstrap.servers` is
+/// missing. Registers the security for the bootstrap list
+/// ([`crate::client::security::register_for`]).
 pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
-    let bootstrap = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
+    let bootstrap: Vec<String> = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
+    let security = source_security(configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+    crate::client::security::register_for(&bootstrap, &security);
     let long = |k: &str| effective(configs, k).and_then(|v| v.trim().parse::<i64>().ok());
     let ms = |k: &str| long(k).and_then(|v| u64::try_from(v).ok()).map(std::time::Duration::from_millis);
     let bytes = |k: &str| long(k).and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
@@ -509,6 +580,7 @@ pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::clien
     if let Some(id) = effective(configs, "client.id") {
         opts.client_id = id.to_string();
     }
+    opts.security = security;
     Some(opts)
 }
 

@@ -558,7 +558,7 @@ impl ControlPlane {
     }
 
     fn source_access(&self, def: &MirrorDefinition) -> ClusterAccess {
-        let bootstrap = configs::effective(&def.configs, "bootstrap.servers")
+        let bootstrap: Vec<String> = configs::effective(&def.configs, "bootstrap.servers")
             .map(|b| configs::split_list(b).map(String::from).collect())
             .unwrap_or_default();
         let ms = |k: &str, d: std::time::Duration| {
@@ -567,8 +567,9 @@ impl ControlPlane {
                 .map(std::time::Duration::from_millis)
                 .unwrap_or(d)
         };
+        let security = configs::source_security(&def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
         ClusterAccess {
-            bootstrap,
+            bootstrap: super::topics::Bootstrap::secured(bootstrap, security),
             connect_timeout: ms("socket.connection.setup.timeout.ms", self.source_timeouts.0),
             request_timeout: ms("request.timeout.ms", self.source_timeouts.1),
         }

@@ -14,12 +14,55 @@ use crate::client::{BrokerConnection, ClientError};
 /// How to reach a cluster for admin lookups.
 #[derive(Debug, Clone)]
 pub struct ClusterAccess {
-    /// `host:port` bootstrap list.
-    pub bootstrap: Vec<String>,
+    /// `host:port` bootstrap list, with the TLS and SASL settings of its connections.
+    pub bootstrap: Bootstrap,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
     /// Request timeout.
     pub request_timeout: Duration,
+}
+
+/// A bootstrap list and the security of the cluster it leads to. Built with
+/// [`Bootstrap::secured`]; collected from `host:port` strings it has no security of its own
+/// and uses the one registered for the list ([`crate::client::security::registered_for`]).
+#[derive(Debug, Clone, Default)]
+pub struct Bootstrap {
+    addrs: Vec<String>,
+    security: Option<crate::client::ClientSecurity>,
+}
+
+impl Bootstrap {
+    /// `addrs` reached with `security`.
+    pub fn secured(addrs: Vec<String>, security: crate::client::ClientSecurity) -> Self {
+        Self { addrs, security: Some(security) }
+    }
+
+    /// The security of its connections.
+    pub fn security(&self) -> crate::client::ClientSecurity {
+        match &self.security {
+            Some(s) => s.clone(),
+            None => crate::client::security::registered_for(&self.addrs),
+        }
+    }
+}
+
+impl std::ops::Deref for Bootstrap {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.addrs
+    }
+}
+
+impl From<Vec<String>> for Bootstrap {
+    fn from(addrs: Vec<String>) -> Self {
+        Self { addrs, security: None }
+    }
+}
+
+impl FromIterator<String> for Bootstrap {
+    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
+        Self { addrs: iter.into_iter().collect(), security: None }
+    }
 }
 
 /// A topic as Metadata describes it.
@@ -57,10 +100,25 @@ impl TopicConfigSupport {
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
 impl ClusterAccess {
+    /// The TLS and SASL settings of this cluster's connections ([`Bootstrap::security`]).
+    fn security(&self) -> crate::client::ClientSecurity {
+        self.bootstrap.security()
+    }
+
     async fn connect(&self) -> Result<BrokerConnection, ClientError> {
         let mut last = None;
-        for addr in &self.bootstrap {
-            match BrokerConnection::connect(addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+        let security = self.security();
+        for addr in self.bootstrap.iter() {
+            match BrokerConnection::connect_with(
+                addr,
+                self.connect_timeout,
+                self.request_timeout,
+                100 << 20,
+                &crate::client::SocketOptions::default(),
+                &security,
+            )
+            .await
+            {
                 Ok(c) => return Ok(c),
                 Err(e) => last = Some(e),
             }
@@ -187,7 +245,16 @@ impl ClusterAccess {
         let mut last = None;
         for broker in &md.brokers {
             let addr = format!("{}:{}", broker.host, broker.port);
-            match BrokerConnection::connect(&addr, self.connect_timeout, self.request_timeout, 100 << 20).await {
+            match BrokerConnection::connect_with(
+                &addr,
+                self.connect_timeout,
+                self.request_timeout,
+                100 << 20,
+                &crate::client::SocketOptions::default(),
+                &self.security(),
+            )
+            .await
+            {
                 Ok(c) => {
                     reached = Some((broker, addr, c));
                     break;

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+
+use crate::client::stream::BrokerStream;
 
 use crate::config::Listener;
 use crate::wire::frame::{length_prefix, FrameDecoder};
@@ -40,14 +41,29 @@ pub enum Target {
 }
 
 /// A response still due to the client, in request order.
-#[derive(Debug)]
 enum Pending {
     /// The destination broker will answer this request.
     Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction },
     /// mirrorgate answered it itself.
     Local(Bytes),
     /// The upstream connection was opened; its responses follow from here on.
-    Opened(OwnedReadHalf),
+    Opened(Reader),
+}
+
+/// The read half of a client or upstream connection (plain TCP or TLS).
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// The write half of a client or upstream connection (plain TCP or TLS).
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Splits a plain TCP stream without a lock, any other stream with tokio's `split`.
+fn split_tcp(s: TcpStream) -> (Reader, Writer) {
+    let (r, w) = s.into_split();
+    (Box::new(r), Box::new(w))
+}
+
+fn split_any<S: AsyncRead + AsyncWrite + Send + 'static>(s: S) -> (Reader, Writer) {
+    let (r, w) = tokio::io::split(s);
+    (Box::new(r), Box::new(w))
 }
 
 /// Advertised addresses of one listener.
@@ -69,18 +85,62 @@ impl AddressMap for ListenerMap<'_> {
     }
 }
 
-/// Serves one accepted client connection until either side closes; logs open and close. The
-/// upstream connection is opened by the first request that needs it.
+/// Serves one accepted client connection until either side closes; logs open and close. On a
+/// TLS listener the TLS handshake comes first (a client that does not start one is closed
+/// with a logged reason). The upstream connection is opened by the first request that needs
+/// it.
 pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>, target: Target, shared: Arc<Shared>) {
     let local = client.local_addr().map(|a| a.port()).unwrap_or(0);
-    tracing::info!(%peer, listener = %listener.name, port = local, ?target, "client connection opened");
+    let (client_r, client_w) = match &listener.tls {
+        None => split_tcp(client),
+        Some(tls) => match accept_tls(client, tls, shared.settings.connect_timeout).await {
+            Ok(halves) => halves,
+            Err(reason) => {
+                tracing::warn!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused");
+                return;
+            }
+        },
+    };
+    tracing::info!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     crate::telemetry::metrics::client_connection(1.0);
-    let reason = pump(client, target, &listener, &shared).await;
+    let reason = pump(client_r, client_w, target, &listener, &shared).await;
     crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
 
-async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream, String), String> {
+/// The TLS handshake of a client on a TLS listener, within `timeout`. A first byte that is
+/// not a TLS handshake record (0x16) is a plaintext client: refused without a handshake.
+async fn accept_tls(
+    client: TcpStream,
+    tls: &crate::config::ListenerTls,
+    timeout: std::time::Duration,
+) -> Result<(Reader, Writer), String> {
+    let handshake = async {
+        let mut first = [0u8; 1];
+        match client.peek(&mut first).await {
+            Ok(0) => return Err("client closed the connection before the TLS handshake".to_string()),
+            Ok(_) if first[0] != 0x16 => {
+                return Err("plaintext client on a TLS listener (no TLS handshake); the client needs security.protocol SSL or SASL_SSL and this listener's CA".to_string())
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("read from client failed: {e}")),
+        }
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+        let stream = acceptor.accept(client).await.map_err(|e| format!("TLS handshake with the client failed: {e}"))?;
+        if let Some(certs) = stream.get_ref().1.peer_certificates() {
+            tracing::debug!(certificates = certs.len(), "client presented a certificate");
+        }
+        Ok(split_any(stream))
+    };
+    tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| format!("TLS handshake with the client timed out after {} ms", timeout.as_millis()))?
+}
+
+/// Opens the upstream connection: TCP, then TLS when the destination's security protocol
+/// uses it. The destination's SASL credentials are NOT used here: clients authenticate
+/// themselves (their SaslHandshake/SaslAuthenticate are forwarded).
+async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStream, String), String> {
     let candidates = match target {
         Target::Bootstrap => shared.directory.bootstrap_candidates(),
         Target::Broker(id) => {
@@ -88,11 +148,24 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream,
         }
     };
     let mut last = String::from("no destination address");
+    let tls = shared.settings.destination_security.tls.clone();
     for addr in candidates {
         match tokio::time::timeout(shared.settings.connect_timeout, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => {
                 let _ = s.set_nodelay(true);
-                return Ok((s, addr));
+                let stream = match &tls {
+                    None => BrokerStream::Plain(s),
+                    Some(config) => {
+                        match BrokerStream::tls(s, &addr, config.clone(), shared.settings.connect_timeout).await {
+                            Ok(t) => t,
+                            Err(e) => {
+                                last = e.to_string();
+                                continue;
+                            }
+                        }
+                    }
+                };
+                return Ok((stream, addr));
             }
             Ok(Err(e)) => last = format!("{addr}: {e}"),
             Err(_) => last = format!("{addr}: connect timed out"),
@@ -102,8 +175,7 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(TcpStream,
 }
 
 /// Runs both directions; returns why the connection ended.
-async fn pump(client: TcpStream, target: Target, listener: &Listener, shared: &Shared) -> String {
-    let (client_r, client_w) = client.into_split();
+async fn pump(client_r: Reader, client_w: Writer, target: Target, listener: &Listener, shared: &Shared) -> String {
     // One slot more than the pipelining cap for the `Opened` message.
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let requests = requests(client_r, target, tx, shared, listener.admin);
@@ -128,7 +200,7 @@ where
 {
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
-    let mut upstream: Option<BufWriter<OwnedWriteHalf>> = None;
+    let mut upstream: Option<BufWriter<Writer>> = None;
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -175,7 +247,10 @@ where
                         match connect_upstream(target, shared).await {
                             Ok((stream, addr)) => {
                                 tracing::debug!(?target, upstream = %addr, "upstream connection opened");
-                                let (up_r, up_w) = stream.into_split();
+                                let (up_r, up_w) = match stream {
+                                    BrokerStream::Plain(s) => split_tcp(s),
+                                    BrokerStream::Tls(s) => split_any(*s),
+                                };
                                 if tx.send(Pending::Opened(up_r)).await.is_err() {
                                     return "response path closed".into();
                                 }
@@ -249,7 +324,7 @@ async fn responses<W>(client_w: W, mut rx: mpsc::Receiver<Pending>, listener: &L
 where
     W: AsyncWrite + Unpin,
 {
-    let mut up_r: Option<OwnedReadHalf> = None;
+    let mut up_r: Option<Reader> = None;
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
     let mut client_w = BufWriter::with_capacity(64 * 1024, client_w);

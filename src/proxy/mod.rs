@@ -70,9 +70,15 @@ pub async fn discover(settings: &Settings) -> Result<DestinationInfo, ClientErro
 }
 
 async fn discover_one(addr: &str, settings: &Settings) -> Result<DestinationInfo, ClientError> {
-    let mut conn =
-        BrokerConnection::connect(addr, settings.connect_timeout, settings.request_timeout, settings.max_frame_bytes)
-            .await?;
+    let mut conn = BrokerConnection::connect_with(
+        addr,
+        settings.connect_timeout,
+        settings.request_timeout,
+        settings.max_frame_bytes,
+        &crate::client::SocketOptions::default(),
+        &settings.destination_security,
+    )
+    .await?;
     let req = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("mirrorgate"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
@@ -144,7 +150,10 @@ async fn open_mirror_gate(
         "mirror state loaded"
     );
     let destination = ClusterAccess {
-        bootstrap: settings.destination_bootstrap.clone(),
+        bootstrap: crate::mirror::topics::Bootstrap::secured(
+            settings.destination_bootstrap.clone(),
+            settings.destination_security.clone(),
+        ),
         connect_timeout: settings.connect_timeout,
         request_timeout: settings.request_timeout,
     };
@@ -176,6 +185,7 @@ pub async fn run(
     deadline: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    crate::client::security::register_for(&settings.destination_bootstrap, &settings.destination_security);
     let started = tokio::time::Instant::now();
     let info = loop {
         match discover(&settings).await {

@@ -96,6 +96,11 @@ pub fn decide(
                 upstream(frame, ResponseAction::ApiVersions { fallback: false })
             }
         }
+        // After a v0 handshake the SASL tokens travel without Kafka request headers, which
+        // the frame router cannot tell from requests; Kafka clients since 1.0 use v1.
+        Some(ApiKey::SaslHandshake) if prefix.api_version == 0 => Decision::Close(
+            "SaslHandshake v0 (unframed SASL tokens) is not supported through mirrorgate; use a client that sends SaslHandshake v1 (any Kafka client since 1.0)".into(),
+        ),
         Some(ApiKey::Metadata) => upstream(frame, ResponseAction::Metadata),
         Some(ApiKey::FindCoordinator) => upstream(frame, ResponseAction::FindCoordinator),
         Some(ApiKey::DescribeCluster) => upstream(frame, ResponseAction::DescribeCluster),
@@ -194,6 +199,21 @@ mod tests {
             decide(&p, f, |k| k == 31000, false),
             Decision::Upstream { action: ResponseAction::Forward, .. }
         ));
+    }
+
+    #[test]
+    fn sasl_is_forwarded_except_unframed_v0() {
+        for (key, version) in [(17, 1), (36, 0), (36, 2)] {
+            let f = req(key, version, &[], 1);
+            assert!(matches!(
+                decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false),
+                Decision::Upstream { action: ResponseAction::Forward, expect_response: true, .. }
+            ));
+        }
+        let f = req(17, 0, &[], 1);
+        assert!(
+            matches!(decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false), Decision::Close(r) if r.contains("v0"))
+        );
     }
 
     #[test]

@@ -28,6 +28,12 @@ pub struct Cluster {
     pub bootstrap: String,
     /// Kafka version.
     pub version: String,
+    /// `host:port,...` of the SECURE client listener of a [`secure_cluster`].
+    pub secure: Option<String>,
+    /// Directory of a [`secure_cluster`]'s test certificates (`ca.pem`, `client.pem`,
+    /// `client-pkcs8.key`, `client-chain.pem`, `client.p12`, `truststore.p12`,
+    /// `truststore.jks`; store password `changeit`).
+    pub tls_dir: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -56,6 +62,18 @@ pub fn tiered_cluster(name: &str, version: &str) -> Arc<Cluster> {
     start_cluster(name, 1, version, &["--tiered"], &[])
 }
 
+/// The one-node Kafka 4.1.1 cluster `name` with a SECURE client listener of `protocol`
+/// (`SSL`, `SASL_SSL`, `SASL_PLAINTEXT`), client certificates `client_auth` (`none`,
+/// `requested`, `required`) and `users` (`MECHANISM:NAME:PASSWORD`), next to its PLAINTEXT
+/// one (`scripts/kafka.sh start --secure`), started on first use.
+pub fn secure_cluster(name: &str, protocol: &str, client_auth: &str, users: &[&str]) -> Arc<Cluster> {
+    let mut flags = vec!["--secure", protocol, "--client-auth", client_auth];
+    for u in users {
+        flags.extend(["--user", u]);
+    }
+    start_cluster(name, 1, "4.1.1", &flags, &[])
+}
+
 fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &[&str]) -> Arc<Cluster> {
     let map = CLUSTERS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
@@ -77,9 +95,19 @@ fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = stdout.lines().map(str::trim);
+    let bootstrap = lines.next().unwrap_or_default().to_string();
     assert!(!bootstrap.is_empty(), "kafka.sh printed no bootstrap servers");
-    let c = Arc::new(Cluster { name: unique, bootstrap, version: version.into() });
+    let (mut secure, mut tls_dir) = (None, None);
+    for l in lines {
+        if let Some(s) = l.strip_prefix("secure=") {
+            secure = Some(s.to_string());
+        } else if let Some(d) = l.strip_prefix("tls=") {
+            tls_dir = Some(PathBuf::from(d));
+        }
+    }
+    let c = Arc::new(Cluster { name: unique, bootstrap, version: version.into(), secure, tls_dir });
     map.insert(name.into(), c.clone());
     c
 }
@@ -356,6 +384,9 @@ pub struct FrontOptions<'a> {
     /// Extra YAML lines inside the `destination:` section, each indented by two spaces
     /// (e.g. `"  request_timeout_ms: 5000\n"`).
     pub destination_yaml: &'a str,
+    /// Extra YAML lines inside the listener item, each indented by four spaces (e.g. a
+    /// `tls:` block).
+    pub listener_yaml: &'a str,
 }
 
 impl Mirrorgate {
@@ -381,12 +412,13 @@ impl Mirrorgate {
         let log_path = dir.join(format!("{id}.log"));
         let state_topic = opts.state_topic.map(String::from).unwrap_or_else(|| unique_name("__mirror_state-test"));
         let yaml = format!(
-            "destination:\n  bootstrap_servers: {bootstrap}\n  metadata_refresh_interval_ms: 5000\n{}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\nmirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
+            "destination:\n  bootstrap_servers: {bootstrap}\n  metadata_refresh_interval_ms: 5000\n{}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\n{}mirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
             front.destination_yaml,
             opts.advertised_host,
             first_port,
             first_port + 11,
             opts.admin,
+            front.listener_yaml,
             opts.extra_yaml
         );
         std::fs::write(&config_path, yaml).unwrap();

@@ -31,8 +31,9 @@ pub struct MirrorsArgs {
     #[arg(long, value_name = "HOST:PORT", required = true)]
     pub bootstrap_server: Option<String>,
 
-    /// Client settings for the connection to the destination (properties file). Supported for
-    /// now: security.protocol=PLAINTEXT and client.id; TLS/SASL settings are rejected.
+    /// Client settings for the connection to the mirrorgate listener (properties file): the
+    /// Java client's security.protocol, sasl.*, ssl.* (TLS to a TLS listener; SASL is checked by
+    /// the destination broker), client.id, mirror.api.key.<rpc>.
     #[arg(long, value_name = "FILE")]
     pub command_config: Option<PathBuf>,
 

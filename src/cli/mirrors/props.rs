@@ -14,10 +14,11 @@ use std::path::Path;
 pub const HIDDEN: &str = "[hidden]";
 
 /// Whether the value of `key` must never be shown: keys containing `password` or
-/// `sasl.jaas.config` (case-insensitive), e.g. `ssl.truststore.password`.
+/// `sasl.jaas.config` (case-insensitive), e.g. `ssl.truststore.password`, and the private
+/// key `ssl.keystore.key`.
 pub fn is_sensitive(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    k.contains("password") || k.contains("sasl.jaas.config")
+    k.contains("password") || k.contains("sasl.jaas.config") || k == "ssl.keystore.key"
 }
 
 /// `value`, or [`HIDDEN`] if `key` is sensitive.
@@ -171,39 +172,25 @@ pub struct CommandConfig {
     /// The mirror RPC api keys, when mirrorgate's `mirror_api_keys` moved them
     /// (`mirror.api.key.<rpc>=N`, e.g. `mirror.api.key.create_cluster_mirror=1094`).
     pub api_keys: mirrorgate::wire::mirror::MirrorApiTable,
+    /// TLS and SASL of the connection (default PLAINTEXT).
+    pub security: mirrorgate::client::ClientSecurity,
 }
 
 impl CommandConfig {
-    /// Validates client properties. Supported for now: `security.protocol=PLAINTEXT` and
-    /// `client.id`.
+    /// Validates client properties: the Java client's security settings
+    /// (`security.protocol`, `sasl.*`, `ssl.*`, as for a mirror's source), `client.id` and
+    /// `mirror.api.key.<rpc>`.
     ///
-    /// Errors: `security.protocol` other than PLAINTEXT, any `ssl.*` / `sasl.*` key (TLS and
-    /// SASL arrive later), an empty `client.id`, or any other key.
+    /// Errors: unusable security settings (naming the key, never a secret), an empty
+    /// `client.id`, or any other key.
     pub fn from_properties(props: &Properties) -> Result<Self, PropsError> {
         let mut cfg = CommandConfig::default();
+        let mut security_props = std::collections::BTreeMap::new();
         for p in &props.entries {
             match p.key.as_str() {
-                "security.protocol" => match p.value.to_ascii_uppercase().as_str() {
-                    "PLAINTEXT" => {}
-                    proto @ ("SSL" | "SASL_PLAINTEXT" | "SASL_SSL") => {
-                        return Err(PropsError::at(
-                            p.line,
-                            format!(
-                                "security.protocol={proto} needs TLS/SASL, which `mirrorgate mirrors` does not \
-                                 support yet; only PLAINTEXT connections to the destination are possible for now"
-                            ),
-                        ))
-                    }
-                    _ => {
-                        return Err(PropsError::at(
-                            p.line,
-                            format!(
-                                "unknown security.protocol '{}' (expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
-                                p.value
-                            ),
-                        ))
-                    }
-                },
+                k if mirrorgate::client::security::SECURITY_KEYS.contains(&k) => {
+                    security_props.insert(k.to_string(), p.value.clone());
+                }
                 k if k.starts_with("mirror.api.key.") => {
                     let rpc = &k["mirror.api.key.".len()..];
                     let key: i16 = p.value.trim().parse().map_err(|_| PropsError::at(p.line, format!("{k}: '{}' is not an api key number", p.value)))?;
@@ -226,20 +213,18 @@ impl CommandConfig {
                     }
                     cfg.client_id = Some(p.value.clone());
                 }
-                k if k.starts_with("ssl.") || k.starts_with("sasl.") => {
-                    return Err(PropsError::at(
-                        p.line,
-                        format!("{k} needs TLS/SASL, which `mirrorgate mirrors` does not support yet"),
-                    ))
-                }
                 k => {
                     return Err(PropsError::at(
                         p.line,
-                        format!("unsupported key '{k}' (supported for now: security.protocol=PLAINTEXT, client.id, mirror.api.key.<rpc>)"),
+                        format!("unsupported key '{k}' (supported: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, ssl.keystore.*, ssl.key.password, ssl.endpoint.identification.algorithm, client.id, mirror.api.key.<rpc>)"),
                     ))
                 }
             }
         }
+        cfg.security = mirrorgate::client::ClientSecurity::from_properties(&security_props).map_err(|e| {
+            let line = props.entries.iter().find(|p| p.key == e.key).map_or(0, |p| p.line);
+            PropsError::at(line, e)
+        })?;
         Ok(cfg)
     }
 }
@@ -354,36 +339,31 @@ mod tests {
     }
 
     #[test]
-    fn command_config_accepts_plaintext_and_client_id_only() {
+    fn command_config_takes_the_java_security_settings() {
         let ok = Properties::parse("security.protocol=plaintext\nclient.id=ops\n").unwrap();
         assert_eq!(
             CommandConfig::from_properties(&ok).unwrap(),
             CommandConfig { client_id: Some("ops".into()), ..Default::default() }
         );
         assert_eq!(CommandConfig::from_properties(&Properties::default()).unwrap(), CommandConfig::default());
+        let sasl = Properties::parse(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"ops\" password=\"hunter2\";\n",
+        )
+        .unwrap();
+        let cfg = CommandConfig::from_properties(&sasl).unwrap();
+        assert_eq!(cfg.security.sasl.as_ref().map(|s| s.username.as_str()), Some("ops"));
 
         let cfg_err = |t: &str| CommandConfig::from_properties(&Properties::parse(t).unwrap()).unwrap_err().to_string();
         assert_eq!(
-            cfg_err("client.id=x\nsecurity.protocol=SASL_SSL"),
-            "line 2: security.protocol=SASL_SSL needs TLS/SASL, which `mirrorgate mirrors` does not support yet; \
-             only PLAINTEXT connections to the destination are possible for now"
+            cfg_err("client.id=x\nsecurity.protocol=SASL_SSL\nsasl.mechanism=GSSAPI"),
+            "line 3: `sasl.mechanism`: `GSSAPI` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not)"
         );
-        assert_eq!(
-            cfg_err("security.protocol=TLS"),
-            "line 1: unknown security.protocol 'TLS' (expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
-        );
-        let e = cfg_err("ssl.truststore.password=hunter2");
-        assert_eq!(
-            e,
-            "line 1: ssl.truststore.password needs TLS/SASL, which `mirrorgate mirrors` does not support yet"
-        );
-        let e = cfg_err("sasl.jaas.config=x password=\"hunter2\";");
-        assert!(!e.contains("hunter2"), "{e}");
+        assert!(cfg_err("security.protocol=TLS").starts_with("line 1: `security.protocol`: `TLS` is not one of"));
+        let e = cfg_err("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=x password=\"hunter2\";");
+        assert!(e.starts_with("line 3: `sasl.jaas.config`") && !e.contains("hunter2"), "{e}");
         assert_eq!(cfg_err("client.id="), "line 1: client.id is empty");
-        assert_eq!(
-            cfg_err("request.timeout.ms=1"),
-            "line 1: unsupported key 'request.timeout.ms' (supported for now: security.protocol=PLAINTEXT, client.id, mirror.api.key.<rpc>)"
-        );
+        assert!(cfg_err("request.timeout.ms=1").starts_with("line 1: unsupported key 'request.timeout.ms'"));
     }
 
     #[test]

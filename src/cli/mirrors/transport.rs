@@ -14,9 +14,16 @@ use anyhow::{anyhow, bail, Context};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use mirrorgate::client::sasl::SaslTransport;
+use mirrorgate::client::stream::BrokerStream;
+use mirrorgate::client::{ClientError, ClientSecurity};
 
 use mirrorgate::wire::frame::FrameDecoder;
 use mirrorgate::wire::header;
@@ -120,7 +127,7 @@ pub fn negotiate(
 #[derive(Debug)]
 pub struct AdminConnection {
     addr: String,
-    stream: TcpStream,
+    stream: BrokerStream,
     buf: BytesMut,
     decoder: FrameDecoder,
     next_correlation_id: i32,
@@ -140,17 +147,20 @@ pub struct Timeouts {
 }
 
 impl AdminConnection {
-    /// Connects to the first reachable address of `bootstrap`, sends ApiVersions and checks
-    /// that every RPC in `needed` is advertised under its `table` api key.
+    /// Connects to the first reachable address of `bootstrap` (TLS when `security` says so),
+    /// sends ApiVersions, authenticates with SASL when `security` says so (the exchange is
+    /// forwarded by mirrorgate to the destination broker, which checks the credentials), and
+    /// checks that every RPC in `needed` is advertised under its `table` api key.
     ///
-    /// Errors: no address reachable (every failure listed), a timeout, an ApiVersions error
-    /// code, or the RPCs not served (see [`negotiate`]).
+    /// Errors: no address reachable (every failure listed), a timeout, a TLS or SASL refusal,
+    /// an ApiVersions error code, or the RPCs not served (see [`negotiate`]).
     pub async fn open(
         bootstrap: &[String],
         client_id: &str,
         timeouts: Timeouts,
         table: MirrorApiTable,
         needed: &[MirrorApi],
+        security: &ClientSecurity,
     ) -> anyhow::Result<Self> {
         let mut failures = Vec::new();
         let mut found = None;
@@ -164,10 +174,14 @@ impl AdminConnection {
                 Err(_) => failures.push(format!("{addr}: connect timed out after {} ms", timeouts.connect.as_millis())),
             }
         }
-        let Some((addr, stream)) = found else {
+        let Some((addr, tcp)) = found else {
             bail!("cannot connect to the destination: {}", failures.join("; "));
         };
-        let _ = stream.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let stream = match &security.tls {
+            Some(config) => BrokerStream::tls(tcp, &addr, config.clone(), timeouts.connect).await?,
+            None => BrokerStream::Plain(tcp),
+        };
         let mut conn = Self {
             addr,
             stream,
@@ -180,8 +194,18 @@ impl AdminConnection {
             versions: HashMap::new(),
         };
         let advertised = conn.api_versions().await?;
+        if let Some(creds) = &security.sasl {
+            mirrorgate::client::sasl::authenticate(&mut conn, creds).await?;
+        }
         conn.versions = negotiate(&conn.addr, &advertised, &conn.table, needed)?;
         Ok(conn)
+    }
+
+    async fn sasl_call(&mut self, key: ApiKey, body: &[u8], what: &str) -> Result<Bytes, ClientError> {
+        // SaslHandshake and SaslAuthenticate v1: request header v1, response header v0.
+        self.round_trip(key as i16, 1, 1, 0, body, what)
+            .await
+            .map_err(|e| ClientError::Protocol { addr: self.addr.clone(), reason: format!("{e:#}") })
     }
 
     async fn api_versions(&mut self) -> anyhow::Result<Vec<ApiVersion>> {
@@ -238,6 +262,7 @@ impl AdminConnection {
         let addr = self.addr.clone();
         let fut = async {
             self.stream.write_all(&frame).await.with_context(|| format!("{addr}: sending {what}"))?;
+            self.stream.flush().await.with_context(|| format!("{addr}: sending {what}"))?;
             self.read_frame().await
         };
         let frame = tokio::time::timeout(timeout, fut)
@@ -256,6 +281,31 @@ impl AdminConnection {
                 bail!("{}: connection closed by the server", self.addr);
             }
         }
+    }
+}
+
+impl SaslTransport for AdminConnection {
+    fn peer(&self) -> String {
+        self.addr.clone()
+    }
+
+    async fn sasl_handshake(&mut self, req: &SaslHandshakeRequest) -> Result<SaslHandshakeResponse, ClientError> {
+        let mut body = BytesMut::new();
+        let bad = |reason: String, addr: &str| ClientError::Protocol { addr: addr.to_string(), reason };
+        req.encode(&mut body, 1).map_err(|e| bad(e.to_string(), &self.addr))?;
+        let mut resp = self.sasl_call(ApiKey::SaslHandshake, &body, "SaslHandshake").await?;
+        SaslHandshakeResponse::decode(&mut resp, 1).map_err(|e| bad(format!("SaslHandshake: {e}"), &self.addr))
+    }
+
+    async fn sasl_authenticate(
+        &mut self,
+        req: &SaslAuthenticateRequest,
+    ) -> Result<SaslAuthenticateResponse, ClientError> {
+        let mut body = BytesMut::new();
+        let bad = |reason: String, addr: &str| ClientError::Protocol { addr: addr.to_string(), reason };
+        req.encode(&mut body, 1).map_err(|e| bad(e.to_string(), &self.addr))?;
+        let mut resp = self.sasl_call(ApiKey::SaslAuthenticate, &body, "SaslAuthenticate").await?;
+        SaslAuthenticateResponse::decode(&mut resp, 1).map_err(|e| bad(format!("SaslAuthenticate: {e}"), &self.addr))
     }
 }
 

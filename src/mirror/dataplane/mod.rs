@@ -356,10 +356,14 @@ impl DataPlane {
         use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
         use kafka_protocol::messages::IncrementalAlterConfigsRequest;
         use kafka_protocol::protocol::StrBytes;
-        let access = super::topics::ClusterAccess {
-            bootstrap: configs::split_list(configs::effective(&def.configs, "bootstrap.servers").unwrap_or(""))
+        let addrs: Vec<String> =
+            configs::split_list(configs::effective(&def.configs, "bootstrap.servers").unwrap_or(""))
                 .map(String::from)
-                .collect(),
+                .collect();
+        // This mirror's own TLS/SASL settings (never another mirror's of the same source).
+        let security = configs::source_security(&def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+        let access = super::topics::ClusterAccess {
+            bootstrap: super::topics::Bootstrap::secured(addrs, security),
             connect_timeout: Duration::from_secs(10),
             request_timeout: self.request_timeout,
         };

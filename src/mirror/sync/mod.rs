@@ -27,7 +27,7 @@ use crate::client::cluster::{ClusterClient, ClusterError, ClusterOptions};
 
 use super::configs;
 use super::control::{ControlPlane, ControlState};
-use super::model::MirrorDefinition;
+use super::model::{DesiredState, MirrorDefinition};
 
 pub use crate::mirror::topic_configs::{config_decision, ConfigDecision};
 pub use acls::AclRule;
@@ -258,12 +258,32 @@ impl MetadataSync {
         Ok(c)
     }
 
+    /// A source that refuses the mirror's certificates or credentials: its mirroring
+    /// partitions go FAILED (retryable) naming the refusal, so `--describe` shows why nothing
+    /// is copied; the FAILED retries (and this sync, each round) try again, and an operator's
+    /// fix of the mirror's configs heals them.
+    async fn fail_for_security(&self, def: &MirrorDefinition, state: &ControlState, refusal: &str) {
+        let reason = format!("source refused the connection: {refusal}; fix the mirror's security configs (IncrementalAlterConfigs) or the user on the source");
+        tracing::error!(mirror = %def.name, %reason, "source authentication failed");
+        let topics = state.topics.values().filter(|t| t.mirror == def.name && t.desired == DesiredState::Mirroring);
+        for t in topics {
+            if let Err(e) = self.control.fail_topic(&t.topic, &reason, true).await {
+                tracing::warn!(mirror = %def.name, topic = %t.topic, error = %e, "cannot record the failure");
+            }
+        }
+    }
+
     /// One round for one mirror: each kind in turn, each failure counted and logged.
     async fn sync_mirror(&mut self, def: &MirrorDefinition, state: &ControlState, shutdown: &CancellationToken) {
         let mirror = def.name.as_str();
         let source = match self.source(def).await {
             Ok(c) => c,
-            Err(e) => return report(SyncKind::Metadata, mirror, "source cluster", &e),
+            Err(e) => {
+                if let Some(refusal) = e.security_refusal() {
+                    self.fail_for_security(def, state, &refusal.to_string()).await;
+                }
+                return report(SyncKind::Metadata, mirror, "source cluster", &e);
+            }
         };
         if let Err(e) = source.refresh_metadata(None).await {
             self.sources.remove(mirror);

@@ -251,7 +251,7 @@ async fn dynamic_configs(
 async fn destination_support(dest: &ClusterClient) -> Result<TopicConfigSupport, String> {
     let o = dest.options();
     let access = ClusterAccess {
-        bootstrap: o.bootstrap.clone(),
+        bootstrap: crate::mirror::topics::Bootstrap::secured(o.bootstrap.clone(), o.security.clone()),
         connect_timeout: o.connect_timeout,
         request_timeout: o.request_timeout,
     };
