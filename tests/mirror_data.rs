@@ -15,7 +15,6 @@ use std::time::Duration;
 use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
 use mirrorgate::mirror::model::OffsetSegment;
 use mirrorgate::mirror::verify::{verify_partition, VerifyReport};
-use serde_json::Value;
 use support::*;
 
 const V: &str = "4.1.1";
@@ -36,10 +35,6 @@ fn client(bootstrap: &str) -> ClusterClient {
         rt.block_on(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()])))
     })
     .unwrap()
-}
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
 
 /// Creates a mirror (extra mirror configs in `extra`) and starts `topics`.
@@ -67,46 +62,6 @@ fn wait_identical(
             .map(|p| block(verify_partition(src, dst, topic, p, segments, None)))
             .collect::<Result<Vec<_>, _>>()
     })
-}
-
-fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
-    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]), "--describe --json");
-    serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
-}
-
-/// (partition, offset, key, value, headers, timestamp, timestamp type) of every record a
-/// librdkafka consumer sees, sorted by partition and offset.
-fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<Value> {
-    let group = unique_name("verify");
-    let out = ok(
-        python_client(&[
-            "consume",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            &group,
-            "--count",
-            &count.to_string(),
-            "--timeout",
-            "90",
-            "--isolation",
-            isolation,
-            "--no-commit",
-        ]),
-        "consume",
-    );
-    let mut recs: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|mut v| {
-            v.as_object_mut().unwrap().remove("topic");
-            v
-        })
-        .collect();
-    recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
-    recs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,6 @@ use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use mirrorgate::client::cluster::{Acks, ClusterClient, ClusterOptions};
 use mirrorgate::mirror::verify::{verify_partition, VerifyReport};
-use serde_json::Value;
 use support::*;
 
 const V: &str = "4.1.1";
@@ -50,10 +49,6 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: u32, configs: &[&str])
 
 fn client(bootstrap: &str) -> ClusterClient {
     block(ClusterClient::connect(ClusterOptions::new(bootstrap.split(',').map(String::from).collect()))).unwrap()
-}
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
 
 /// Pid of node `n` (1-based, its `node.id`) of a cluster started by `scripts/kafka.sh`.
@@ -180,45 +175,6 @@ fn wait_identical(src: &ClusterClient, dst: &ClusterClient, topic: &str, partiti
     eventually(Duration::from_secs(240), || {
         (0..partitions).map(|p| block(verify_partition(src, dst, topic, p, &[], None))).collect::<Result<Vec<_>, _>>()
     })
-}
-
-fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
-    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]), "--describe --json");
-    serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
-}
-
-/// (partition, offset, key, value, headers, timestamp) of every record librdkafka reads.
-fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<Value> {
-    let group = unique_name("verify");
-    let out = ok(
-        python_client(&[
-            "consume",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            &group,
-            "--count",
-            &count.to_string(),
-            "--timeout",
-            "120",
-            "--isolation",
-            isolation,
-            "--no-commit",
-        ]),
-        "consume",
-    );
-    let mut recs: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|mut v| {
-            v.as_object_mut().unwrap().remove("topic");
-            v
-        })
-        .collect();
-    recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
-    recs
 }
 
 fn produce_mixed(bootstrap: &str, topic: &str, count: usize, codec: &str, seed: u32) {

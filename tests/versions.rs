@@ -61,10 +61,6 @@ fn client(bootstrap: &str) -> ClusterClient {
     block(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()]))).unwrap()
 }
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
-}
-
 fn access(bootstrap: &str) -> ClusterAccess {
     ClusterAccess {
         bootstrap: vec![bootstrap.to_string()].into(),
@@ -85,45 +81,6 @@ fn create_mirror(mg: &Mirrorgate, source: &Cluster, extra: &str) -> String {
 
 fn start(mg: &Mirrorgate, mirror: &str, topics: &[&str]) {
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", mirror, "--topics", &topics.join(",")]), "--start");
-}
-
-fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
-    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]), "--describe --json");
-    serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
-}
-
-/// Every record a librdkafka consumer reads (partition, offset, key, value, headers,
-/// timestamp and its type), sorted by partition and offset.
-fn consume_all(bootstrap: &str, topic: &str, count: usize) -> Vec<Value> {
-    let group = unique_name("verify");
-    let n = count.to_string();
-    let out = ok(
-        python_client(&[
-            "consume",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            &group,
-            "--count",
-            &n,
-            "--timeout",
-            "90",
-            "--no-commit",
-        ]),
-        "consume",
-    );
-    let mut recs: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|mut v| {
-            v.as_object_mut().unwrap().remove("topic");
-            v
-        })
-        .collect();
-    recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
-    recs
 }
 
 /// Waits until every partition of `topic` verifies (identical, caught up); returns the
@@ -217,14 +174,14 @@ fn data_set_mirrors_identically(dest: &Cluster) {
         let partitions = if t.contains("v-ts") { 1 } else { 3 };
         let records = wait_identical(&src, &dst, t, partitions);
         assert_eq!(records, *n as i64, "{t}: records on the destination");
-        let on_source = consume_all(&source.bootstrap, t, *n);
-        let via_mirrorgate = consume_all(&mg.bootstrap, t, *n);
+        let on_source = consume_all(&source.bootstrap, t, *n, "read_committed");
+        let via_mirrorgate = consume_all(&mg.bootstrap, t, *n, "read_committed");
         assert_eq!(on_source.len(), *n, "{t}");
         assert!(on_source == via_mirrorgate, "{t}: records differ through mirrorgate (Kafka {})", dest.version);
     }
     // The timestamps arrived unchanged, and the destination topic accepts any timestamp.
     let ts_topic = &topics.last().unwrap().0;
-    let recs = consume_all(&mg.bootstrap, ts_topic, 20);
+    let recs = consume_all(&mg.bootstrap, ts_topic, 20, "read_committed");
     let now = mirrorgate::mirror::model::now_ms();
     assert!(recs[..10].iter().all(|r| r["timestamp"].as_i64().unwrap() < now - 6 * 365 * DAY_MS), "{recs:?}");
     assert!(recs[10..].iter().all(|r| r["timestamp"].as_i64().unwrap() > now + 300 * DAY_MS), "{recs:?}");

@@ -443,3 +443,50 @@ impl Mirrorgate {
         mg
     }
 }
+
+/// Runs `f` to completion from a multi-threaded tokio test (blocking this worker).
+pub fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+/// `mirrors --describe --mirror M --json` through `mg`, as a JSON array of partitions.
+pub fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<serde_json::Value> {
+    let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]), "--describe --json");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap().as_array().unwrap().clone()
+}
+
+/// (partition, offset, key, value, headers, timestamp, timestamp type) of every record a
+/// librdkafka consumer reads from `topic` at `isolation` (120 s at most for `count` records),
+/// sorted by partition and offset.
+pub fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<serde_json::Value> {
+    let group = unique_name("verify");
+    let out = ok(
+        python_client(&[
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            &group,
+            "--count",
+            &count.to_string(),
+            "--timeout",
+            "120",
+            "--isolation",
+            isolation,
+            "--no-commit",
+        ]),
+        "consume",
+    );
+    let mut recs: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|mut v| {
+            v.as_object_mut().unwrap().remove("topic");
+            v
+        })
+        .collect();
+    recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
+    recs
+}
