@@ -27,6 +27,22 @@ pub struct ProxyConfig {
     /// reading from it (default 256).
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight_requests: usize,
+    /// Request bytes buffered across all client connections at most, in bytes (the broker's
+    /// `queued.max.request.bytes`; default 256 MiB, at least `max_frame_bytes`). A request
+    /// larger than 64 KiB reserves its whole size before its body is read; while the budget
+    /// is used up that connection is not read (nothing is dropped). Smaller requests never
+    /// wait.
+    #[serde(default = "default_queued_max_request_bytes")]
+    pub queued_max_request_bytes: usize,
+    /// A client connection with no request bytes and no response due for this long is
+    /// closed, in ms (the broker's `connections.max.idle.ms`; default 600000).
+    #[serde(default = "default_connections_max_idle_ms")]
+    pub connections_max_idle_ms: u64,
+    /// A request frame must arrive whole within this many ms of its first byte, or the
+    /// client connection is closed (default 60000): a client trickling bytes cannot hold a
+    /// connection and its buffer for ever.
+    #[serde(default = "default_client_frame_timeout_ms")]
+    pub client_frame_timeout_ms: u64,
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
@@ -213,6 +229,16 @@ pub struct ListenerConfig {
     /// TLS termination; unset = plaintext.
     #[serde(default)]
     pub tls: Option<ListenerTlsConfig>,
+    /// Client connections this listener holds at most, over all its ports (the broker's
+    /// `max.connections`); unset = unlimited. A connection over the limit is closed at
+    /// accept, with a warning (at most one per second) and
+    /// `mirrorgate_client_connections_refused_total{reason="max_connections"}`.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Client connections one source IP address holds at most on this listener (the
+    /// broker's `max.connections.per.ip`); unset = unlimited.
+    #[serde(default)]
+    pub max_connections_per_ip: Option<usize>,
 }
 
 /// Logging settings; `RUST_LOG`, when set, wins over `level`.
@@ -250,6 +276,15 @@ fn default_max_frame_bytes() -> usize {
 }
 fn default_max_in_flight() -> usize {
     256
+}
+fn default_queued_max_request_bytes() -> usize {
+    256 * 1024 * 1024
+}
+fn default_connections_max_idle_ms() -> u64 {
+    600_000
+}
+fn default_client_frame_timeout_ms() -> u64 {
+    60_000
 }
 fn default_connect_timeout_ms() -> u64 {
     10_000
@@ -305,6 +340,9 @@ pub struct Listener {
     pub admin: bool,
     /// TLS termination, `None` = plaintext.
     pub tls: Option<ListenerTls>,
+    /// `max_connections` / `max_connections_per_ip` and the live counts, shared by every
+    /// port (and clone) of this listener.
+    pub limits: std::sync::Arc<crate::proxy::limits::ConnectionLimits>,
 }
 
 /// A listener's TLS server config, loaded from its files.
@@ -352,6 +390,10 @@ pub struct Settings {
     pub max_frame_bytes: usize,
     /// In-flight request cap per client connection.
     pub max_in_flight_requests: usize,
+    /// Global request memory budget, bytes.
+    pub queued_max_request_bytes: usize,
+    /// Idle and partial-frame timeouts of client connections.
+    pub read_timeouts: crate::proxy::limits::ReadTimeouts,
     /// Logging.
     pub log: LogConfig,
     /// Mirror RPC api keys.
@@ -449,7 +491,17 @@ impl ProxyConfig {
                 last_port: last,
                 admin: l.admin,
                 tls,
+                limits: std::sync::Arc::new(crate::proxy::limits::ConnectionLimits::new(
+                    l.max_connections,
+                    l.max_connections_per_ip,
+                )),
             });
+            for (k, v) in [("max_connections", l.max_connections), ("max_connections_per_ip", l.max_connections_per_ip)]
+            {
+                if v == Some(0) {
+                    return Err(invalid(key(k), "must be at least 1 (unset = unlimited)"));
+                }
+            }
         }
         if self.max_frame_bytes < 1024 || self.max_frame_bytes > i32::MAX as usize {
             return Err(invalid("max_frame_bytes", "must be between 1024 and 2147483647 bytes"));
@@ -457,10 +509,21 @@ impl ProxyConfig {
         if self.max_in_flight_requests == 0 {
             return Err(invalid("max_in_flight_requests", "must be at least 1"));
         }
+        if self.queued_max_request_bytes < self.max_frame_bytes {
+            return Err(invalid(
+                "queued_max_request_bytes",
+                format!(
+                    "{} bytes is less than max_frame_bytes ({} bytes): a request of the largest accepted size could never be read",
+                    self.queued_max_request_bytes, self.max_frame_bytes
+                ),
+            ));
+        }
         for (k, v) in [
             ("destination.connect_timeout_ms", self.destination.connect_timeout_ms),
             ("destination.request_timeout_ms", self.destination.request_timeout_ms),
             ("destination.metadata_refresh_interval_ms", self.destination.metadata_refresh_interval_ms),
+            ("connections_max_idle_ms", self.connections_max_idle_ms),
+            ("client_frame_timeout_ms", self.client_frame_timeout_ms),
         ] {
             if v == 0 {
                 return Err(invalid(k, "must be greater than 0 ms"));
@@ -496,6 +559,11 @@ impl ProxyConfig {
             listeners,
             max_frame_bytes: self.max_frame_bytes,
             max_in_flight_requests: self.max_in_flight_requests,
+            queued_max_request_bytes: self.queued_max_request_bytes,
+            read_timeouts: crate::proxy::limits::ReadTimeouts {
+                idle: Duration::from_millis(self.connections_max_idle_ms),
+                frame: Duration::from_millis(self.client_frame_timeout_ms),
+            },
             log: self.log,
             mirror_api_keys: self.mirror_api_keys,
             mirror_state: self.mirror_state,

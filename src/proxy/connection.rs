@@ -12,13 +12,14 @@
 //! at once with a logged reason — what a client sees when a broker is down, and retries.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::client::stream::BrokerStream;
 
@@ -26,6 +27,7 @@ use crate::config::Listener;
 use crate::wire::frame::{length_prefix, FrameDecoder};
 use crate::wire::header::{self, RequestPrefix};
 
+use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 use super::mirror_gate::GateDecision;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
@@ -103,7 +105,7 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     };
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     crate::telemetry::metrics::client_connection(1.0);
-    let reason = pump(client_r, client_w, target, &listener, &shared).await;
+    let reason = pump(client_r, client_w, peer, target, &listener, &shared).await;
     crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
@@ -175,11 +177,20 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
 }
 
 /// Runs both directions; returns why the connection ended.
-async fn pump(client_r: Reader, client_w: Writer, target: Target, listener: &Listener, shared: &Shared) -> String {
+async fn pump(
+    client_r: Reader,
+    client_w: Writer,
+    peer: SocketAddr,
+    target: Target,
+    listener: &Listener,
+    shared: &Shared,
+) -> String {
     // One slot more than the pipelining cap for the `Opened` message.
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
-    let requests = requests(client_r, target, tx, shared, listener.admin);
-    let responses = responses(client_w, rx, listener, shared);
+    let clock = ReadClock::new(shared.settings.read_timeouts);
+    let outstanding = clock.outstanding.clone();
+    let requests = requests(client_r, peer, target, tx, clock, shared, listener.admin);
+    let responses = responses(client_w, rx, outstanding, listener, shared);
     tokio::select! {
         r = requests => r,
         r = responses => r,
@@ -194,13 +205,30 @@ async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::
 }
 
 /// Client → upstream. Returns the close reason.
-async fn requests<R>(mut client_r: R, target: Target, tx: mpsc::Sender<Pending>, shared: &Shared, admin: bool) -> String
+///
+/// Reads are bounded by the resource limits of `limits.rs`: a request larger than
+/// [`SMALL_FRAME_BYTES`] reserves its size from the global request memory before its body
+/// is read, a partial frame must complete within `client_frame_timeout_ms`, and a connection
+/// with nothing to read and no response due is closed after `connections_max_idle_ms`.
+async fn requests<R>(
+    mut client_r: R,
+    peer: SocketAddr,
+    target: Target,
+    tx: mpsc::Sender<Pending>,
+    mut clock: ReadClock,
+    shared: &Shared,
+    admin: bool,
+) -> String
 where
     R: AsyncRead + Unpin,
 {
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
     let mut upstream: Option<BufWriter<Writer>> = None;
+    // The request memory reserved for the (large) frame at the front of `buf`.
+    let mut frame_permit: Option<OwnedSemaphorePermit> = None;
+    let outstanding = clock.outstanding.clone();
+    let due = || outstanding.fetch_add(1, Ordering::AcqRel);
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -211,6 +239,9 @@ where
                 }
                 Err(e) => return format!("bad frame from client: {e}"),
             };
+            clock.frame_done();
+            // Released when this frame has been handled (forwarded or answered).
+            let _permit = frame_permit.take();
             let prefix = match RequestPrefix::parse(&frame) {
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
@@ -231,6 +262,7 @@ where
                 ),
                 GateDecision::Drop => continue,
                 GateDecision::Local(response) => {
+                    due();
                     if tx.send(Pending::Local(response)).await.is_err() {
                         return "response path closed".into();
                     }
@@ -269,6 +301,7 @@ where
                                         Ok(r) => r,
                                         Err(e) => return e,
                                     };
+                                    due();
                                     if tx.send(Pending::Local(response)).await.is_err() {
                                         return "response path closed".into();
                                     }
@@ -291,6 +324,7 @@ where
                             correlation_id: prefix.correlation_id,
                             action,
                         };
+                        due();
                         if tx.send(pending).await.is_err() {
                             return "response path closed".into();
                         }
@@ -306,7 +340,28 @@ where
                 return format!("write to destination broker failed: {e}");
             }
         }
-        match read_more(&mut client_r, &mut buf).await {
+        // A large request waits for request memory before its body is read.
+        let mut granted = false;
+        if frame_permit.is_none() {
+            if let Ok(Some(length)) = decoder.peek_length(&buf) {
+                if length > SMALL_FRAME_BYTES {
+                    frame_permit = Some(shared.request_memory.reserve(length, &peer).await);
+                    granted = true;
+                }
+            }
+        }
+        clock.waiting(!buf.is_empty(), granted);
+        let read = loop {
+            match tokio::time::timeout_at(clock.deadline(), read_more(&mut client_r, &mut buf)).await {
+                Ok(r) => break r,
+                Err(_) => match clock.expired() {
+                    Expired::No => continue,
+                    Expired::Close(reason) => return reason,
+                },
+            }
+        };
+        clock.read();
+        match read {
             Ok(0) => {
                 return match decoder.check_eof(&buf) {
                     Ok(()) => "client closed the connection".into(),
@@ -320,7 +375,13 @@ where
 }
 
 /// Upstream → client, in request order. Returns the close reason.
-async fn responses<W>(client_w: W, mut rx: mpsc::Receiver<Pending>, listener: &Listener, shared: &Shared) -> String
+async fn responses<W>(
+    client_w: W,
+    mut rx: mpsc::Receiver<Pending>,
+    outstanding: Arc<AtomicUsize>,
+    listener: &Listener,
+    shared: &Shared,
+) -> String
 where
     W: AsyncWrite + Unpin,
 {
@@ -338,6 +399,7 @@ where
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
                 }
+                outstanding.fetch_sub(1, Ordering::AcqRel);
                 if rx.is_empty() {
                     if let Err(e) = client_w.flush().await {
                         return format!("write to client failed: {e}");
@@ -389,6 +451,7 @@ where
         if let Err(e) = write_frame(&mut client_w, &frame).await {
             return format!("write to client failed: {e}");
         }
+        outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).
         let next_ready = !rx.is_empty() && matches!(decoder.peek_length(&buf), Ok(Some(n)) if buf.len() >= n + 4);

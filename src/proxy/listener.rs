@@ -37,12 +37,25 @@ pub async fn bind(
                 _ = shutdown.cancelled() => break,
                 accepted = tcp.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        // `max_connections` / `max_connections_per_ip`: refused before any
+                        // byte is read or any upstream connection is opened.
+                        let slot = match listener.limits.admit(peer.ip(), &listener.name) {
+                            Ok(slot) => slot,
+                            Err(_) => {
+                                drop(stream);
+                                continue;
+                            }
+                        };
                         // As brokers do (`socket.setTcpNoDelay(true)` in Kafka's Acceptor): small
                         // responses go out at once instead of waiting for Nagle's delayed ACK.
                         if let Err(e) = stream.set_nodelay(true) {
                             tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY on a client connection");
                         }
-                        tokio::spawn(connection::serve(stream, peer, listener.clone(), target, shared.clone()));
+                        let (listener, shared) = (listener.clone(), shared.clone());
+                        tokio::spawn(async move {
+                            connection::serve(stream, peer, listener, target, shared).await;
+                            drop(slot);
+                        });
                     }
                     Err(e) => {
                         tracing::warn!(listener = %listener.name, addr = %local, error = %e, "accept failed");

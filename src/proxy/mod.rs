@@ -5,6 +5,7 @@
 pub mod brokers;
 pub mod connection;
 pub mod intercept;
+pub mod limits;
 pub mod listener;
 pub mod mirror_gate;
 pub mod rewrite;
@@ -38,6 +39,8 @@ pub struct Shared {
     pub extra_apis: Vec<(i16, i16, i16)>,
     /// The mirror side: admin RPCs and read-only mirror topics (absent in a bare proxy).
     pub gate: Option<Arc<mirror_gate::MirrorGate>>,
+    /// Request bytes buffered across client connections (`queued_max_request_bytes`).
+    pub request_memory: limits::RequestMemory,
 }
 
 /// What mirrorgate learned about the destination cluster at startup.
@@ -214,7 +217,8 @@ pub async fn run(
     let (new_tx, mut new_rx) = mpsc::unbounded_channel();
     let directory = BrokerDirectory::new(settings.destination_bootstrap.clone(), new_tx);
     directory.set_api_ranges(info.api_ranges.clone());
-    let shared = Arc::new(Shared { settings, directory, extra_apis, gate });
+    let request_memory = limits::RequestMemory::new(settings.queued_max_request_bytes);
+    let shared = Arc::new(Shared { settings, directory, extra_apis, gate, request_memory });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
             .await?;
