@@ -81,6 +81,37 @@ pub struct MirrorStateConfig {
     /// default 3; lowered to the destination's broker count with a warning).
     #[serde(default = "default_state_rf")]
     pub replication_factor: i16,
+    /// Key that encrypts secret mirror configs in the state topic (like the broker's
+    /// `password.encoder.secret`); without it a mirror config holding a secret is refused.
+    #[serde(default)]
+    pub password_encoder_secret: Option<Secret>,
+    /// The previous key while rotating (`password.encoder.old.secret`): values it opens are
+    /// written again under `password_encoder_secret` at startup.
+    #[serde(default)]
+    pub password_encoder_old_secret: Option<Secret>,
+}
+
+impl MirrorStateConfig {
+    /// The codec for secret mirror configs, if a key is set.
+    pub fn secret_codec(&self) -> Option<std::sync::Arc<crate::mirror::secrets::SecretCodec>> {
+        self.password_encoder_secret.as_ref().map(|s| {
+            std::sync::Arc::new(crate::mirror::secrets::SecretCodec::new(
+                &s.0,
+                self.password_encoder_old_secret.as_ref().map(|o| o.0.as_str()),
+            ))
+        })
+    }
+}
+
+/// A secret configuration value: never shown by `Debug`.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[hidden]")
+    }
 }
 
 impl Default for MirrorStateConfig {
@@ -89,6 +120,8 @@ impl Default for MirrorStateConfig {
             topic: default_state_topic(),
             num_partitions: default_state_partitions(),
             replication_factor: default_state_rf(),
+            password_encoder_secret: None,
+            password_encoder_old_secret: None,
         }
     }
 }
@@ -535,6 +568,14 @@ impl ProxyConfig {
         }
         if self.mirror_state.num_partitions < 1 {
             return Err(invalid("mirror_state.num_partitions", "must be at least 1"));
+        }
+        for (k, v) in [
+            ("mirror_state.password_encoder_secret", &self.mirror_state.password_encoder_secret),
+            ("mirror_state.password_encoder_old_secret", &self.mirror_state.password_encoder_old_secret),
+        ] {
+            if v.as_ref().is_some_and(|s| s.0.is_empty()) {
+                return Err(invalid(k, "must not be empty (unset it instead)"));
+            }
         }
         if self.mirror_state.replication_factor < 1 {
             return Err(invalid("mirror_state.replication_factor", "must be at least 1"));

@@ -194,7 +194,17 @@ fn alter_mirror_configs(mg: &Mirrorgate, mirror: &str, configs: &[(&str, &str)])
 async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_fails_then_heals() {
     let source = sasl_ssl();
     let dest = cluster("dest");
-    let mg = Mirrorgate::start(&dest);
+    let state_topic = unique_name("__mirror_state-secrets");
+    let metrics_port = free_port_range(1);
+    let metrics_yaml = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions {
+            state_topic: Some(&state_topic),
+            extra_yaml: &metrics_yaml,
+            ..MirrorgateOptions::default()
+        },
+    );
     let topic = unique_name("sasl-ssl");
     create_topic(&source.bootstrap, &topic, 3);
     produce_mixed(&source.bootstrap, &topic, 3000, "lz4", 1);
@@ -255,6 +265,43 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     let describe = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
     assert_no_secrets("--describe --json", &describe);
     assert_no_secrets("mirrorgate's log", &mg.log());
+    assert_no_secrets("the Prometheus output", &http_get(metrics_port, "/metrics"));
+    // The raw state records, read from the destination directly: the credentials of every
+    // version of the mirror's configs are there only encrypted.
+    let raw = raw_partitions(&dest.bootstrap, &state_topic, 3);
+    assert!(raw.contains("sasl.jaas.config"), "the mirror record was not found in the raw state topic");
+    assert!(raw.contains("\"sasl.jaas.config\":\"enc:v1:"), "sasl.jaas.config is not stored encrypted");
+    assert_no_secrets("the raw __mirror_state records", &raw);
+}
+
+/// `GET path` on `127.0.0.1:port`; the whole response as text.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.contains("mirrorgate_"), "no mirrorgate metric in the Prometheus output: {}", tail(&out, 5));
+    out
+}
+
+/// Every record batch of `partitions` partitions of `topic`, as (lossy) text.
+fn raw_partitions(bootstrap: &str, topic: &str, partitions: i32) -> String {
+    let c = plain_client(bootstrap);
+    let mut text = String::new();
+    for p in 0..partitions {
+        let mut offset = 0;
+        loop {
+            let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
+            if f.records.is_empty() || offset >= f.high_watermark {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&f.records));
+            offset = f.high_watermark;
+        }
+    }
+    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +347,9 @@ async fn mutual_tls_source_with_pkcs12_stores_mirrors_identically() {
 async fn sasl_plaintext_plain_source_mirrors_identically() {
     let source = sasl_plaintext();
     let dest = cluster("dest");
-    let mg = Mirrorgate::start(&dest);
+    let state_topic = unique_name("__mirror_state-rotate");
+    let opts = || MirrorgateOptions { state_topic: Some(&state_topic), ..MirrorgateOptions::default() };
+    let mut mg = Mirrorgate::start_with(&dest, opts());
     let topic = unique_name("plain");
     create_topic(&source.bootstrap, &topic, 2);
     produce_mixed(&source.bootstrap, &topic, 2000, "gzip", 4);
@@ -314,6 +363,30 @@ async fn sasl_plaintext_plain_source_mirrors_identically() {
     );
     create_and_start(&mg, &cfg, &topic);
     wait_identical(&source, &dest, &topic, 2, 2000);
+    assert_no_secrets("mirrorgate's log", &mg.log());
+
+    // Key rotation (docs/security.md "Secrets at rest"): restart with a new
+    // password_encoder_secret and the previous one as the old secret; the mirror's secret is
+    // written again under the new key; a restart with the new key alone still authenticates.
+    drop(mg);
+    let new_key = "rotated-encoder-secret-51c2";
+    let rotate = [
+        ("MIRRORGATE__MIRROR_STATE__PASSWORD_ENCODER_SECRET", new_key),
+        ("MIRRORGATE__MIRROR_STATE__PASSWORD_ENCODER_OLD_SECRET", TEST_ENCODER_SECRET),
+    ];
+    mg = Mirrorgate::start_with(&dest, MirrorgateOptions { env: &rotate, ..opts() });
+    mg.wait_for_log("written again under the current password_encoder_secret", Duration::from_secs(60));
+    drop(mg);
+    let only_new = [("MIRRORGATE__MIRROR_STATE__PASSWORD_ENCODER_SECRET", new_key)];
+    mg = Mirrorgate::start_with(&dest, MirrorgateOptions { env: &only_new, ..opts() });
+    produce_mixed(&source.bootstrap, &topic, 500, "none", 5);
+    wait_identical(&source, &dest, &topic, 2, 2500);
+    assert!(!mg.log().contains("cannot decrypt"), "{}", tail(&mg.log(), 20));
+    assert_no_secrets("mirrorgate's log", &mg.log());
+    // With the old key alone the secret no longer opens: said in the log, never in clear.
+    drop(mg);
+    mg = Mirrorgate::start_with(&dest, opts());
+    mg.wait_for_log("cannot decrypt a secret mirror config", Duration::from_secs(60));
     assert_no_secrets("mirrorgate's log", &mg.log());
 }
 
@@ -630,4 +703,27 @@ async fn a_renewed_listener_certificate_is_served_without_a_restart() {
         s.contains("CN = client").then_some(()).ok_or(s)
     });
     mg.wait_for_log("listener certificate reloaded", Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_mirror_config_is_refused_without_an_encoder_key() {
+    let source = sasl_plaintext();
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { encoder_secret: None, ..MirrorgateOptions::default() });
+    let cfg = secure_mirror_config(
+        &source,
+        &[
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "sasl.mechanism=PLAIN".into(),
+            format!("sasl.jaas.config={}", jaas("plain.PlainLoginModule", "bob", "bob-secret-plain")),
+        ],
+    );
+    let mirror = unique_name("m");
+    let out = mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "a secret config was accepted without an encoder key: {text}");
+    assert!(text.contains("INVALID_CONFIG") && text.contains("password_encoder_secret"), "{text}");
+    assert_no_secrets("the refusal", &text);
+    let listed = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list");
+    assert!(!listed.contains(&mirror), "the refused mirror exists: {listed}");
 }

@@ -48,6 +48,12 @@ pub type PersistFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + S
 pub trait Persist: Send + Sync {
     /// Writes one record durably (acks=all); resolves once acknowledged.
     fn write(&self, w: StateWrite) -> PersistFuture<'_>;
+
+    /// Whether secret mirror configs can be stored (a `password_encoder_secret` is set);
+    /// without one they are refused rather than written in clear.
+    fn can_store_secrets(&self) -> bool {
+        true
+    }
 }
 
 /// A control-plane failure with the KIP error it maps to.
@@ -412,6 +418,7 @@ impl ControlPlane {
         self.check_loaded()?;
         validate_mirror_name(name)?;
         configs::validate_all(&configs_in).map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        self.check_secrets_storable(&configs_in)?;
         let _w = self.write_lock.lock().await;
         if self.with_state(|s| s.mirrors.contains_key(name)) {
             return Err(err(MirrorErrorCode::ClusterMirrorAlreadyExists, format!("mirror `{name}` already exists")));
@@ -462,12 +469,30 @@ impl ControlPlane {
         }
         configs::validate_all(&def.configs)
             .map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
+        self.check_secrets_storable(&def.configs)?;
         self.persist(StateWrite::Mirror(def.clone())).await?;
         self.update_state(|s| {
             s.mirrors.insert(name.to_string(), def);
         });
         tracing::info!(mirror = name, "mirror configs changed");
         Ok(())
+    }
+
+    /// INVALID_CONFIG when `configs` holds a secret (a sensitive key with a value) and no
+    /// `mirror_state.password_encoder_secret` is set to encrypt it in `__mirror_state`.
+    fn check_secrets_storable(&self, configs: &BTreeMap<String, String>) -> Result<(), MirrorError> {
+        if self.persist.can_store_secrets() {
+            return Ok(());
+        }
+        match configs.iter().find(|(k, v)| configs::is_sensitive(k) && !v.is_empty()) {
+            None => Ok(()),
+            Some((k, _)) => Err(MirrorError {
+                code: INVALID_CONFIG,
+                message: format!(
+                    "mirror config `{k}` is a secret and mirrorgate has no key to encrypt it in the state topic: set `mirror_state.password_encoder_secret` in proxy.yaml (or MIRRORGATE__MIRROR_STATE__PASSWORD_ENCODER_SECRET) and restart mirrorgate (docs/security.md, \"Secrets at rest\")"
+                ),
+            }),
+        }
     }
 
     /// The definition of mirror `name`.

@@ -9,6 +9,7 @@ pub mod dataplane;
 pub mod loops;
 pub mod model;
 pub mod persist;
+pub mod secrets;
 pub mod state_machine;
 pub mod store;
 pub mod sync;

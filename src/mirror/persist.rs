@@ -17,4 +17,8 @@ impl Persist for StateStore {
             r.map(|_| ()).map_err(|e| e.to_string())
         })
     }
+
+    fn can_store_secrets(&self) -> bool {
+        self.settings().secrets.is_some()
+    }
 }

@@ -48,11 +48,20 @@ pub struct StateStoreSettings {
     pub replication_factor: i16,
     /// `max_bytes` of each Fetch while loading, bytes (default 1 MiB).
     pub fetch_max_bytes: i32,
+    /// Encrypts secret mirror configs at rest (`mirror_state.password_encoder_secret`);
+    /// `None` = secrets are refused (and stored ones cannot be read).
+    pub secrets: Option<std::sync::Arc<super::secrets::SecretCodec>>,
 }
 
 impl Default for StateStoreSettings {
     fn default() -> Self {
-        Self { topic: DEFAULT_STATE_TOPIC.into(), num_partitions: 50, replication_factor: 3, fetch_max_bytes: 1 << 20 }
+        Self {
+            topic: DEFAULT_STATE_TOPIC.into(),
+            num_partitions: 50,
+            replication_factor: 3,
+            fetch_max_bytes: 1 << 20,
+            secrets: None,
+        }
     }
 }
 
@@ -88,6 +97,7 @@ impl From<&MirrorStateConfig> for StateStoreSettings {
             topic: c.topic.clone(),
             num_partitions: c.num_partitions,
             replication_factor: c.replication_factor,
+            secrets: c.secret_codec(),
             ..Self::default()
         }
     }
@@ -615,12 +625,57 @@ impl StateStore {
     /// # Errors
     /// [`StoreError::Corrupt`] naming partition and offset for a record this build cannot
     /// apply; [`StoreError::Cluster`] for Fetch/ListOffsets failures.
+    ///
+    /// Secret mirror configs are decrypted (see `secrets.rs`); a mirror whose secrets were
+    /// read with `password_encoder_old_secret`, or stored in clear by an older build, is
+    /// written again under the current secret.
     pub async fn load(&self) -> Result<StateSnapshot, StoreError> {
         let mut snapshot = StateSnapshot::default();
         for p in 0..self.topic.partitions {
             self.load_partition_into(p, &mut snapshot).await?;
         }
+        let rewrite = self.open_secrets(&mut snapshot);
+        for name in rewrite {
+            if let Some(def) = snapshot.mirrors.get(&name) {
+                self.put_mirror(def).await?;
+                tracing::info!(mirror = %name, "secret mirror configs written again under the current password_encoder_secret");
+            }
+        }
         Ok(snapshot)
+    }
+
+    /// Decrypts the secret configs of every mirror in `snapshot`; returns the mirrors to
+    /// write again (opened with the old secret, or stored in clear while a secret is set).
+    /// A value no secret opens stays as stored, with an error logged naming mirror and key.
+    fn open_secrets(&self, snapshot: &mut StateSnapshot) -> Vec<String> {
+        let mut rewrite = Vec::new();
+        for (name, def) in snapshot.mirrors.iter_mut() {
+            let mut again = false;
+            for (k, v) in def.configs.iter_mut() {
+                if !super::configs::is_sensitive(k) || v.is_empty() {
+                    continue;
+                }
+                let Some(codec) = &self.settings.secrets else {
+                    if super::secrets::is_encrypted(v) {
+                        tracing::error!(mirror = %name, config = %k, "secret mirror config is encrypted and no mirror_state.password_encoder_secret is set: the mirror cannot authenticate until it is");
+                    }
+                    continue;
+                };
+                match codec.decrypt(&format!("{name}/{k}"), v) {
+                    Ok((plain, opened)) => {
+                        again |= opened != super::secrets::Opened::Current;
+                        *v = plain;
+                    }
+                    Err(e) => {
+                        tracing::error!(mirror = %name, config = %k, error = %e, "cannot decrypt a secret mirror config")
+                    }
+                }
+            }
+            if again {
+                rewrite.push(name.clone());
+            }
+        }
+        rewrite
     }
 
     /// Loads one mirror only (its definition, topics and partitions), reading only its
@@ -632,6 +687,7 @@ impl StateStore {
         let mut snapshot = StateSnapshot::default();
         self.load_partition_into(self.partition_for(mirror), &mut snapshot).await?;
         snapshot.retain_mirror(mirror);
+        self.open_secrets(&mut snapshot);
         Ok(snapshot)
     }
 
@@ -701,7 +757,20 @@ impl StateStore {
     /// [`StoreError::Cluster`] when the write is refused or cannot be confirmed.
     pub async fn put_mirror(&self, mirror: &MirrorDefinition) -> Result<i64, StoreError> {
         let key = StateKey::Mirror { name: mirror.name.clone() };
-        let value = encode_value("mirror", mirror)?;
+        let mut stored = mirror.clone();
+        for (k, v) in stored.configs.iter_mut() {
+            if !super::configs::is_sensitive(k) || v.is_empty() {
+                continue;
+            }
+            let Some(codec) = &self.settings.secrets else {
+                return Err(StoreError::InvalidSetting {
+                    key: "mirror_state.password_encoder_secret".into(),
+                    reason: format!("not set, so secret mirror config `{k}` cannot be stored"),
+                });
+            };
+            *v = codec.encrypt(&format!("{}/{k}", mirror.name), v).map_err(StoreError::Encode)?;
+        }
+        let value = encode_value("mirror", &stored)?;
         self.write(&key, Some(value)).await
     }
 

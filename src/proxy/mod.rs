@@ -141,6 +141,7 @@ async fn open_mirror_gate(
         topic: settings.mirror_state.topic.clone(),
         num_partitions: settings.mirror_state.num_partitions,
         replication_factor: settings.mirror_state.replication_factor,
+        secrets: settings.mirror_state.secret_codec(),
         ..StateStoreSettings::default()
     };
     let store = StateStore::open(client, store_settings).await?;

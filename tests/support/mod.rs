@@ -172,6 +172,10 @@ pub fn free_port_range(count: u16) -> u16 {
     panic!("no free range of {count} loopback ports in {LO}..{HI}");
 }
 
+/// `mirror_state.password_encoder_secret` of every mirrorgate the tests start (secret mirror
+/// configs are refused without one).
+pub const TEST_ENCODER_SECRET: &str = "test-encoder-secret-7f3a9c";
+
 /// A mirrorgate process; killed on drop.
 pub struct Mirrorgate {
     child: Child,
@@ -198,11 +202,21 @@ pub struct MirrorgateOptions<'a> {
     pub admin: bool,
     /// Extra environment variables of the process (e.g. `MIRRORGATE_FAILPOINT`).
     pub env: &'a [(&'a str, &'a str)],
+    /// `mirror_state.password_encoder_secret` (default [`TEST_ENCODER_SECRET`]; `None` =
+    /// unset, so secret mirror configs are refused).
+    pub encoder_secret: Option<&'a str>,
 }
 
 impl Default for MirrorgateOptions<'_> {
     fn default() -> Self {
-        Self { advertised_host: "127.0.0.1", extra_yaml: "", state_topic: None, admin: true, env: &[] }
+        Self {
+            advertised_host: "127.0.0.1",
+            extra_yaml: "",
+            state_topic: None,
+            admin: true,
+            env: &[],
+            encoder_secret: Some(TEST_ENCODER_SECRET),
+        }
     }
 }
 
@@ -412,13 +426,14 @@ impl Mirrorgate {
         let log_path = dir.join(format!("{id}.log"));
         let state_topic = opts.state_topic.map(String::from).unwrap_or_else(|| unique_name("__mirror_state-test"));
         let yaml = format!(
-            "destination:\n  bootstrap_servers: {bootstrap}\n  metadata_refresh_interval_ms: 5000\n{}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\n{}mirror_state:\n  topic: {state_topic}\n  num_partitions: 3\nlog:\n  level: info,mirrorgate=debug\n{}\n",
+            "destination:\n  bootstrap_servers: {bootstrap}\n  metadata_refresh_interval_ms: 5000\n{}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    advertised_host: {}\n    port_range: {}-{}\n    admin: {}\n{}mirror_state:\n  topic: {state_topic}\n  num_partitions: 3\n{}log:\n  level: info,mirrorgate=debug\n{}\n",
             front.destination_yaml,
             opts.advertised_host,
             first_port,
             first_port + 11,
             opts.admin,
             front.listener_yaml,
+            opts.encoder_secret.map(|s| format!("  password_encoder_secret: {s}\n")).unwrap_or_default(),
             opts.extra_yaml
         );
         std::fs::write(&config_path, yaml).unwrap();
