@@ -727,3 +727,117 @@ async fn a_secret_mirror_config_is_refused_without_an_encoder_key() {
     let listed = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list");
     assert!(!listed.contains(&mirror), "the refused mirror exists: {listed}");
 }
+
+/// Mirror RPCs are authorized for the client's own principal from the destination's CLUSTER
+/// ACLs (StandardAuthorizer): without ALTER, `--create` and `--stop` get
+/// CLUSTER_AUTHORIZATION_FAILED; DESCRIBE lets `--list`/`--describe` through; granted, the
+/// same commands succeed. A client without a topic ACL gets TOPIC_AUTHORIZATION_FAILED from
+/// the broker through mirrorgate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_requests_are_authorized_for_the_client_principal() {
+    let dest = secure_cluster_with(
+        "authz",
+        "SASL_PLAINTEXT",
+        "none",
+        &[
+            "SCRAM-SHA-512:admin:admin-secret-acl",
+            "SCRAM-SHA-512:erin:erin-secret-acl",
+            "SCRAM-SHA-512:frank:frank-secret-acl",
+        ],
+        // Inter-broker and controller listeners are PLAINTEXT (ANONYMOUS), so it is a super
+        // user; clients through mirrorgate reach only the SASL listener.
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin;User:ANONYMOUS",
+        ],
+    );
+    let source = cluster("src");
+    let destination_yaml = format!(
+        "  security_protocol: SASL_PLAINTEXT\n  sasl_mechanism: SCRAM-SHA-512\n  sasl_jaas_config: '{}'\n",
+        jaas("scram.ScramLoginModule", "admin", "admin-secret-acl")
+    );
+    let mg = Mirrorgate::start_in_front_of(
+        dest.secure.as_ref().unwrap(),
+        FrontOptions { destination_yaml: &destination_yaml, ..FrontOptions::default() },
+        MirrorgateOptions::default(),
+    );
+    let as_user = |user: &str, password: &str| {
+        let path = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name(user)));
+        let text = format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\n",
+            jaas("scram.ScramLoginModule", user, password)
+        );
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (erin, frank) = (as_user("erin", "erin-secret-acl"), as_user("frank", "frank-secret-acl"));
+    let acl = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", dest.bootstrap.as_str(), "--add"];
+        all.extend(args);
+        kafka_tool_ok("4.1.1", "acls", &all, None);
+    };
+    acl(&["--allow-principal", "User:frank", "--operation", "Describe", "--cluster"]);
+    let topic = unique_name("authz");
+    create_topic(&source.bootstrap, &topic, 1);
+    produce_mixed(&source.bootstrap, &topic, 100, "none", 7);
+    let mirror_cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("authz-mirror")));
+    std::fs::write(&mirror_cfg, format!("bootstrap.servers={}\n", source.bootstrap)).unwrap();
+    let mirror = unique_name("m");
+    let cli = |props: &str, args: &[&str]| {
+        let mut all = vec!["--command-config", props];
+        all.extend(args);
+        let out = mirrors_cli(&mg.bootstrap, &all);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let create = ["--create", "--mirror", mirror.as_str(), "--mirror-config", mirror_cfg.to_str().unwrap()];
+    let refused = |(ok, text): (bool, String), what: &str| {
+        assert!(!ok && text.contains("CLUSTER_AUTHORIZATION_FAILED"), "{what}: {text}");
+    };
+    // erin has no ACL: neither changes nor reads.
+    refused(cli(&erin, &create), "--create by erin (no ACL)");
+    refused(cli(&erin, &["--describe", "--mirror", &mirror]), "--describe by erin (no ACL)");
+    // frank has DESCRIBE: reads work, changes do not.
+    let (ok_list, text) = cli(&frank, &["--list"]);
+    assert!(ok_list, "--list by frank (DESCRIBE): {text}");
+    refused(cli(&frank, &create), "--create by frank (DESCRIBE only)");
+    assert!(mg.log().contains("User:frank"), "the refusal does not name the principal");
+    // erin gets ALTER: create, start and stop succeed (the ACL view refreshes within 5 s);
+    // frank still cannot stop.
+    acl(&["--allow-principal", "User:erin", "--operation", "Alter", "--cluster"]);
+    eventually(Duration::from_secs(30), || {
+        let (ok, text) = cli(&erin, &create);
+        ok.then_some(()).ok_or(text)
+    });
+    let (started, text) = cli(&erin, &["--start", "--mirror", &mirror, "--topics", &topic]);
+    assert!(started, "--start by erin: {text}");
+    refused(cli(&frank, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop by frank");
+    let (ok_describe, text) = cli(&frank, &["--describe", "--mirror", &mirror]);
+    assert!(ok_describe && text.contains(&topic), "--describe by frank: {text}");
+    let (stopped, text) = cli(&erin, &["--stop", "--mirror", &mirror, "--topics", &topic]);
+    assert!(stopped, "--stop by erin: {text}");
+    // The broker enforces topic ACLs on forwarded requests: frank may not write a topic.
+    let dtopic = unique_name("authz-topic");
+    create_topic(&dest.bootstrap, &dtopic, 1);
+    let out = python_client(&[
+        "produce",
+        "--bootstrap",
+        &mg.bootstrap,
+        "--topic",
+        &dtopic,
+        "--count",
+        "1",
+        "--timeout",
+        "10",
+        "--prop",
+        "security.protocol=SASL_PLAINTEXT",
+        "--prop",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "--prop",
+        "sasl.username=frank",
+        "--prop",
+        "sasl.password=frank-secret-acl",
+    ]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.to_ascii_uppercase().contains("TOPIC_AUTHORIZATION_FAILED"), "{text}");
+}

@@ -150,3 +150,37 @@ pub async fn incremental_alter(
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
+
+/// A DescribeConfigs answer refusing every resource with `code` and `message` (for example
+/// CLUSTER_AUTHORIZATION_FAILED); no config is returned.
+pub fn refuse_describe(req: &DescribeConfigsRequest, code: i16, message: &str) -> DescribeConfigsResponse {
+    DescribeConfigsResponse::default().with_results(
+        req.resources
+            .iter()
+            .map(|r| {
+                DescribeConfigsResult::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name.clone())
+                    .with_error_code(code)
+                    .with_error_message(Some(s(message)))
+            })
+            .collect(),
+    )
+}
+
+/// An IncrementalAlterConfigs answer refusing every resource with `code` and `message`;
+/// nothing is changed.
+pub fn refuse_alter(req: &IncrementalAlterConfigsRequest, code: i16, message: &str) -> IncrementalAlterConfigsResponse {
+    IncrementalAlterConfigsResponse::default().with_responses(
+        req.resources
+            .iter()
+            .map(|r| {
+                AlterConfigsResourceResponse::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name.clone())
+                    .with_error_code(code)
+                    .with_error_message(Some(s(message)))
+            })
+            .collect(),
+    )
+}

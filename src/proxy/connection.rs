@@ -27,7 +27,12 @@ use crate::config::Listener;
 use crate::wire::frame::{length_prefix, FrameDecoder};
 use crate::wire::header::{self, RequestPrefix};
 
+use super::authz::ClientIdentity;
 use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
+
+/// Api keys SaslHandshake (17) and SaslAuthenticate (36): watched for the client's principal.
+const SASL_HANDSHAKE: i16 = 17;
+const SASL_AUTHENTICATE: i16 = 36;
 use super::mirror_gate::GateDecision;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
@@ -189,8 +194,9 @@ async fn pump(
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let clock = ReadClock::new(shared.settings.read_timeouts);
     let outstanding = clock.outstanding.clone();
-    let requests = requests(client_r, peer, target, tx, clock, shared, listener.admin);
-    let responses = responses(client_w, rx, outstanding, listener, shared);
+    let identity = ClientIdentity::new(peer);
+    let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin);
+    let responses = responses(client_w, rx, outstanding, &identity, listener, shared);
     tokio::select! {
         r = requests => r,
         r = responses => r,
@@ -212,10 +218,10 @@ async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::
 /// with nothing to read and no response due is closed after `connections_max_idle_ms`.
 async fn requests<R>(
     mut client_r: R,
-    peer: SocketAddr,
     target: Target,
     tx: mpsc::Sender<Pending>,
     mut clock: ReadClock,
+    identity: &ClientIdentity,
     shared: &Shared,
     admin: bool,
 ) -> String
@@ -246,9 +252,12 @@ where
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
             };
+            if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
+                identity.on_request(&prefix, &frame);
+            }
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
-                Some(gate) => match gate.intercept(&prefix, &frame, admin).await {
+                Some(gate) => match gate.intercept(&prefix, &frame, admin, identity).await {
                     Ok(d) => d,
                     Err(reason) => return reason,
                 },
@@ -345,7 +354,7 @@ where
         if frame_permit.is_none() {
             if let Ok(Some(length)) = decoder.peek_length(&buf) {
                 if length > SMALL_FRAME_BYTES {
-                    frame_permit = Some(shared.request_memory.reserve(length, &peer).await);
+                    frame_permit = Some(shared.request_memory.reserve(length, &identity.peer).await);
                     granted = true;
                 }
             }
@@ -379,6 +388,7 @@ async fn responses<W>(
     client_w: W,
     mut rx: mpsc::Receiver<Pending>,
     outstanding: Arc<AtomicUsize>,
+    identity: &ClientIdentity,
     listener: &Listener,
     shared: &Shared,
 ) -> String
@@ -434,6 +444,9 @@ where
             Ok(id) if id == correlation_id => {}
             Ok(id) => return format!("destination broker answered correlation id {id}, expected {correlation_id}"),
             Err(e) => return format!("bad response from destination broker: {e}"),
+        }
+        if api_key == SASL_AUTHENTICATE {
+            identity.on_authenticate_response(&frame, api_version);
         }
         let frame = match intercept::apply(
             action,

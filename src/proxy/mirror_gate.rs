@@ -37,6 +37,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+use super::authz::{AclCache, ClientIdentity, Operation, CLUSTER_AUTHORIZATION_FAILED};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{base64_uuid, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
@@ -90,6 +91,8 @@ pub struct MirrorGate {
     destination: ClusterAccess,
     /// Destination topic id (Kafka's base64) → name, for Produce v13 and DeleteTopics v6.
     topic_names: DashMap<String, String>,
+    /// The destination's CLUSTER ACLs, for authorizing what mirrorgate answers itself.
+    acls: AclCache,
 }
 
 impl std::fmt::Debug for MirrorGate {
@@ -108,8 +111,14 @@ fn read_only_message(topic: &str, mirror: &str) -> String {
 
 impl MirrorGate {
     /// A gate over `control`, answering mirror RPCs on the keys of `table`.
-    pub fn new(control: Arc<ControlPlane>, table: MirrorApiTable, destination: ClusterAccess) -> Self {
-        Self { control, table, destination, topic_names: DashMap::new() }
+    /// `acl_client` reads the destination's ACLs (mirrorgate's own connection).
+    pub fn new(
+        control: Arc<ControlPlane>,
+        table: MirrorApiTable,
+        destination: ClusterAccess,
+        acl_client: crate::client::cluster::ClusterClient,
+    ) -> Self {
+        Self { control, table, destination, topic_names: DashMap::new(), acls: AclCache::new(acl_client) }
     }
 
     /// `(api_key, min_version, max_version)` of the mirror RPCs, for ApiVersions.
@@ -164,9 +173,10 @@ impl MirrorGate {
         prefix: &RequestPrefix,
         frame: &Bytes,
         admin_listener: bool,
+        identity: &ClientIdentity,
     ) -> Result<GateDecision, String> {
         if let Some(api) = self.table.lookup(prefix.api_key) {
-            return self.mirror_admin(api, prefix, frame, admin_listener).await.map(GateDecision::Local);
+            return self.mirror_admin(api, prefix, frame, admin_listener, identity).await.map(GateDecision::Local);
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
         let bad = |e: scan::ScanError| format!("malformed {key:?} v{} request: {e}", prefix.api_version);
@@ -189,7 +199,10 @@ impl MirrorGate {
                     return Ok(GateDecision::Pass);
                 }
                 let req: DescribeConfigsRequest = decode_body(key, prefix, frame)?;
-                let resp = config_rpc::describe(&self.control, &req);
+                let resp = match self.acls.authorize(identity, Operation::Describe).await {
+                    Ok(()) => config_rpc::describe(&self.control, &req),
+                    Err(m) => config_rpc::refuse_describe(&req, CLUSTER_AUTHORIZATION_FAILED, &m),
+                };
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
             ApiKey::IncrementalAlterConfigs => {
@@ -197,7 +210,10 @@ impl MirrorGate {
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if any {
                     let req: IncrementalAlterConfigsRequest = decode_body(key, prefix, frame)?;
-                    let resp = config_rpc::incremental_alter(&self.control, &req).await;
+                    let resp = match self.acls.authorize(identity, Operation::Alter).await {
+                        Ok(()) => config_rpc::incremental_alter(&self.control, &req).await,
+                        Err(m) => config_rpc::refuse_alter(&req, CLUSTER_AUTHORIZATION_FAILED, &m),
+                    };
                     return Ok(GateDecision::Local(encode_response(key, prefix, &resp)?));
                 }
                 let names: Vec<(i8, String)> =
@@ -464,13 +480,21 @@ impl MirrorGate {
         prefix: &RequestPrefix,
         frame: &Bytes,
         admin_listener: bool,
+        identity: &ClientIdentity,
     ) -> Result<Bytes, String> {
         let start = header::request_header_len(frame, 2)
             .map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
         let mut body = frame.slice(start..);
+        let op = match api {
+            mwire::MirrorApi::ListClusterMirrors | mwire::MirrorApi::DescribeClusterMirrors => Operation::Describe,
+            _ => Operation::Alter,
+        };
+        let refusal = if admin_listener { self.acls.authorize(identity, op).await.err() } else { None };
         let response = if !admin_listener {
             tracing::warn!(api = api.name(), "mirror admin request refused on a listener without `admin: true`");
             admin::unauthorized(api)
+        } else if let Some(message) = refusal {
+            admin::error_response(api, CLUSTER_AUTHORIZATION_FAILED, &message)
         } else {
             match mwire::decode_request(api, prefix.api_version, &mut body) {
                 Ok(req) => {

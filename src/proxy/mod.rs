@@ -2,6 +2,7 @@
 //! response interceptors. Traffic for APIs mirrorgate does not need to understand is forwarded
 //! as raw bytes to the same destination broker.
 
+pub mod authz;
 pub mod brokers;
 pub mod connection;
 pub mod intercept;
@@ -172,9 +173,10 @@ async fn open_mirror_gate(
         crate::telemetry::metrics::install(addr)?;
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
     }
+    let acl_client = data_client.clone();
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
     tokio::spawn(data_plane.run(shutdown.clone()));
-    Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination)))
+    Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination, acl_client)))
 }
 
 /// Waits for the destination to answer (retrying every 2 s within `deadline`), opens every

@@ -67,11 +67,22 @@ pub fn tiered_cluster(name: &str, version: &str) -> Arc<Cluster> {
 /// `requested`, `required`) and `users` (`MECHANISM:NAME:PASSWORD`), next to its PLAINTEXT
 /// one (`scripts/kafka.sh start --secure`), started on first use.
 pub fn secure_cluster(name: &str, protocol: &str, client_auth: &str, users: &[&str]) -> Arc<Cluster> {
+    secure_cluster_with(name, protocol, client_auth, users, &[])
+}
+
+/// [`secure_cluster`] with extra broker properties (e.g. an authorizer).
+pub fn secure_cluster_with(
+    name: &str,
+    protocol: &str,
+    client_auth: &str,
+    users: &[&str],
+    props: &[&str],
+) -> Arc<Cluster> {
     let mut flags = vec!["--secure", protocol, "--client-auth", client_auth];
     for u in users {
         flags.extend(["--user", u]);
     }
-    start_cluster(name, 1, "4.1.1", &flags, &[])
+    start_cluster(name, 1, "4.1.1", &flags, props)
 }
 
 fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &[&str]) -> Arc<Cluster> {

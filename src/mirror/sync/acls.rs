@@ -105,7 +105,7 @@ impl AclRule {
 }
 
 /// Every ACL of the cluster, or `None` when it has no authorizer.
-async fn describe(c: &ClusterClient) -> Result<Option<BTreeSet<Binding>>, String> {
+pub(crate) async fn describe(c: &ClusterClient) -> Result<Option<BTreeSet<Binding>>, String> {
     let mut req = DescribeAclsRequest::default();
     req.resource_type_filter = ANY;
     req.resource_name_filter = None;

@@ -10,7 +10,7 @@
 //! never moves a destination group offset backwards because of clamping, never touches a
 //! PAUSED or STOPPED topic, and never copies the configs mirrorgate owns for offset identity.
 
-mod acls;
+pub(crate) mod acls;
 mod groups;
 mod topics;
 

@@ -1,0 +1,444 @@
+//! Authorization of what mirrorgate answers itself (issue 11 item 5): the mirror RPCs and the
+//! CLUSTER_MIRROR (64) config resource.
+//!
+//! - **Who asks.** Each client connection's principal comes from the SASL exchange it runs
+//!   with the destination broker through mirrorgate ([`ClientIdentity`]): the user name in the
+//!   client's first SaslAuthenticate message (PLAIN authcid, SCRAM `n=`, OAUTHBEARER token
+//!   `sub`), trusted only once the broker has answered every round of the mechanism without
+//!   error (1 for PLAIN and OAUTHBEARER, 2 for SCRAM). A connection without SASL is
+//!   `User:ANONYMOUS`, as on a broker's PLAINTEXT or SSL listener without a principal builder.
+//! - **What is allowed.** Until brokers know the KIP's ClusterMirror resource, the
+//!   destination's ACLs on the CLUSTER resource decide ([`AclView`]), evaluated with the
+//!   rules of Kafka's `StandardAuthorizer`: super users (`super.users`) may do anything; a
+//!   matching DENY wins; otherwise a matching ALLOW allows; ALL implies every operation and
+//!   READ, WRITE, DELETE and ALTER imply DESCRIBE; principal `User:*` and host `*` are
+//!   wildcards; LITERAL names match `kafka-cluster` or `*`, PREFIXED names match a prefix of
+//!   it; with no ACL at all on the cluster, `allow.everyone.if.no.acl.found` decides. Changes
+//!   need ALTER, reads DESCRIBE. A destination without an authorizer (DescribeAcls answers
+//!   SECURITY_DISABLED) allows everything, as Kafka does.
+//! - **Refusal.** CLUSTER_AUTHORIZATION_FAILED (31) with a message naming principal and
+//!   operation.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{
+    ApiKey, DescribeConfigsRequest, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use crate::client::cluster::ClusterClient;
+use crate::wire::header::{self, RequestPrefix};
+
+/// Kafka error CLUSTER_AUTHORIZATION_FAILED (31).
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+/// The principal of a connection that did not authenticate.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+/// How long a read of the destination's ACLs is used before it is read again.
+pub const ACL_REFRESH: Duration = Duration::from_secs(5);
+/// How long a read of the destination's ACLs may take before the last view is used (so the
+/// mirror RPCs answer promptly while the destination is down).
+pub const ACL_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Kafka's AclOperation codes used here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// DESCRIBE (8): `--list`, `--describe`, DescribeConfigs on a mirror.
+    Describe,
+    /// ALTER (7): create, delete, start, stop, pause, resume, mirror config changes.
+    Alter,
+}
+
+impl Operation {
+    fn code(self) -> i8 {
+        match self {
+            Operation::Describe => 8,
+            Operation::Alter => 7,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Operation::Describe => "DESCRIBE",
+            Operation::Alter => "ALTER",
+        }
+    }
+}
+
+const OP_ALL: i8 = 2;
+const IMPLIES_DESCRIBE: [i8; 4] = [3, 4, 6, 7]; // READ, WRITE, DELETE, ALTER
+const DENY: i8 = 2;
+const ALLOW: i8 = 3;
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+const RESOURCE_CLUSTER: i8 = 4;
+const CLUSTER_NAME: &str = "kafka-cluster";
+
+/// One ACL on the CLUSTER resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterAcl {
+    /// Pattern type (3 LITERAL, 4 PREFIXED).
+    pub pattern: i8,
+    /// Resource name (`kafka-cluster`, `*`, or a prefix).
+    pub name: String,
+    /// `User:name` or `User:*`.
+    pub principal: String,
+    /// Client host (IP) or `*`.
+    pub host: String,
+    /// AclOperation code.
+    pub operation: i8,
+    /// 2 DENY, 3 ALLOW.
+    pub permission: i8,
+}
+
+impl ClusterAcl {
+    fn applies(&self, principal: &str, host: &str) -> bool {
+        let resource = match self.pattern {
+            LITERAL => self.name == CLUSTER_NAME || self.name == "*",
+            PREFIXED => CLUSTER_NAME.starts_with(self.name.as_str()),
+            _ => false,
+        };
+        resource
+            && (self.principal == principal || self.principal == "User:*")
+            && (self.host == "*" || self.host == host)
+    }
+
+    fn allows(&self, op: Operation) -> bool {
+        self.operation == OP_ALL
+            || self.operation == op.code()
+            || (op == Operation::Describe && IMPLIES_DESCRIBE.contains(&self.operation))
+    }
+
+    fn denies(&self, op: Operation) -> bool {
+        self.operation == OP_ALL || self.operation == op.code()
+    }
+}
+
+/// What the destination's authorizer says, as last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AclView {
+    /// No authorizer (DescribeAcls answered SECURITY_DISABLED): everything is allowed.
+    NoAuthorizer,
+    /// The CLUSTER ACLs and the broker settings that change their meaning.
+    Acls {
+        /// ACLs on the CLUSTER resource.
+        cluster: Vec<ClusterAcl>,
+        /// `super.users` of the broker asked, e.g. `User:admin`.
+        super_users: Vec<String>,
+        /// `allow.everyone.if.no.acl.found`.
+        allow_if_none: bool,
+    },
+}
+
+impl AclView {
+    /// Whether `principal` connecting from `host` may do `op`.
+    ///
+    /// # Errors
+    /// The refusal message (for CLUSTER_AUTHORIZATION_FAILED).
+    pub fn authorize(&self, principal: &str, host: &str, op: Operation) -> Result<(), String> {
+        let AclView::Acls { cluster, super_users, allow_if_none } = self else { return Ok(()) };
+        if super_users.iter().any(|s| s == principal) {
+            return Ok(());
+        }
+        let refused = || {
+            format!(
+                "principal {principal} (host {host}) is not authorized to {} the cluster mirrors: the destination's ACLs on the CLUSTER resource grant it no {} (mirrorgate authorizes mirror requests like the broker, from those ACLs)",
+                if op == Operation::Alter { "change" } else { "describe" },
+                op.name()
+            )
+        };
+        let matching: Vec<&ClusterAcl> = cluster.iter().filter(|a| a.applies(principal, host)).collect();
+        if matching.iter().any(|a| a.permission == DENY && a.denies(op)) {
+            return Err(refused());
+        }
+        if matching.iter().any(|a| a.permission == ALLOW && a.allows(op)) {
+            return Ok(());
+        }
+        if cluster.is_empty() && *allow_if_none {
+            return Ok(());
+        }
+        Err(refused())
+    }
+}
+
+/// Reads the destination's CLUSTER ACLs, `super.users` and `allow.everyone.if.no.acl.found`.
+///
+/// # Errors
+/// The destination cannot be asked, or refuses (for example mirrorgate's own principal lacks
+/// DESCRIBE on the cluster), as text.
+pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
+    let Some(bindings) = crate::mirror::sync::acls::describe(client).await? else {
+        return Ok(AclView::NoAuthorizer);
+    };
+    let cluster = bindings
+        .into_iter()
+        .filter(|b| b.0 == RESOURCE_CLUSTER)
+        .map(|(_, name, pattern, principal, host, operation, permission)| ClusterAcl {
+            pattern,
+            name,
+            principal,
+            host,
+            operation,
+            permission,
+        })
+        .collect();
+    let node = client.metadata().brokers.keys().next().copied().unwrap_or(0);
+    let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+        .with_resource_type(RESOURCE_CLUSTER)
+        .with_resource_name(StrBytes::from_string(node.to_string()))
+        .with_configuration_keys(Some(vec![
+            StrBytes::from_static_str("super.users"),
+            StrBytes::from_static_str("allow.everyone.if.no.acl.found"),
+        ]))]);
+    let resp = client.send_any(&req, 1).await.map_err(|e| format!("DescribeConfigs of broker {node}: {e}"))?;
+    let mut super_users = Vec::new();
+    let mut allow_if_none = false;
+    for r in &resp.results {
+        for c in &r.configs {
+            let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            match c.name.as_str() {
+                "super.users" => {
+                    super_users = value.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+                }
+                "allow.everyone.if.no.acl.found" => allow_if_none = value.eq_ignore_ascii_case("true"),
+                _ => {}
+            }
+        }
+    }
+    Ok(AclView::Acls { cluster, super_users, allow_if_none })
+}
+
+/// The destination's ACLs, read at most every [`ACL_REFRESH`].
+pub struct AclCache {
+    client: ClusterClient,
+    last: tokio::sync::Mutex<Option<(Instant, AclView)>>,
+}
+
+impl std::fmt::Debug for AclCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AclCache").finish_non_exhaustive()
+    }
+}
+
+impl AclCache {
+    /// A cache reading through `client` (mirrorgate's own destination connection).
+    pub fn new(client: ClusterClient) -> Self {
+        Self { client, last: tokio::sync::Mutex::new(None) }
+    }
+
+    /// Decides `op` for `identity`.
+    ///
+    /// When the destination cannot be asked, the last view read is used; with none ever read,
+    /// DESCRIBE is allowed (so `--describe` works while the destination is down) and ALTER is
+    /// refused with the reason.
+    ///
+    /// # Errors
+    /// The refusal message.
+    pub async fn authorize(&self, identity: &ClientIdentity, op: Operation) -> Result<(), String> {
+        let view = {
+            let mut last = self.last.lock().await;
+            let fresh = last.as_ref().is_some_and(|(at, _)| at.elapsed() < ACL_REFRESH);
+            if !fresh {
+                let read = tokio::time::timeout(ACL_READ_TIMEOUT, read_acls(&self.client))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("no answer within {} ms", ACL_READ_TIMEOUT.as_millis())));
+                match read {
+                    Ok(v) => *last = Some((Instant::now(), v)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the destination's ACLs; using the last ones read");
+                        if last.is_none() {
+                            return match op {
+                                Operation::Describe => Ok(()),
+                                Operation::Alter => {
+                                    Err(format!("cannot read the destination's ACLs to authorize this change: {e}"))
+                                }
+                            };
+                        }
+                    }
+                }
+            }
+            last.as_ref().map(|(_, v)| v.clone()).unwrap_or(AclView::NoAuthorizer)
+        };
+        let principal = identity.principal();
+        let host = identity.host.to_string();
+        view.authorize(&principal, &host, op)
+            .inspect_err(|m| tracing::warn!(%principal, %host, operation = op.name(), "mirror request refused: {m}"))
+    }
+}
+
+/// Who a client connection is, as far as mirrorgate can tell.
+#[derive(Debug)]
+pub struct ClientIdentity {
+    /// The client's address and port.
+    pub peer: SocketAddr,
+    /// The client's address.
+    pub host: IpAddr,
+    sasl: Mutex<SaslProgress>,
+}
+
+#[derive(Debug, Default)]
+struct SaslProgress {
+    mechanism: Option<String>,
+    /// User name from the client's first SaslAuthenticate message of this exchange.
+    claimed: Option<String>,
+    /// SaslAuthenticate responses without error in this exchange.
+    rounds_ok: u8,
+    /// `User:name` once an exchange completed.
+    principal: Option<String>,
+}
+
+fn rounds_needed(mechanism: &str) -> u8 {
+    if mechanism.starts_with("SCRAM-") {
+        2
+    } else {
+        1
+    }
+}
+
+impl ClientIdentity {
+    /// A connection from `peer` that has not authenticated.
+    pub fn new(peer: SocketAddr) -> Self {
+        Self { peer, host: peer.ip(), sasl: Mutex::new(SaslProgress::default()) }
+    }
+
+    /// `User:name`, or [`ANONYMOUS`].
+    pub fn principal(&self) -> String {
+        self.lock().principal.clone().unwrap_or_else(|| ANONYMOUS.to_string())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SaslProgress> {
+        self.sasl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Looks at a forwarded SaslHandshake (17) or SaslAuthenticate (36) request. A request
+    /// that does not decode is left to the broker (it answers it).
+    pub fn on_request(&self, prefix: &RequestPrefix, frame: &Bytes) {
+        match ApiKey::try_from(prefix.api_key) {
+            Ok(ApiKey::SaslHandshake) => {
+                if let Some(req) = decode::<SaslHandshakeRequest>(ApiKey::SaslHandshake, prefix, frame) {
+                    let mut s = self.lock();
+                    s.mechanism = Some(req.mechanism.to_string());
+                    s.claimed = None;
+                    s.rounds_ok = 0;
+                }
+            }
+            Ok(ApiKey::SaslAuthenticate) => {
+                if let Some(req) = decode::<SaslAuthenticateRequest>(ApiKey::SaslAuthenticate, prefix, frame) {
+                    let mut s = self.lock();
+                    if s.claimed.is_none() {
+                        s.claimed = s.mechanism.as_deref().and_then(|m| claimed_user(m, &req.auth_bytes));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Looks at the broker's SaslAuthenticate response (after the response header).
+    pub fn on_authenticate_response(&self, frame: &Bytes, api_version: i16) {
+        let hv = ApiKey::SaslAuthenticate.response_header_version(api_version);
+        let Ok(start) = header::response_header_len(frame, hv) else { return };
+        let Ok(resp) = SaslAuthenticateResponse::decode(&mut frame.slice(start..), api_version) else { return };
+        let mut s = self.lock();
+        if resp.error_code != 0 {
+            s.claimed = None;
+            s.rounds_ok = 0;
+            return;
+        }
+        s.rounds_ok = s.rounds_ok.saturating_add(1);
+        let needed = s.mechanism.as_deref().map(rounds_needed).unwrap_or(u8::MAX);
+        if s.rounds_ok >= needed {
+            if let Some(user) = s.claimed.clone() {
+                s.principal = Some(format!("User:{user}"));
+            }
+        }
+    }
+}
+
+fn decode<T: Decodable>(key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Option<T> {
+    let start = header::request_header_len(frame, key.request_header_version(prefix.api_version)).ok()?;
+    T::decode(&mut frame.slice(start..), prefix.api_version).ok()
+}
+
+/// The user a client's first SASL message names. PLAIN: `authzid NUL authcid NUL password`,
+/// the authcid (RFC 4616; Kafka refuses an authzid that differs). SCRAM: `n,,n=user,r=...`
+/// with `=2C`/`=3D` unescaped (RFC 5802). OAUTHBEARER: the `sub` claim of the bearer token
+/// (RFC 7628; Kafka's default `sasl.oauthbearer.sub.claim.name`).
+pub fn claimed_user(mechanism: &str, auth: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(auth).ok()?;
+    match mechanism {
+        "PLAIN" => {
+            let mut parts = text.split('\0');
+            let _authzid = parts.next()?;
+            let authcid = parts.next()?;
+            (!authcid.is_empty()).then(|| authcid.to_string())
+        }
+        m if m.starts_with("SCRAM-") => {
+            let bare = text.splitn(3, ',').nth(2)?;
+            let user = bare.split(',').find_map(|kv| kv.strip_prefix("n="))?;
+            Some(user.replace("=2C", ",").replace("=3D", "="))
+        }
+        "OAUTHBEARER" => {
+            let token = text.split('\u{1}').find_map(|kv| kv.strip_prefix("auth=Bearer "))?.trim();
+            let payload = token.split('.').nth(1)?;
+            let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&json).ok()?;
+            v.get("sub")?.as_str().map(String::from)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(pattern: i8, name: &str, principal: &str, host: &str, operation: i8, permission: i8) -> ClusterAcl {
+        ClusterAcl { pattern, name: name.into(), principal: principal.into(), host: host.into(), operation, permission }
+    }
+
+    fn view(cluster: Vec<ClusterAcl>) -> AclView {
+        AclView::Acls { cluster, super_users: vec!["User:admin".into()], allow_if_none: false }
+    }
+
+    #[test]
+    fn kafka_rules_deny_wins_implications_wildcards_prefixes() {
+        let v = view(vec![
+            acl(LITERAL, "kafka-cluster", "User:alice", "*", 7, ALLOW),
+            acl(PREFIXED, "kafka-", "User:bob", "*", 8, ALLOW),
+            acl(LITERAL, "*", "User:*", "10.0.0.9", OP_ALL, DENY),
+            acl(LITERAL, "kafka-cluster", "User:carol", "*", 3, ALLOW),
+        ]);
+        assert!(v.authorize("User:alice", "127.0.0.1", Operation::Alter).is_ok());
+        assert!(v.authorize("User:alice", "127.0.0.1", Operation::Describe).is_ok(), "ALTER implies DESCRIBE");
+        assert!(v.authorize("User:bob", "127.0.0.1", Operation::Describe).is_ok(), "prefixed");
+        assert!(v.authorize("User:bob", "127.0.0.1", Operation::Alter).is_err());
+        assert!(v.authorize("User:carol", "127.0.0.1", Operation::Describe).is_ok(), "READ implies DESCRIBE");
+        assert!(v.authorize("User:carol", "127.0.0.1", Operation::Alter).is_err());
+        assert!(v.authorize("User:alice", "10.0.0.9", Operation::Alter).is_err(), "deny wins");
+        assert!(v.authorize("User:admin", "10.0.0.9", Operation::Alter).is_ok(), "super user");
+        let e = v.authorize(ANONYMOUS, "127.0.0.1", Operation::Describe).unwrap_err();
+        assert!(e.contains("User:ANONYMOUS") && e.contains("DESCRIBE"), "{e}");
+        assert!(AclView::NoAuthorizer.authorize(ANONYMOUS, "x", Operation::Alter).is_ok());
+        let open = AclView::Acls { cluster: vec![], super_users: vec![], allow_if_none: true };
+        assert!(open.authorize(ANONYMOUS, "x", Operation::Alter).is_ok());
+        let topic_only = view(vec![acl(LITERAL, "other-name", "User:dave", "*", OP_ALL, ALLOW)]);
+        assert!(topic_only.authorize("User:dave", "h", Operation::Describe).is_err());
+    }
+
+    #[test]
+    fn users_from_first_sasl_messages() {
+        assert_eq!(claimed_user("PLAIN", b"\0alice\0pw").as_deref(), Some("alice"));
+        assert_eq!(claimed_user("PLAIN", b"alice\0alice\0pw").as_deref(), Some("alice"));
+        assert_eq!(claimed_user("PLAIN", b"garbage"), None);
+        assert_eq!(claimed_user("SCRAM-SHA-512", b"n,,n=al=2Cice,r=abc").as_deref(), Some("al,ice"));
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"svc-1","exp":1}"#);
+        let msg = format!("n,,\u{1}auth=Bearer eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
+        assert_eq!(claimed_user("OAUTHBEARER", msg.as_bytes()).as_deref(), Some("svc-1"));
+        assert_eq!(claimed_user("GSSAPI", b"x"), None);
+    }
+}
