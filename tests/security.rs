@@ -265,7 +265,28 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     let describe = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
     assert_no_secrets("--describe --json", &describe);
     assert_no_secrets("mirrorgate's log", &mg.log());
-    assert_no_secrets("the Prometheus output", &http_get(metrics_port, "/metrics"));
+    let metrics = http_get(metrics_port, "/metrics");
+    assert_no_secrets("the Prometheus output", &metrics);
+    // The KIP's authentication and connection metrics per source broker: the wrong password
+    // counted failures, the right one successes, against the source's SASL_SSL listener.
+    let secure_addr = source.secure.clone().unwrap();
+    let counted = |needle: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(needle) && l.contains(&secure_addr))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let auth_lines: Vec<&str> =
+        metrics.lines().filter(|l| l.starts_with("mirrorgate_broker_authentications_total")).collect();
+    assert!(
+        auth_lines
+            .iter()
+            .any(|l| l.contains(&secure_addr) && l.contains("result=\"failure\"") && l.contains("SCRAM-SHA-512")),
+        "no failed authentication counted for {secure_addr}: {auth_lines:?}"
+    );
+    assert!(auth_lines.iter().any(|l| l.contains(&secure_addr) && l.contains("result=\"success\"")), "{auth_lines:?}");
+    assert!(counted("mirrorgate_broker_connections_created_total") >= 2.0, "connection creations not counted");
     // The raw state records, read from the destination directly: the credentials of every
     // version of the mirror's configs are there only encrypted.
     let raw = raw_partitions(&dest.bootstrap, &state_topic, 3);
@@ -756,10 +777,12 @@ async fn mirror_requests_are_authorized_for_the_client_principal() {
         "  security_protocol: SASL_PLAINTEXT\n  sasl_mechanism: SCRAM-SHA-512\n  sasl_jaas_config: '{}'\n",
         jaas("scram.ScramLoginModule", "admin", "admin-secret-acl")
     );
+    let metrics_port = free_port_range(1);
+    let metrics_yaml = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
     let mg = Mirrorgate::start_in_front_of(
         dest.secure.as_ref().unwrap(),
         FrontOptions { destination_yaml: &destination_yaml, ..FrontOptions::default() },
-        MirrorgateOptions::default(),
+        MirrorgateOptions { extra_yaml: &metrics_yaml, ..MirrorgateOptions::default() },
     );
     let as_user = |user: &str, password: &str| {
         let path = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name(user)));
@@ -840,4 +863,18 @@ async fn mirror_requests_are_authorized_for_the_client_principal() {
     ]);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.to_ascii_uppercase().contains("TOPIC_AUTHORIZATION_FAILED"), "{text}");
+    // A wrong password is refused by the broker through mirrorgate, and counted.
+    let wrong = as_user("erin", "not-erins-password");
+    let (ok_wrong, text) = cli(&wrong, &["--list"]);
+    assert!(!ok_wrong, "--list with a wrong password: {text}");
+    let metrics = http_get(metrics_port, "/metrics");
+    let count = |result: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("mirrorgate_client_authentications_total") && l.contains(result))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(count("result=\"success\"") >= 5.0, "client authentications not counted: {}", tail(&metrics, 40));
+    assert!(count("result=\"failure\"") >= 1.0, "the failed client authentication was not counted");
 }

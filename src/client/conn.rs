@@ -100,6 +100,12 @@ impl ClientError {
     }
 }
 
+impl Drop for BrokerConnection {
+    fn drop(&mut self) {
+        crate::telemetry::metrics::broker_connection(&self.addr, false);
+    }
+}
+
 /// A connection to one broker.
 #[derive(Debug)]
 pub struct BrokerConnection {
@@ -182,8 +188,11 @@ impl BrokerConnection {
             None => BrokerStream::Plain(tcp),
         };
         let mut conn = Self::from_stream(addr, stream, request_timeout, max_frame_bytes, socket);
+        crate::telemetry::metrics::broker_connection(addr, true);
         if let Some(creds) = &security.sasl {
-            crate::client::sasl::authenticate(&mut conn, creds).await?;
+            let result = crate::client::sasl::authenticate(&mut conn, creds).await;
+            crate::telemetry::metrics::broker_authentication(addr, creds.mechanism.name(), result.is_ok());
+            result?;
             tracing::debug!(broker = addr, mechanism = creds.mechanism.name(), user = %creds.username, "SASL authenticated");
         }
         Ok(conn)

@@ -345,12 +345,16 @@ impl ClientIdentity {
         let Ok(resp) = SaslAuthenticateResponse::decode(&mut frame.slice(start..), api_version) else { return };
         let mut s = self.lock();
         if resp.error_code != 0 {
+            crate::telemetry::metrics::client_authentication(false);
             s.claimed = None;
             s.rounds_ok = 0;
             return;
         }
         s.rounds_ok = s.rounds_ok.saturating_add(1);
         let needed = s.mechanism.as_deref().map(rounds_needed).unwrap_or(u8::MAX);
+        if s.rounds_ok == needed {
+            crate::telemetry::metrics::client_authentication(true);
+        }
         if s.rounds_ok >= needed {
             if let Some(user) = s.claimed.clone() {
                 s.principal = Some(format!("User:{user}"));

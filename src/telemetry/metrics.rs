@@ -12,6 +12,9 @@
 //! | `mirrorgate_mirror_lost_offsets_total` | source offsets removed by retention before they were copied |
 //! | `mirrorgate_metadata_sync_errors_total{kind}` | MetadataRefreshError, TopicConfigMetadataSyncError, ConsumerGroupOffsetSyncError, AclSyncError |
 //! | `mirrorgate_client_connections` | connection-count |
+//! | `mirrorgate_broker_connections_created_total{broker}` / `..._closed_total{broker}` | connection-creation-total / connection-close-total (mirrorgate's own connections to source and destination brokers; rates by `rate()`) |
+//! | `mirrorgate_broker_authentications_total{broker,mechanism,result}` | successful-authentication-total / failed-authentication-total (`result` = `success` / `failure`) |
+//! | `mirrorgate_client_authentications_total{result}` | clients' SASL exchanges through mirrorgate, as the destination answered (failed client authentications) |
 //! | `mirrorgate_client_connections_refused_total{listener,reason}` | connections closed at accept by `max_connections` / `max_connections_per_ip` |
 //! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`) or `client_frame_timeout_ms` (`partial_frame`) |
 //! | `mirrorgate_client_request_memory_bytes`, `mirrorgate_client_request_memory_waits_total` | request bytes reserved from `queued_max_request_bytes`, and reads paused because it was used up |
@@ -70,6 +73,34 @@ pub fn record_fetch_throttled(mirror: &str, wait_ms: u64) {
 /// Client connection opened (+1) or closed (-1).
 pub fn client_connection(delta: f64) {
     metrics::gauge!("mirrorgate_client_connections").increment(delta);
+}
+
+/// One of mirrorgate's own connections to a broker (source or destination) was opened
+/// (`created`) or closed; KIP-1279 `connection-creation-total` / `connection-close-total`
+/// per source broker.
+pub fn broker_connection(broker: &str, created: bool) {
+    let name = if created {
+        "mirrorgate_broker_connections_created_total"
+    } else {
+        "mirrorgate_broker_connections_closed_total"
+    };
+    metrics::counter!(name, "broker" => broker.to_string()).increment(1);
+}
+
+/// A SASL exchange of mirrorgate's own connection to `broker` ended (`ok` or not); KIP-1279
+/// `successful-authentication-total` / `failed-authentication-total` per source broker
+/// (rates: Prometheus `rate()`).
+pub fn broker_authentication(broker: &str, mechanism: &'static str, ok: bool) {
+    let result = if ok { "success" } else { "failure" };
+    metrics::counter!("mirrorgate_broker_authentications_total", "broker" => broker.to_string(), "mechanism" => mechanism, "result" => result)
+        .increment(1);
+}
+
+/// A client's SASL exchange through mirrorgate ended, as the destination broker answered
+/// (`ok` or not): `mirrorgate_client_authentications_total{result}`.
+pub fn client_authentication(ok: bool) {
+    let result = if ok { "success" } else { "failure" };
+    metrics::counter!("mirrorgate_client_authentications_total", "result" => result).increment(1);
 }
 
 /// Refreshes the gauges from the control plane every second until `shutdown`.
