@@ -219,6 +219,22 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     );
     let mirror = create_and_start(&mg, &cfg, &topic);
     wait_identical(&source, &dest, &topic, 3, 3000);
+    // A second mirror from another source cluster, with other credentials (SASL_PLAINTEXT,
+    // PLAIN), runs side by side and must keep copying while the first one fails.
+    let other = sasl_plaintext();
+    let other_topic = unique_name("side-by-side");
+    create_topic(&other.bootstrap, &other_topic, 1);
+    produce_mixed(&other.bootstrap, &other_topic, 200, "none", 11);
+    let other_cfg = secure_mirror_config(
+        &other,
+        &[
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "sasl.mechanism=PLAIN".into(),
+            format!("sasl.jaas.config={}", jaas("plain.PlainLoginModule", "bob", "bob-secret-plain")),
+        ],
+    );
+    create_and_start(&mg, &other_cfg, &other_topic);
+    wait_identical(&other, &dest, &other_topic, 1, 200);
 
     // The password changes to a wrong one: the source refuses, the partitions go FAILED
     // (retryable) naming the authentication error, nothing more is copied.
@@ -240,6 +256,9 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     });
     let msg = failed[0]["errorMessage"].as_str().unwrap().to_string();
     assert!(msg.contains("SCRAM-SHA-512") || msg.contains("authentication"), "{msg}");
+    // Meanwhile the other mirror copies what its source receives.
+    produce_mixed(&other.bootstrap, &other_topic, 300, "none", 12);
+    wait_identical(&other, &dest, &other_topic, 1, 500);
     // The failed connects are held back: the broker sees about one attempt per 5 s, not one
     // per 200 ms per partition (the data plane's reconcile pace).
     std::thread::sleep(Duration::from_secs(10));
