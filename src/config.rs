@@ -196,6 +196,12 @@ pub struct DestinationConfig {
     /// `ssl.endpoint.identification.algorithm`: `https` (default) or empty.
     #[serde(default)]
     pub ssl_endpoint_identification_algorithm: Option<String>,
+    /// `ssl.enabled.protocols`: `TLSv1.2,TLSv1.3` (default), or one of them.
+    #[serde(default)]
+    pub ssl_enabled_protocols: Option<String>,
+    /// `ssl.cipher.suites`: IANA cipher suite names; unset = every suite rustls implements.
+    #[serde(default)]
+    pub ssl_cipher_suites: Option<String>,
 }
 
 impl DestinationConfig {
@@ -217,6 +223,8 @@ impl DestinationConfig {
             ("ssl.keystore.certificate.chain", &self.ssl_keystore_certificate_chain),
             ("ssl.key.password", &self.ssl_key_password),
             ("ssl.endpoint.identification.algorithm", &self.ssl_endpoint_identification_algorithm),
+            ("ssl.enabled.protocols", &self.ssl_enabled_protocols),
+            ("ssl.cipher.suites", &self.ssl_cipher_suites),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))

@@ -464,6 +464,28 @@ async fn client_certificate_checks_and_mechanisms_against_real_brokers() {
         assert!(e.contains("TLS") && e.contains("not valid for name"), "{e}");
         with(&[("ssl.endpoint.identification.algorithm", String::new())], &wrong_host).expect("host checks off");
     }
+    // ssl.enabled.protocols and ssl.cipher.suites are honoured: TLS 1.2 with one RSA suite
+    // works against the broker (RSA certificate); TLS 1.2 offered with TLS 1.3 suites only
+    // cannot be configured; an unknown suite and TLSv1.1 are refused by name.
+    with(
+        &[
+            ("ssl.enabled.protocols", "TLSv1.2".into()),
+            ("ssl.cipher.suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into()),
+        ],
+        &secure_s,
+    )
+    .expect("TLSv1.2 with TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256");
+    with(&[("ssl.enabled.protocols", "TLSv1.3".into())], &secure_s).expect("TLSv1.3 only");
+    let e = with(
+        &[("ssl.enabled.protocols", "TLSv1.2".into()), ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256".into())],
+        &secure_s,
+    )
+    .unwrap_err();
+    assert!(e.contains("ssl.enabled.protocols"), "{e}");
+    let e = with(&[("ssl.cipher.suites", "TLS_RSA_WITH_RC4_128_SHA".into())], &secure_s).unwrap_err();
+    assert!(e.contains("ssl.cipher.suites") && e.contains("TLS_AES_128_GCM_SHA256"), "{e}");
+    let e = with(&[("ssl.enabled.protocols", "TLSv1.1".into())], &secure_s).unwrap_err();
+    assert!(e.contains("obsolete"), "{e}");
     // A wrong password: SASL_AUTHENTICATION_FAILED with the broker's message, no password.
     let bad = jaas("scram.ScramLoginModule", "carol", "wrong-pw-9876");
     let e = with(&[("sasl.jaas.config", bad)], &secure_s).unwrap_err();

@@ -18,6 +18,66 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// `ssl.enabled.protocols` (Kafka's default `TLSv1.2,TLSv1.3`): the TLS versions offered.
+///
+/// # Errors
+/// An unknown or unsupported name (TLSv1 and TLSv1.1 are not implemented by rustls).
+fn protocol_versions(list: Option<&str>) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, SecurityError> {
+    let Some(list) = list else { return Ok(rustls::DEFAULT_VERSIONS.to_vec()) };
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        out.push(match name {
+            "TLSv1.3" => &rustls::version::TLS13,
+            "TLSv1.2" => &rustls::version::TLS12,
+            "TLSv1" | "TLSv1.1" | "SSLv3" => {
+                return Err(sec_err(
+                    "ssl.enabled.protocols",
+                    format!("`{name}` is obsolete and not supported; use TLSv1.2 and/or TLSv1.3"),
+                ))
+            }
+            other => return Err(sec_err("ssl.enabled.protocols", format!("`{other}` is not TLSv1.2 or TLSv1.3"))),
+        });
+    }
+    if out.is_empty() {
+        return Err(sec_err("ssl.enabled.protocols", "lists no protocol"));
+    }
+    Ok(out)
+}
+
+/// The IANA name of a rustls cipher suite, as Java and Kafka write it (`TLS_AES_128_GCM_SHA256`,
+/// `TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`).
+fn iana_name(suite: &rustls::SupportedCipherSuite) -> String {
+    format!("{:?}", suite.suite()).replacen("TLS13_", "TLS_", 1)
+}
+
+/// The ring provider limited to `ssl.cipher.suites` (IANA names, comma-separated; unset = all
+/// of rustls' suites).
+///
+/// # Errors
+/// A name rustls does not implement, with the names it does.
+fn restricted_provider(list: Option<&str>) -> Result<rustls::crypto::CryptoProvider, SecurityError> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let Some(list) = list else { return Ok(provider) };
+    let mut chosen = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match provider.cipher_suites.iter().find(|s| iana_name(s) == name) {
+            Some(s) => chosen.push(*s),
+            None => {
+                let known: Vec<String> = provider.cipher_suites.iter().map(iana_name).collect();
+                return Err(sec_err(
+                    "ssl.cipher.suites",
+                    format!("`{name}` is not supported; supported: {}", known.join(", ")),
+                ));
+            }
+        }
+    }
+    if chosen.is_empty() {
+        return Err(sec_err("ssl.cipher.suites", "lists no cipher suite"));
+    }
+    provider.cipher_suites = chosen;
+    Ok(provider)
+}
+
 /// The leading bytes of a Java KeyStore (JKS) file.
 const JKS_MAGIC: [u8; 4] = [0xfe, 0xed, 0xfe, 0xed];
 
@@ -217,10 +277,11 @@ pub fn client_config<'a>(raw: &impl Fn(&str) -> Option<&'a str>) -> Result<rustl
             return Err(sec_err("ssl.endpoint.identification.algorithm", format!("`{other}` is not `https` or empty")))
         }
     };
-    let provider = provider();
+    let provider = Arc::new(restricted_provider(get("ssl.cipher.suites"))?);
+    let versions = protocol_versions(get("ssl.enabled.protocols"))?;
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| sec_err("ssl.protocol", e.to_string()))?;
+        .with_protocol_versions(&versions)
+        .map_err(|e| sec_err("ssl.enabled.protocols", format!("cannot be used with ssl.cipher.suites: {e}")))?;
     let builder = if verify_host {
         builder.with_root_certificates(roots)
     } else {

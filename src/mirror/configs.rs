@@ -338,6 +338,20 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "Host name verification of the source: https = the certificate must name the broker host, empty = off.",
     },
     ConfigKey {
+        name: "ssl.enabled.protocols",
+        default: Some("TLSv1.2,TLSv1.3"),
+        kind: ConfigType::List,
+        sensitive: false,
+        doc: "TLS versions offered to the source: TLSv1.2 and/or TLSv1.3 (older ones are refused).",
+    },
+    ConfigKey {
+        name: "ssl.cipher.suites",
+        default: None,
+        kind: ConfigType::List,
+        sensitive: false,
+        doc: "Cipher suites offered to the source, IANA names (TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, ...); unset = all rustls implements.",
+    },
+    ConfigKey {
         name: "mirror.fill.max.gap",
         default: Some("1000000"),
         kind: ConfigType::Long { min: 0, max: i64::MAX },
