@@ -277,7 +277,53 @@ pub struct ClientIdentity {
     pub peer: SocketAddr,
     /// The client's address.
     pub host: IpAddr,
+    /// `User:<subject DN>` of the client certificate on a TLS listener, if one was presented.
+    pub tls_principal: Option<String>,
     sasl: Mutex<SaslProgress>,
+}
+
+/// Kafka's principal for a TLS client certificate (`DefaultKafkaPrincipalBuilder` with the
+/// DEFAULT `ssl.principal.mapping.rules`): `User:` + the subject DN as Java's
+/// `X500Principal.getName()` writes it (RFC 2253: last RDN first, `CN=alice,OU=eng,O=corp`,
+/// special characters escaped with `\`). `None` if the certificate does not parse.
+pub fn tls_principal(cert_der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
+    let mut rdns = Vec::new();
+    for rdn in cert.subject().iter_rdn() {
+        let mut parts = Vec::new();
+        for atv in rdn.iter() {
+            let oid = atv.attr_type().to_id_string();
+            let key = match oid.as_str() {
+                "2.5.4.3" => "CN".to_string(),
+                "2.5.4.6" => "C".to_string(),
+                "2.5.4.7" => "L".to_string(),
+                "2.5.4.8" => "ST".to_string(),
+                "2.5.4.9" => "STREET".to_string(),
+                "2.5.4.10" => "O".to_string(),
+                "2.5.4.11" => "OU".to_string(),
+                "0.9.2342.19200300.100.1.25" => "DC".to_string(),
+                "0.9.2342.19200300.100.1.1" => "UID".to_string(),
+                other => other.to_string(),
+            };
+            let value = atv.as_str().ok()?;
+            parts.push(format!("{key}={}", rfc2253_escape(value)));
+        }
+        rdns.push(parts.join("+"));
+    }
+    rdns.reverse();
+    Some(format!("User:{}", rdns.join(",")))
+}
+
+fn rfc2253_escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        let edge = (i == 0 && (c == ' ' || c == '#')) || (i + 1 == v.chars().count() && c == ' ');
+        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';') || edge {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[derive(Debug, Default)]
@@ -300,14 +346,16 @@ fn rounds_needed(mechanism: &str) -> u8 {
 }
 
 impl ClientIdentity {
-    /// A connection from `peer` that has not authenticated.
-    pub fn new(peer: SocketAddr) -> Self {
-        Self { peer, host: peer.ip(), sasl: Mutex::new(SaslProgress::default()) }
+    /// A connection from `peer` that has not authenticated, with the principal of its TLS
+    /// client certificate if it presented one.
+    pub fn new(peer: SocketAddr, tls_principal: Option<String>) -> Self {
+        Self { peer, host: peer.ip(), tls_principal, sasl: Mutex::new(SaslProgress::default()) }
     }
 
-    /// `User:name`, or [`ANONYMOUS`].
+    /// The SASL principal (`User:name`) once an exchange completed, else the TLS client
+    /// certificate's, else [`ANONYMOUS`] (a broker's order on SASL_SSL and SSL listeners).
     pub fn principal(&self) -> String {
-        self.lock().principal.clone().unwrap_or_else(|| ANONYMOUS.to_string())
+        self.lock().principal.clone().or_else(|| self.tls_principal.clone()).unwrap_or_else(|| ANONYMOUS.to_string())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SaslProgress> {
@@ -432,6 +480,20 @@ mod tests {
         assert!(open.authorize(ANONYMOUS, "x", Operation::Alter).is_ok());
         let topic_only = view(vec![acl(LITERAL, "other-name", "User:dave", "*", OP_ALL, ALLOW)]);
         assert!(topic_only.authorize("User:dave", "h", Operation::Describe).is_err());
+    }
+
+    /// `openssl req -x509 -subj "/C=US/O=corp/OU=eng/CN=alice, jr"`; openssl's RFC 2253 form
+    /// of its subject is `CN=alice\\, jr,OU=eng,O=corp,C=US`, as Java prints it.
+    const CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB0TCCAXegAwIBAgIUHNFwoiKCWdYkRvNSGj/fBSlkrWkwCgYIKoZIzj0EAwIw\nPjELMAkGA1UEBhMCVVMxDTALBgNVBAoMBGNvcnAxDDAKBgNVBAsMA2VuZzESMBAG\nA1UEAwwJYWxpY2UsIGpyMB4XDTI2MTIwMTE4MjUyNloXDTM2MTEyODE4MjUyNlow\nPjELMAkGA1UEBhMCVVMxDTALBgNVBAoMBGNvcnAxDDAKBgNVBAsMA2VuZzESMBAG\nA1UEAwwJYWxpY2UsIGpyMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErmCmAdCj\nJhmuzbfHwE99+Jfq1v0AmgTTFB+0qdW0E3FKO5m4GZhxUHVLSimnWlOL7KHew7cA\nNTdswyy6ViomLaNTMFEwHQYDVR0OBBYEFEdJmXInnhJQTqcAA/2L0Rc9JodnMB8G\nA1UdIwQYMBaAFEdJmXInnhJQTqcAA/2L0Rc9JodnMA8GA1UdEwEB/wQFMAMBAf8w\nCgYIKoZIzj0EAwIDSAAwRQIgdq6SnJarErbbMmWIkPe1C5wC5vSsOzlnQ0q9W+eW\ntUcCIQDGGmdQxYILFQhC+XUWPwGNxADjM5Jj6hviTdk5rBGpoQ==\n-----END CERTIFICATE-----";
+
+    #[test]
+    fn tls_principal_is_the_rfc2253_subject() {
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(CERT.as_bytes()).unwrap();
+        assert_eq!(tls_principal(der.as_ref()).as_deref(), Some("User:CN=alice\\, jr,OU=eng,O=corp,C=US"));
+        assert_eq!(tls_principal(b"not a certificate"), None);
+        let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), Some("User:CN=x".into()));
+        assert_eq!(id.principal(), "User:CN=x");
     }
 
     #[test]

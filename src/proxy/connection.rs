@@ -98,8 +98,11 @@ impl AddressMap for ListenerMap<'_> {
 /// it.
 pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>, target: Target, shared: Arc<Shared>) {
     let local = client.local_addr().map(|a| a.port()).unwrap_or(0);
-    let (client_r, client_w) = match &listener.tls {
-        None => split_tcp(client),
+    let (client_r, client_w, tls_principal) = match &listener.tls {
+        None => {
+            let (r, w) = split_tcp(client);
+            (r, w, None)
+        }
         Some(tls) => match accept_tls(client, tls, shared.settings.connect_timeout).await {
             Ok(halves) => halves,
             Err(reason) => {
@@ -110,7 +113,8 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     };
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     crate::telemetry::metrics::client_connection(1.0);
-    let reason = pump(client_r, client_w, peer, target, &listener, &shared).await;
+    let identity = ClientIdentity::new(peer, tls_principal);
+    let reason = pump(client_r, client_w, identity, target, &listener, &shared).await;
     crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
@@ -121,7 +125,7 @@ async fn accept_tls(
     client: TcpStream,
     tls: &crate::config::ListenerTls,
     timeout: std::time::Duration,
-) -> Result<(Reader, Writer), String> {
+) -> Result<(Reader, Writer, Option<String>), String> {
     let handshake = async {
         let mut first = [0u8; 1];
         match client.peek(&mut first).await {
@@ -134,10 +138,17 @@ async fn accept_tls(
         }
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
         let stream = acceptor.accept(client).await.map_err(|e| format!("TLS handshake with the client failed: {e}"))?;
-        if let Some(certs) = stream.get_ref().1.peer_certificates() {
-            tracing::debug!(certificates = certs.len(), "client presented a certificate");
+        let principal = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|certs| certs.first())
+            .and_then(|leaf| super::authz::tls_principal(leaf.as_ref()));
+        if let Some(p) = &principal {
+            tracing::debug!(principal = %p, "client presented a certificate");
         }
-        Ok(split_any(stream))
+        let (r, w) = split_any(stream);
+        Ok((r, w, principal))
     };
     tokio::time::timeout(timeout, handshake)
         .await
@@ -185,7 +196,7 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
 async fn pump(
     client_r: Reader,
     client_w: Writer,
-    peer: SocketAddr,
+    identity: ClientIdentity,
     target: Target,
     listener: &Listener,
     shared: &Shared,
@@ -194,7 +205,6 @@ async fn pump(
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let clock = ReadClock::new(shared.settings.read_timeouts);
     let outstanding = clock.outstanding.clone();
-    let identity = ClientIdentity::new(peer);
     let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin);
     let responses = responses(client_w, rx, outstanding, &identity, listener, shared);
     tokio::select! {
