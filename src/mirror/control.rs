@@ -145,6 +145,8 @@ pub struct ControlPlane {
     state: RwLock<ControlState>,
     /// What the data plane last saw per `(topic, partition)`.
     progress: dashmap::DashMap<(String, i32), super::dataplane::Progress>,
+    /// What the live refresher last read per `(topic, partition)`.
+    live: super::dataplane::live::LiveFigures,
     /// The last error of partitions whose copy loop is retrying (cleared by progress).
     retrying: dashmap::DashMap<(String, i32), String>,
     /// Last mirrored source offset read from the destination log by the data plane for a
@@ -177,6 +179,7 @@ impl ControlPlane {
         Self {
             state: RwLock::new(ControlState::default()),
             progress: dashmap::DashMap::new(),
+            live: Default::default(),
             retrying: dashmap::DashMap::new(),
             stopped_at: dashmap::DashMap::new(),
             data_plane: AtomicBool::new(false),
@@ -239,6 +242,11 @@ impl ControlPlane {
     /// The last error of a retrying partition, if it is retrying.
     pub fn retrying(&self, topic: &str, partition: i32) -> Option<String> {
         self.retrying.get(&(topic.to_string(), partition)).map(|e| e.clone())
+    }
+
+    /// What the live refresher last read of each partition (`dataplane::live`).
+    pub fn live(&self) -> &super::dataplane::live::LiveFigures {
+        &self.live
     }
 
     /// What the data plane last saw of a partition.
