@@ -190,3 +190,56 @@ async fn start_positions_latest_and_timestamp_copy_nothing_older() {
     let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror]), "--describe");
     assert!(out.contains("copied from source offset 50"), "{out}");
 }
+
+/// An existing destination topic is adopted only when nothing else writes to it (issue 9,
+/// item 13): an empty pre-created topic becomes the mirror topic (with the mirror's topic
+/// configs) and mirrors identically; a pre-created topic holding one record is refused at
+/// `--start` with TOPIC_ALREADY_EXISTS naming the topic, the partition and the offsets found,
+/// and nothing of it is started. (Old code: the start was accepted and the partition went
+/// FAILED later.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_destination_topic_is_adopted_only_when_empty() {
+    let a = cluster("a");
+    let b = cluster("b");
+    let mg = Mirrorgate::start(&b);
+    let empty = unique_name("adopt-empty");
+    let written = unique_name("adopt-written");
+    for t in [&empty, &written] {
+        create_topic(&a.bootstrap, t);
+        create_topic(&b.bootstrap, t);
+        ok(
+            python_client(&["produce", "--bootstrap", &a.bootstrap, "--topic", t, "--count", "5", "--prefix", "a"]),
+            "produce",
+        );
+    }
+    ok(
+        python_client(&["produce", "--bootstrap", &b.bootstrap, "--topic", &written, "--count", "1", "--prefix", "b"]),
+        "produce on the destination",
+    );
+    let mirror = create_mirror(&mg, &a);
+
+    let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &written]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "a destination topic holding a record must not be adopted: {stderr}");
+    assert!(
+        stderr.contains("TOPIC_ALREADY_EXISTS")
+            && stderr.contains(&written)
+            && stderr.contains("partition 0 holds records at offsets 0..0"),
+        "{stderr}"
+    );
+    let described = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
+    assert!(!described.contains(&written), "nothing of the refused topic was started: {described}");
+
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &empty]), "--start (empty topic)");
+    let configs = kafka_tool_ok(
+        V,
+        "configs",
+        &["--bootstrap-server", &b.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", &empty],
+        None,
+    );
+    assert!(configs.contains("retention.ms=-1"), "the adopted topic has the mirror's configs: {configs}");
+    let source = consume_all(&a.bootstrap, &empty, 5, "read_committed");
+    let mirrored = consume_all(&mg.bootstrap, &empty, 5, "read_committed");
+    assert_eq!(source.len(), 5);
+    assert_eq!(mirrored, source, "the adopted topic mirrors identically");
+}

@@ -286,10 +286,8 @@ async fn ask_leader(
     parts: &[(String, i32, i32)],
     isolation_level: i8,
 ) -> Result<Answers, String> {
-    let version = client
-        .version_for::<ListOffsetsRequest>(leader, LIST_OFFSETS_MAX_VERSION)
-        .await
-        .map_err(|e| e.to_string())?;
+    let version =
+        client.version_for::<ListOffsetsRequest>(leader, LIST_OFFSETS_MAX_VERSION).await.map_err(|e| e.to_string())?;
     let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for (t, p, epoch) in parts {
         topics.entry(t.as_str()).or_default().push(
@@ -299,10 +297,8 @@ async fn ask_leader(
                 .with_timestamp(LATEST_TIMESTAMP),
         );
     }
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_isolation_level(isolation_level)
-        .with_topics(
+    let req =
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_isolation_level(isolation_level).with_topics(
             topics
                 .into_iter()
                 .map(|(t, ps)| {
