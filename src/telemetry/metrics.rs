@@ -3,7 +3,7 @@
 //!
 //! | Prometheus name | KIP metric |
 //! |---|---|
-//! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets) |
+//! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets): source LSO − destination end, read live every 2 s whatever the partition's state (`mirror::dataplane::live`); a failed read keeps the last value |
 //! | `mirrorgate_mirror_partition_lag_high_watermark{mirror,topic,partition}` | (extension) lag against the source high watermark: grows while a source transaction stays open (offsets) |
 //! | `mirrorgate_mirror_max_lag{mirror}` | MirrorFetcherManager MaxLag (offsets) |
 //! | `mirrorgate_mirror_partitions{mirror,state}` | *PartitionState gauges (FailedPartitionState, ...) |
