@@ -1,6 +1,7 @@
 //! No replication loops (issue 9, item 13): a topic mirrored A→B by one mirrorgate cannot be
 //! started B→A by another (same topic name), and the refusal names the loop; a failback
-//! (the A→B topic stopped first) is allowed.
+//! (the A→B topic stopped first) is allowed once A's old copy is deleted. An existing
+//! destination topic is adopted only when empty.
 
 mod support;
 
@@ -72,8 +73,22 @@ async fn mirroring_a_topic_back_into_the_cluster_it_comes_from_is_refused() {
     let described = ok(mirrors_cli(&y.bootstrap, &["--describe", "--mirror", &b_to_a, "--json"]), "--describe B->A");
     assert!(!described.contains(&topic), "nothing of the refused topic was started: {described}");
 
-    // Failback: once A→B is stopped (B took over), B→A may start.
+    // Failback: once A→B is stopped (B took over), B→A is no longer a loop. A's copy of the
+    // topic still holds its records, so it is not adopted (item 13) until it is deleted; then
+    // B→A starts and re-seeds A.
     ok(mirrors_cli(&x.bootstrap, &["--stop", "--mirror", &a_to_b, "--topics", &topic]), "--stop A->B");
+    let not_adopted = eventually(Duration::from_secs(60), || {
+        let out = mirrors_cli(&y.bootstrap, &["--start", "--mirror", &b_to_a, "--topics", &topic]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() && stderr.contains("TOPIC_ALREADY_EXISTS") {
+            Ok(stderr)
+        } else {
+            Err(stderr)
+        }
+    });
+    assert!(!not_adopted.contains("replication loop"), "{not_adopted}");
+    assert!(not_adopted.contains("holds records at offsets 0..4"), "{not_adopted}");
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &a.bootstrap, "--delete", "--topic", &topic], None);
     eventually(Duration::from_secs(60), || {
         let out = mirrors_cli(&y.bootstrap, &["--start", "--mirror", &b_to_a, "--topics", &topic]);
         if out.status.success() {

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio_util::sync::CancellationToken;
 
 use super::Progress;
-use crate::client::cluster::{ClusterClient, KafkaErrorCode, LATEST_TIMESTAMP};
+use crate::client::cluster::{ClusterClient, ClusterOptions, KafkaErrorCode, LATEST_TIMESTAMP};
 use crate::mirror::configs;
 use crate::mirror::control::ControlPlane;
 use crate::mirror::model::now_ms;
@@ -121,10 +121,18 @@ pub fn figures(cp: &ControlPlane, topic: &str, partition: i32) -> Option<Figures
 
 /// Reads the live figures of every non-STOPPED mirror partition every [`REFRESH`] until
 /// `shutdown`. Source clients are built from each mirror's own configs and rebuilt when they
-/// change.
-pub async fn run(control: Arc<ControlPlane>, dest: ClusterClient, shutdown: CancellationToken) {
+/// change; the destination client is built from `dest` (its own connections and Metadata
+/// cache: the refresher's Metadata reads never change what the copy loops see).
+pub async fn run(control: Arc<ControlPlane>, dest: ClusterOptions, shutdown: CancellationToken) {
     let mut sources: HashMap<String, (String, ClusterClient)> = HashMap::new();
+    let mut dest_client: Option<ClusterClient> = None;
     loop {
+        if dest_client.is_none() {
+            match ClusterClient::connect(dest.clone()).await {
+                Ok(c) => dest_client = Some(c),
+                Err(e) => tracing::debug!(error = %e, "live lag figures: destination unreachable"),
+            }
+        }
         let state = control.snapshot();
         let mut per_mirror: BTreeMap<String, Vec<(String, i32)>> = BTreeMap::new();
         for ((topic, p), rec) in &state.partitions {
@@ -138,9 +146,13 @@ pub async fn run(control: Arc<ControlPlane>, dest: ClusterClient, shutdown: Canc
         for (mirror, parts) in per_mirror {
             let Some(def) = state.mirrors.get(&mirror) else { continue };
             let Some(opts) = configs::source_options(&def.configs) else { continue };
+            let Some(dest) = dest_client.clone() else {
+                fail_all(&control, &parts, "cannot reach the destination cluster");
+                continue;
+            };
             let key = format!("{opts:?}");
             let cached = sources.get(&mirror).filter(|(k, _)| *k == key).map(|(_, c)| c.clone());
-            let (control, dest) = (control.clone(), dest.clone());
+            let control = control.clone();
             reads.spawn(async move {
                 let read = async {
                     let source = match cached {

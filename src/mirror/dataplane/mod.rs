@@ -110,7 +110,7 @@ impl DataPlane {
     /// appends) before returning.
     pub async fn run(mut self, shutdown: CancellationToken) {
         self.control.attach_data_plane();
-        let live = tokio::spawn(live::run(self.control.clone(), self.dest.clone(), shutdown.clone()));
+        let live = tokio::spawn(live::run(self.control.clone(), self.dest.options().clone(), shutdown.clone()));
         loop {
             self.reconcile().await;
             tokio::select! {
