@@ -420,3 +420,78 @@ async fn a_destination_topic_recreated_behind_the_mirror_reseeds_when_empty_and_
     let message = failed["errorMessage"].as_str().unwrap_or_default();
     assert!(message.contains("re-created") || message.contains("something else writes"), "{failed}");
 }
+
+/// Lag is read live (issue 9, item 11): while a topic is PAUSED nothing fetches, yet
+/// `--describe` shows the records produced since as lag; a transaction left open on the source
+/// makes the lag against the high watermark grow while the lag against the LSO stays put; after
+/// a resume both are current. (Old code: a PAUSED partition kept the figures of its last Fetch,
+/// lag 0.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lag_is_read_live_while_paused_and_with_an_open_transaction() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("live-lag");
+    create_topic(&source.bootstrap, &topic, 1);
+    old_producer(&source.bootstrap, &topic, 10, &["--timestamp-start", "now"]);
+    let mirror = start_mirror(&mg, &source, &topic);
+    let figures = |want: (&str, i64, i64, i64)| {
+        eventually(Duration::from_secs(90), || {
+            let d = describe(&mg, &mirror)?;
+            let p = d.first().ok_or("no partition")?;
+            let got = (
+                p["state"].as_str().unwrap_or_default(),
+                p["destinationOffset"].as_i64().unwrap_or(-2),
+                p["lag"].as_i64().unwrap_or(-2),
+                p["lagHighWatermark"].as_i64().unwrap_or(-2),
+            );
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("want (state, destinationOffset, lag, lagHighWatermark) {want:?}, got {got:?}: {p}"))
+            }
+        })
+    };
+    figures(("MIRRORING", 10, 0, 0));
+
+    ok(mirrors_cli(&mg.bootstrap, &["--pause", "--mirror", &mirror, "--topics", &topic]), "--pause");
+    figures(("PAUSED", 10, 0, 0));
+    old_producer(&source.bootstrap, &topic, 15, &["--timestamp-start", "now"]);
+    figures(("PAUSED", 10, 15, 15));
+
+    // A transaction left open (3 records at 25..27): the LSO stays at 25.
+    let cp = String::from_utf8(
+        Command::new(repo().join("scripts/kafka.sh")).args(["classpath", V]).output().unwrap().stdout,
+    )
+    .unwrap();
+    let mut open = Command::new("java")
+        .args(["-Xmx256m", "-cp", cp.trim()])
+        .arg(repo().join("tests/java/OpenTxn.java"))
+        .args([
+            "--bootstrap-server",
+            &source.bootstrap,
+            "--topic",
+            &topic,
+            "--transactional-id",
+            &unique_name("open"),
+            "--values",
+            "o1,o2,o3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(open.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "OPEN 3");
+    figures(("PAUSED", 10, 15, 18));
+
+    // Resumed: the copy stops at the LSO; both figures are current.
+    ok(mirrors_cli(&mg.bootstrap, &["--resume", "--mirror", &mirror, "--topics", &topic]), "--resume");
+    figures(("MIRRORING", 25, 0, 3));
+    // Records after the open transaction wait behind it: only the high-watermark lag grows.
+    old_producer(&source.bootstrap, &topic, 5, &["--timestamp-start", "now"]);
+    figures(("MIRRORING", 25, 0, 8));
+    let _ = open.kill();
+    let _ = open.wait();
+}

@@ -1,6 +1,7 @@
 //! No replication loops (issue 9, item 13): a topic mirrored A→B by one mirrorgate cannot be
 //! started B→A by another (same topic name), and the refusal names the loop; a failback
-//! (the A→B topic stopped first) is allowed.
+//! (the A→B topic stopped first) is allowed once A's old copy is deleted. An existing
+//! destination topic is adopted only when empty.
 
 mod support;
 
@@ -72,8 +73,22 @@ async fn mirroring_a_topic_back_into_the_cluster_it_comes_from_is_refused() {
     let described = ok(mirrors_cli(&y.bootstrap, &["--describe", "--mirror", &b_to_a, "--json"]), "--describe B->A");
     assert!(!described.contains(&topic), "nothing of the refused topic was started: {described}");
 
-    // Failback: once A→B is stopped (B took over), B→A may start.
+    // Failback: once A→B is stopped (B took over), B→A is no longer a loop. A's copy of the
+    // topic still holds its records, so it is not adopted (item 13) until it is deleted; then
+    // B→A starts and re-seeds A.
     ok(mirrors_cli(&x.bootstrap, &["--stop", "--mirror", &a_to_b, "--topics", &topic]), "--stop A->B");
+    let not_adopted = eventually(Duration::from_secs(60), || {
+        let out = mirrors_cli(&y.bootstrap, &["--start", "--mirror", &b_to_a, "--topics", &topic]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() && stderr.contains("TOPIC_ALREADY_EXISTS") {
+            Ok(stderr)
+        } else {
+            Err(stderr)
+        }
+    });
+    assert!(!not_adopted.contains("replication loop"), "{not_adopted}");
+    assert!(not_adopted.contains("holds records at offsets 0..4"), "{not_adopted}");
+    kafka_tool_ok(V, "topics", &["--bootstrap-server", &a.bootstrap, "--delete", "--topic", &topic], None);
     eventually(Duration::from_secs(60), || {
         let out = mirrors_cli(&y.bootstrap, &["--start", "--mirror", &b_to_a, "--topics", &topic]);
         if out.status.success() {
@@ -189,4 +204,57 @@ async fn start_positions_latest_and_timestamp_copy_nothing_older() {
     assert!(got.iter().all(|r| r.contains(":new")) && got[0].starts_with("50:"), "from the timestamp on: {got:?}");
     let out = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror]), "--describe");
     assert!(out.contains("copied from source offset 50"), "{out}");
+}
+
+/// An existing destination topic is adopted only when nothing else writes to it (issue 9,
+/// item 13): an empty pre-created topic becomes the mirror topic (with the mirror's topic
+/// configs) and mirrors identically; a pre-created topic holding one record is refused at
+/// `--start` with TOPIC_ALREADY_EXISTS naming the topic, the partition and the offsets found,
+/// and nothing of it is started. (Old code: the start was accepted and the partition went
+/// FAILED later.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_destination_topic_is_adopted_only_when_empty() {
+    let a = cluster("a");
+    let b = cluster("b");
+    let mg = Mirrorgate::start(&b);
+    let empty = unique_name("adopt-empty");
+    let written = unique_name("adopt-written");
+    for t in [&empty, &written] {
+        create_topic(&a.bootstrap, t);
+        create_topic(&b.bootstrap, t);
+        ok(
+            python_client(&["produce", "--bootstrap", &a.bootstrap, "--topic", t, "--count", "5", "--prefix", "a"]),
+            "produce",
+        );
+    }
+    ok(
+        python_client(&["produce", "--bootstrap", &b.bootstrap, "--topic", &written, "--count", "1", "--prefix", "b"]),
+        "produce on the destination",
+    );
+    let mirror = create_mirror(&mg, &a);
+
+    let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &written]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "a destination topic holding a record must not be adopted: {stderr}");
+    assert!(
+        stderr.contains("TOPIC_ALREADY_EXISTS")
+            && stderr.contains(&written)
+            && stderr.contains("partition 0 holds records at offsets 0..0"),
+        "{stderr}"
+    );
+    let described = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
+    assert!(!described.contains(&written), "nothing of the refused topic was started: {described}");
+
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &empty]), "--start (empty topic)");
+    let configs = kafka_tool_ok(
+        V,
+        "configs",
+        &["--bootstrap-server", &b.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", &empty],
+        None,
+    );
+    assert!(configs.contains("retention.ms=-1"), "the adopted topic has the mirror's configs: {configs}");
+    let source = consume_all(&a.bootstrap, &empty, 5, "read_committed");
+    let mirrored = consume_all(&mg.bootstrap, &empty, 5, "read_committed");
+    assert_eq!(source.len(), 5);
+    assert_eq!(mirrored, source, "the adopted topic mirrors identically");
 }

@@ -1,8 +1,9 @@
 //! The data plane on replicated clusters (issue 9 acceptance): a 3-node source and a 3-node
 //! destination (replication factor 3, `min.insync.replicas=2`), shared by the tests of this
 //! binary. Pins what a replicated destination does with an append the ISR has not
-//! acknowledged yet, and mirrors plain, compressed and transactional topics identically while
-//! a destination partition leader moves and a destination broker restarts mid-copy.
+//! acknowledged yet, and mirrors plain, compressed, transactional and compacted (holes inside
+//! batches) topics identically while destination partition leaders move and a destination
+//! broker restarts mid-copy.
 
 mod support;
 
@@ -16,12 +17,15 @@ use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use mirrorgate::client::cluster::{Acks, ClusterClient, ClusterOptions};
 use mirrorgate::mirror::verify::{verify_partition, VerifyReport};
+use mirrorgate::wire::batch::BatchIter;
 use support::*;
 
 const V: &str = "4.1.1";
 
+/// (The log cleaner looks for work every 500 ms, default 15 s: the compacted source is
+/// cleaned within seconds.)
 fn source() -> Arc<Cluster> {
-    cluster_with("rsrc", 3, V, &["min.insync.replicas=2"])
+    cluster_with("rsrc", 3, V, &["min.insync.replicas=2", "log.cleaner.backoff.ms=500"])
 }
 
 fn destination() -> Arc<Cluster> {
@@ -262,6 +266,75 @@ fn move_leader(c: &Cluster, client: &ClusterClient, topic: &str) -> i32 {
     })
 }
 
+/// Runs `tests/java/OldProducer.java`; panics unless every record was delivered.
+fn old_producer(bootstrap: &str, topic: &str, count: usize, extra: &[&str]) {
+    let n = count.to_string();
+    let mut args = vec!["--bootstrap-server", bootstrap, "--topic", topic, "--count", n.as_str()];
+    args.extend_from_slice(extra);
+    let out = ok(java_program(V, "OldProducer.java", &args), "OldProducer");
+    assert_eq!(out.trim(), format!("delivered {count}"), "OldProducer {args:?}");
+}
+
+/// Topic configs of a source the cleaner compacts at once: segments roll after 100 ms (or
+/// 1 MiB, the least Kafka 4 accepts), any dirty ratio and record age is cleanable.
+const COMPACT: [&str; 6] = [
+    "cleanup.policy=compact",
+    "segment.ms=100",
+    "segment.bytes=1048576",
+    "min.cleanable.dirty.ratio=0.01",
+    "min.compaction.lag.ms=0",
+    "delete.retention.ms=100",
+];
+
+/// One round of 300 updates to keys `k-0`..`k-4` in one big uncompressed batch (non-idempotent
+/// producer): once compacted, the batch keeps the last update of each key, holes inside.
+fn compaction_round(bootstrap: &str, topic: &str, round: u32) {
+    let prefix = format!("r{round}");
+    old_producer(
+        bootstrap,
+        topic,
+        300,
+        &[
+            "--keys",
+            "5",
+            "--timestamp-start",
+            "now",
+            "--prefix",
+            &prefix,
+            "--prop",
+            "batch.size=1000000",
+            "--prop",
+            "linger.ms=200",
+            "--prop",
+            "enable.idempotence=false",
+        ],
+    );
+}
+
+/// `(base offset, last offset, record count)` of the data batches of `topic`-0 whose records
+/// do not fill their offset range (holes inside), read from the leader.
+fn batches_with_holes_inside(c: &ClusterClient, topic: &str) -> Vec<(i64, i64, i32)> {
+    let mut offset = block(c.list_offsets(topic, 0, -2)).unwrap();
+    let hw = block(c.list_offsets(topic, 0, -1)).unwrap();
+    let mut out = Vec::new();
+    while offset < hw {
+        let f = block(c.fetch(topic, 0, offset, 1 << 20)).unwrap();
+        let before = offset;
+        for b in BatchIter::new(f.records.clone()) {
+            let b = b.unwrap();
+            if b.next_offset() <= offset {
+                continue;
+            }
+            offset = b.next_offset();
+            if !b.is_control() && i64::from(b.record_count()) < b.last_offset() - b.base_offset() + 1 {
+                out.push((b.base_offset(), b.last_offset(), b.record_count()));
+            }
+        }
+        assert!(offset > before, "no progress reading {topic}-0 at {offset} (hw {hw})");
+    }
+    out
+}
+
 fn restart_node(c: &Cluster, n: i32) {
     let kafka = repo().join("scripts/kafka.sh");
     let st = Command::new(&kafka).args(["stop-node", &c.name, &n.to_string()]).status().unwrap();
@@ -299,6 +372,25 @@ async fn mirrors_identically_through_a_destination_leader_move_and_broker_restar
     create_topic(&source.bootstrap, &txn, 1, &[]);
     produce_mixed(&source.bootstrap, &plain, 6_000, "lz4", 1);
     transactions(&source.bootstrap, &txn, "c1,c2", "a1");
+    // A compacted source whose cleaner has left batches with holes inside (checked on the
+    // source before mirroring): the mirror writes each as several appends.
+    let compacted = unique_name("rcompact");
+    create_topic(&source.bootstrap, &compacted, 1, &COMPACT);
+    for round in 0..2 {
+        compaction_round(&source.bootstrap, &compacted, round);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // One more record rolls the last round's segment, so the cleaner may clean it.
+    old_producer(&source.bootstrap, &compacted, 1, &["--timestamp-start", "now", "--prefix", "end"]);
+    let holes = eventually(Duration::from_secs(120), || {
+        let h = batches_with_holes_inside(&src, &compacted);
+        if h.is_empty() {
+            Err(format!("the cleaner has not left holes inside batches of {compacted}-0 yet"))
+        } else {
+            Ok(h)
+        }
+    });
+    eprintln!("{compacted}-0: batches with holes inside before mirroring: {holes:?}");
 
     let mirror = unique_name("rm");
     let cfg = mirror_config_file(&source, "");
@@ -306,15 +398,25 @@ async fn mirrors_identically_through_a_destination_leader_move_and_broker_restar
         mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
         "--create",
     );
-    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &format!("{plain},{txn}")]), "--start");
+    ok(
+        mirrors_cli(
+            &mg.bootstrap,
+            &["--start", "--mirror", &mirror, "--topics", &format!("{plain},{txn},{compacted}")],
+        ),
+        "--start",
+    );
 
-    // More data arrives while the destination changes under the copy.
+    // More data arrives while the destination changes under the copy (the compacted source
+    // keeps being written and cleaned).
     let writer = {
-        let (b, plain, txn) = (source.bootstrap.clone(), plain.clone(), txn.clone());
+        let (b, plain, txn, compacted) = (source.bootstrap.clone(), plain.clone(), txn.clone(), compacted.clone());
         std::thread::spawn(move || {
             for round in 0..4u32 {
                 produce_mixed(&b, &plain, 4_000, if round % 2 == 0 { "zstd" } else { "none" }, 10 + round);
                 transactions(&b, &txn, "c3,c4", "a2,a3");
+                if round < 2 {
+                    compaction_round(&b, &compacted, 2 + round);
+                }
             }
         })
     };
@@ -324,6 +426,8 @@ async fn mirrors_identically_through_a_destination_leader_move_and_broker_restar
     });
     let moved = move_leader(&dest, &dst, &plain);
     eprintln!("moved the leader of {plain}-0 to broker {moved}");
+    let moved = move_leader(&dest, &dst, &compacted);
+    eprintln!("moved the leader of {compacted}-0 to broker {moved}");
     // Restart the broker that leads the transactional partition now.
     block(dst.refresh_metadata(Some(&[txn.as_str()]))).unwrap();
     let txn_leader = block(dst.leader_for(&txn, 0)).unwrap().node_id;
@@ -332,8 +436,9 @@ async fn mirrors_identically_through_a_destination_leader_move_and_broker_restar
     writer.join().unwrap();
     wait_isr(&dst, &plain);
     wait_isr(&dst, &txn);
+    wait_isr(&dst, &compacted);
 
-    for topic in [&plain, &txn] {
+    for topic in [&plain, &txn, &compacted] {
         let reports = wait_identical(&src, &dst, topic, 1);
         eprintln!("{topic}: {reports:?}");
     }

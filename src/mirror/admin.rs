@@ -164,8 +164,17 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                             topic_name: TopicName(s(t.topic.clone())),
                             partitions: ps
                                 .iter()
-                                .map(|p| (p, cp.progress(&p.topic, p.partition)))
-                                .map(|(p, progress)| {
+                                .map(|p| (p, crate::mirror::dataplane::live::figures(cp, &p.topic, p.partition)))
+                                .map(|(p, figures)| {
+                                    let progress = figures.as_ref().map(|f| f.progress);
+                                    // Figures the live refresh could not renew: why, and their age.
+                                    let stale = figures.and_then(|f| f.stale).map(|(e, age)| {
+                                        if age >= 0 {
+                                            format!("lag figures are {} s old: {e}", age / 1000)
+                                        } else {
+                                            format!("no lag figures yet: {e}")
+                                        }
+                                    });
                                     let mut detail = PartitionDetail {
                                         partition_index: p.partition,
                                         state_value: s(p.state.as_str()),
@@ -178,6 +187,7 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                                 cp.retrying(&p.topic, p.partition).map(|e| format!("retrying: {e}"))
                                             })
                                             .or_else(|| p.error_message.clone())
+                                            .or(stale)
                                             .map(s),
                                         retry_attempt: if p.error_message.is_some() && !p.retryable {
                                             -1

@@ -72,6 +72,9 @@ pub const INVALID_CONFIG: i16 = 40;
 pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 /// Kafka error UNKNOWN_TOPIC_OR_PARTITION (3).
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// Kafka error TOPIC_ALREADY_EXISTS (36): a StartMirrorTopics error in KIP-1279; mirrorgate
+/// answers it when an existing destination topic cannot be adopted (not empty, or written).
+pub const TOPIC_ALREADY_EXISTS: i16 = 36;
 /// Kafka error COORDINATOR_LOAD_IN_PROGRESS (14).
 pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 
@@ -81,6 +84,7 @@ fn code_name(code: i16) -> &'static str {
         None => match code {
             INVALID_CONFIG => "INVALID_CONFIG",
             UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
+            TOPIC_ALREADY_EXISTS => "TOPIC_ALREADY_EXISTS",
             COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
             _ => "UNKNOWN_SERVER_ERROR",
         },
@@ -151,6 +155,8 @@ pub struct ControlPlane {
     state: RwLock<ControlState>,
     /// What the data plane last saw per `(topic, partition)`.
     progress: dashmap::DashMap<(String, i32), super::dataplane::Progress>,
+    /// What the live refresher last read per `(topic, partition)`.
+    live: super::dataplane::live::LiveFigures,
     /// The last error of partitions whose copy loop is retrying (cleared by progress).
     retrying: dashmap::DashMap<(String, i32), String>,
     /// Last mirrored source offset read from the destination log by the data plane for a
@@ -183,6 +189,7 @@ impl ControlPlane {
         Self {
             state: RwLock::new(ControlState::default()),
             progress: dashmap::DashMap::new(),
+            live: Default::default(),
             retrying: dashmap::DashMap::new(),
             stopped_at: dashmap::DashMap::new(),
             data_plane: AtomicBool::new(false),
@@ -245,6 +252,11 @@ impl ControlPlane {
     /// The last error of a retrying partition, if it is retrying.
     pub fn retrying(&self, topic: &str, partition: i32) -> Option<String> {
         self.retrying.get(&(topic.to_string(), partition)).map(|e| e.clone())
+    }
+
+    /// What the live refresher last read of each partition (`dataplane::live`).
+    pub fn live(&self) -> &super::dataplane::live::LiveFigures {
+        &self.live
     }
 
     /// What the data plane last saw of a partition.
@@ -695,6 +707,7 @@ impl ControlPlane {
         };
         let mut started = Vec::new();
         let mut refused = Vec::new();
+        let mut foreign = Vec::new();
         for t in matched {
             let source_configs = access.topic_configs(&t.name).await.map_err(|e| MirrorError {
                 code: UNKNOWN_SERVER_ERROR,
@@ -711,6 +724,7 @@ impl ControlPlane {
                 );
             }
             let rf = broker_count.min(3) as i16;
+            let already_mirrored = self.with_state(|s| s.topics.contains_key(&t.name));
             let created = match self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await {
                 Ok(c) => c,
                 Err(e) => {
@@ -727,8 +741,8 @@ impl ControlPlane {
             if created {
                 self.forget_refused_start(&t.name).await?;
             }
-            // An existing destination topic must have the source's partition count (data
-            // written outside the mirror is caught by the data plane's first alignment).
+            // An existing destination topic must have the source's partition count (and be
+            // empty with nothing writing to it: checked below).
             let mismatch = if created {
                 None
             } else {
@@ -743,6 +757,15 @@ impl ControlPlane {
                     )
                 })
             };
+            // An existing destination topic that is not ours yet is adopted only when it is
+            // empty and nothing writes to it (issue 9, item 13); else its start is refused.
+            if !created && !already_mirrored && mismatch.is_none() {
+                if let Err(reason) = super::adopt::check_adoptable(&self.destination, &t.name, t.partitions).await {
+                    tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the destination topic exists and is not empty");
+                    foreign.push(reason);
+                    continue;
+                }
+            }
             let source_log_append_time = access
                 .effective_topic_config(&t.name, "message.timestamp.type")
                 .await
@@ -784,12 +807,13 @@ impl ControlPlane {
             started.push(t.name);
         }
         tracing::info!(mirror, topics = ?started, "mirror topics started");
-        if !refused.is_empty() {
+        if !refused.is_empty() || !foreign.is_empty() {
             let started = if started.is_empty() { String::new() } else { format!("started {started:?}; ") };
-            return Err(MirrorError {
-                code: UNKNOWN_SERVER_ERROR,
-                message: format!("{started}{}", refused.join("; ")),
-            });
+            // TOPIC_ALREADY_EXISTS (36, a StartMirrorTopics error of KIP-1279) when only
+            // existing foreign destination topics were refused.
+            let code = if refused.is_empty() { TOPIC_ALREADY_EXISTS } else { UNKNOWN_SERVER_ERROR };
+            refused.extend(foreign);
+            return Err(MirrorError { code, message: format!("{started}{}", refused.join("; ")) });
         }
         Ok(started)
     }

@@ -2,6 +2,7 @@
 //! `__mirror_state` store, admin RPC handlers) and, later, the data plane.
 
 pub mod admin;
+pub mod adopt;
 pub mod config_rpc;
 pub mod configs;
 pub mod control;

@@ -3,7 +3,7 @@
 //!
 //! | Prometheus name | KIP metric |
 //! |---|---|
-//! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets) |
+//! | `mirrorgate_mirror_partition_lag{mirror,topic,partition}` | FetcherLagMetrics ConsumerLag (offsets): source LSO − destination end, read live every 2 s whatever the partition's state (`mirror::dataplane::live`); a failed read keeps the last value |
 //! | `mirrorgate_mirror_partition_lag_high_watermark{mirror,topic,partition}` | (extension) lag against the source high watermark: grows while a source transaction stays open (offsets) |
 //! | `mirrorgate_mirror_max_lag{mirror}` | MirrorFetcherManager MaxLag (offsets) |
 //! | `mirrorgate_mirror_partitions{mirror,state}` | *PartitionState gauges (FailedPartitionState, ...) |
@@ -117,7 +117,11 @@ pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
         }
         for ((topic, p), rec) in &state.partitions {
             *per_state.entry((rec.mirror.clone(), rec.state.as_str())).or_default() += 1.0;
-            if let Some(g) = control.progress(topic, *p) {
+            if let Some(f) = crate::mirror::dataplane::live::figures(&control, topic, *p) {
+                let g = f.progress;
+                if g.source_lso < 0 || g.destination_end < 0 {
+                    continue;
+                }
                 let lag = (g.source_lso - (g.destination_end + g.shift)).max(0);
                 metrics::gauge!("mirrorgate_mirror_partition_lag", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
                     .set(lag as f64);

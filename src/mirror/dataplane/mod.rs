@@ -6,6 +6,7 @@
 
 pub mod dest_topic;
 pub mod errors;
+pub mod live;
 pub mod log_end;
 pub mod mux;
 pub mod partition;
@@ -43,6 +44,8 @@ pub struct Progress {
     pub shift: i64,
     /// Next source offset to copy.
     pub next_source: i64,
+    /// When these figures were seen, ms since the epoch.
+    pub read_ms: i64,
 }
 
 /// Default of `mirror.fill.max.gap`, offsets.
@@ -107,6 +110,7 @@ impl DataPlane {
     /// appends) before returning.
     pub async fn run(mut self, shutdown: CancellationToken) {
         self.control.attach_data_plane();
+        let live = tokio::spawn(live::run(self.control.clone(), self.dest.options().clone(), shutdown.clone()));
         loop {
             self.reconcile().await;
             tokio::select! {
@@ -121,6 +125,7 @@ impl DataPlane {
         for r in loops {
             let _ = r.handle.await;
         }
+        let _ = live.await;
     }
 
     async fn source_client(&mut self, def: &MirrorDefinition) -> Option<ClusterClient> {

@@ -781,6 +781,7 @@ fn progress(chunk: &source::SourceChunk, w: &Writer, next_source: i64) -> Progre
         destination_end: w.dest_next,
         shift: w.shift,
         next_source,
+        read_ms: crate::mirror::model::now_ms(),
     }
 }
 
