@@ -342,8 +342,16 @@ async fn an_existing_destination_topic_with_other_partitions_fails() {
     }
 }
 
+/// Three kill -9s of the mirroring instance, each in the middle of a copy: a round of 4,000
+/// records (small batches: many appends) is written while mirrorgate is down, mirrorgate is
+/// started, and killed as soon as the destination has moved, before it holds the round. Each
+/// kill is checked to have landed mid-copy (the destination's end after the kill strictly
+/// between its end before the restart and the source's end). After the last restart the
+/// destination must end exactly where the source ends, with the same records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
+    const ROUNDS: i64 = 3;
+    const PER_ROUND: i64 = 4000;
     let source = cluster("source");
     let dest = cluster("dest");
     let state_topic = unique_name("__mirror_state-kill");
@@ -351,9 +359,18 @@ async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("kill9");
     create_topic(&source.bootstrap, &topic, 2, &[]);
+    let end_of = |c: &ClusterClient| -> i64 { (0..2).map(|p| block(c.list_offsets(&topic, p, -1)).unwrap_or(0)).sum() };
     let mut mg = Mirrorgate::start_with(&dest, opts());
-    start_mirror(&mg, &source, &[&topic], "");
-    for round in 0..3 {
+    // Small source fetches: a round takes many Fetch/Produce round trips to copy.
+    let mirror = start_mirror(&mg, &source, &[&topic], "fetch.max.bytes=4096\n");
+    eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING")).then_some(()).ok_or(format!("{rows:?}"))
+    });
+    let mut kills = Vec::new();
+    for round in 0..ROUNDS {
+        drop(mg); // SIGKILL (the first one with nothing to copy)
+        let before = end_of(&dst);
         ok(
             python_client(&[
                 "produce",
@@ -362,23 +379,53 @@ async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
                 "--topic",
                 &topic,
                 "--count",
-                "4000",
+                &PER_ROUND.to_string(),
                 "--prefix",
                 &format!("r{round}"),
+                "--prop",
+                "batch.size=512",
+                "--prop",
+                "linger.ms=0",
             ]),
             "produce",
         );
-        std::thread::sleep(Duration::from_millis(200 + 300 * round));
-        drop(mg); // SIGKILL
+        let source_end = end_of(&src);
+        assert_eq!(source_end, (round + 1) * PER_ROUND, "round {round}: source end");
+        mg = Mirrorgate::start_with(&dest, opts());
+        // Kill as soon as the copy has moved the destination.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while end_of(&dst) == before {
+            assert!(std::time::Instant::now() < deadline, "round {round}: the copy did not start within 120 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(mg); // SIGKILL mid-copy
+        let after = end_of(&dst);
+        eprintln!("kill {round}: destination end {before} -> {after} of source end {source_end}");
+        assert!(
+            before < after && after < source_end,
+            "kill {round} did not land mid-copy: destination end {before} before the restart, {after} after the kill, source end {source_end}"
+        );
+        kills.push((before, after, source_end));
         mg = Mirrorgate::start_with(&dest, opts());
     }
+    assert_eq!(kills.len(), ROUNDS as usize, "{kills:?}");
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
-    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 12_000, "{reports:?}");
-    let via = consume_all(&mg.bootstrap, &topic, 12_000, "read_committed");
+    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), ROUNDS * PER_ROUND, "{reports:?}");
+    // Nothing extra at the destination's end (verify compares up to the source's end and
+    // refuses a longer destination; the log ends say it again).
+    for (p, r) in reports.iter().enumerate() {
+        assert_eq!(r.destination_end, r.source_end, "partition {p}: {r:?}");
+        assert_eq!(r.destination_end, block(src.list_offsets(&topic, p as i32, -1)).unwrap(), "partition {p}");
+    }
+    let total = (ROUNDS * PER_ROUND) as usize;
+    let via = consume_all(&mg.bootstrap, &topic, total, "read_committed");
     let mut values: Vec<&str> = via.iter().map(|r| r["value"].as_str().unwrap()).collect();
     values.sort_unstable();
     values.dedup();
-    assert_eq!(values.len(), 12_000, "no duplicate, nothing missing");
+    assert_eq!(values.len(), total, "no duplicate, nothing missing");
+    let mut want: Vec<String> = (0..ROUNDS).flat_map(|r| (0..PER_ROUND).map(move |i| format!("r{r}-{i}"))).collect();
+    want.sort_unstable();
+    assert!(values.iter().copied().eq(want.iter().map(String::as_str)), "records differ from the produced ones");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -960,5 +1007,10 @@ async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
     });
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
     assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 400);
-    assert!(describe_json(&mg, &mirror).iter().all(|r| r["state"] == "MIRRORING"));
+    for (p, r) in reports.iter().enumerate() {
+        assert_eq!((r.destination_end, r.skipped_offsets), (r.source_end, 0), "partition {p} re-seeded from 0: {r:?}");
+    }
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
 }
