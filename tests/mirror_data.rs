@@ -230,6 +230,33 @@ async fn transactional_source_commits_aborts_and_markers() {
     let mut want: Vec<&str> = on_source.iter().map(|r| r["value"].as_str().unwrap()).collect();
     want.sort_unstable();
     assert_eq!(got, want);
+
+    // A destination longer than the source is a difference: after a failover (--stop) one
+    // record is written to partition 0 through mirrorgate while the source stays as it is.
+    // Everything up to the source's end still matches; `--verify` must see the extra offset
+    // at the destination's end and exit with status 1.
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--partition",
+            "0",
+            "--count",
+            "1",
+            "--prefix",
+            "extra",
+        ]),
+        "produce after --stop",
+    );
+    let out = mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "--verify of a longer destination: {text}");
+    assert!(text.contains(&format!("DIFF  {topic}-0: ")) && text.contains("beyond the source's log end"), "{text}");
+    assert!(text.contains(&format!("OK    {topic}-1: ")) && text.contains("1 identical, 1 different"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,6 +335,12 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     );
     assert_eq!(after.trim(), format!("Offset:{dest_end}\tafter-0"));
     // Failback onto a destination that took writes after the failover: reported, not kept.
+    // The operator's check sees the record written after the failover where the source has
+    // another one: a difference, exit status 1.
+    let out = mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "--verify after a write on the destination: {text}");
+    assert!(text.contains(&format!("DIFF  {topic}-0: ")) && text.contains("0 identical, 1 different"), "{text}");
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start again");
     let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
@@ -320,6 +353,12 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     let msg = failed["errorMessage"].as_str().unwrap();
     assert!(msg.contains("written on the destination after the failover"), "{msg}");
     assert_eq!(failed["retryAttempt"], -1, "not retryable");
+    // `--describe --failed` lists it with the reason (docs/operations.md).
+    let table = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--failed"]), "--describe --failed");
+    let row = table.lines().find(|l| l.contains(&topic)).unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..4], &[mirror.as_str(), topic.as_str(), "0", "NonRetryable"], "{table}");
+    assert!(row.contains("written on the destination after the failover"), "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

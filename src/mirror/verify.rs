@@ -4,10 +4,9 @@
 //! and byte-identical (still compressed) payload; a compacted source batch with holes inside
 //! (split into runs on the destination) must have the same records, compared byte for byte
 //! (offsets, timestamps, keys, values, headers as raw bytes in order); every other
-//! destination batch must be a placeholder. The destination must not end beyond the source
-//! (offsets through the offset map): extra offsets at its end, data or placeholders, are a
-//! difference; a destination that is still copying (shorter) is not, as long as what it
-//! holds matches. Reports the first difference.
+//! destination batch must be a placeholder. The destination must reach the source's LSO and
+//! must not end beyond the source's log end (offsets through the offset map): extra offsets
+//! at its end, data or placeholders, are a difference. Reports the first difference.
 
 use bytes::Bytes;
 
@@ -31,8 +30,9 @@ pub struct VerifyReport {
     /// (or the `source_end` asked for).
     pub source_end: i64,
     /// Destination log end (its high watermark, read after the comparison), in destination
-    /// offsets: equal to `source_end` (mapped through the offset map) when the mirror has
-    /// caught up, below it while it copies, never above the source's log end.
+    /// offsets: at least `source_end` mapped through the offset map, never above the source's
+    /// log end (mapped); equal to `source_end` when the source is idle and has no open
+    /// transaction.
     pub destination_end: i64,
 }
 
@@ -186,9 +186,9 @@ async fn source_batches(
 }
 
 /// Compares `topic`-`p` on `source` and `dest` up to the source's LSO (or `source_end`),
-/// then checks that the destination's log end (high watermark) is not beyond the source's
-/// log end read after it (the destination of a live mirror may end below the source, never
-/// above: the mirror copies only what the source holds).
+/// which the destination must have reached, then checks that the destination's log end (high
+/// watermark) is not beyond the source's log end read after it (the mirror copies only what
+/// the source holds, so a live mirror may still grow, but never past the source).
 ///
 /// # Errors
 /// The first difference, naming offsets (extra destination offsets at its end included), or
