@@ -522,6 +522,23 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     produce(&source.bootstrap, "a", 100);
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     wait_identical(&mg, &mirror, &src, &dst, &topic, 1, Duration::from_secs(60));
+    // Node 2 must hold the 100 records before it is stopped: back in the ISR (a follower
+    // rejoins only once it has reached the high watermark, 100). (With acks=1 a follower slow
+    // to start fetching drops out of the ISR and the leader's high watermark moves without
+    // it; stopped then, node 2 came back empty and was elected with log end 0, so the source
+    // ended at 150 instead of 250.)
+    let in_sync = eventually(Duration::from_secs(120), || match describe_partition(&source.bootstrap, &topic, 0)? {
+        (1, mut isr) => {
+            isr.sort_unstable();
+            if isr == [1, 2] {
+                Ok(isr)
+            } else {
+                Err(format!("isr {isr:?}"))
+            }
+        }
+        other => Err(format!("(leader, isr) {other:?}")),
+    });
+    eprintln!("node 2 in sync before it stops: isr {in_sync:?} after {:?}", t0.elapsed());
 
     stop_node(&source, 2);
     let others = format!("{},{}", addr(1), addr(3));
@@ -559,6 +576,9 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
         let leo = block(c.leader_log_end(&topic, 0)).map_err(|e| e.to_string())?;
         Ok((hw, leo))
     };
+    let (hw, leo) = eventually(Duration::from_secs(60), end_on_node2);
+    eprintln!("node 2 as leader before any write: (high watermark, log end) ({hw}, {leo})");
+    assert_eq!(leo, 100, "node 2 was elected holding {leo} of the 100 records it had in sync");
     // Two writes, so that a new-leader batch starts exactly at 150, where the mirror stands
     // (one 100-record batch 100..199 would straddle it and fail the partition by accident).
     for (prefix, count, end) in [("c", 50, 150), ("d", 100, 250)] {
