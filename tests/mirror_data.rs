@@ -1057,12 +1057,16 @@ async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
 /// Pause and resume (docs/operations.md): a paused topic copies nothing and stays PAUSED;
 /// pausing it again answers MIRROR_TOPIC_ALREADY_PAUSED (140), resuming a topic that is not
 /// paused MIRROR_TOPIC_NOT_PAUSED (141), both with exit status 1; after `--resume` the copy
-/// continues where it stopped and the destination ends where the source does.
+/// continues where it stopped and the destination ends where the source does. While paused,
+/// source retention (DeleteRecords) removes 30 offsets the mirror had not copied: counted by
+/// `mirrorgate_mirror_lost_offsets_total`, filled on the destination, the rest copied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_and_resume_with_their_errors() {
+async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
     let source = cluster("source");
     let dest = cluster("dest");
-    let mg = Mirrorgate::start(&dest);
+    let port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("pause");
     create_topic(&source.bootstrap, &topic, 1, &[]);
@@ -1099,16 +1103,33 @@ async fn pause_and_resume_with_their_errors() {
         (rows.len() == 1 && rows[0]["state"] == "PAUSED").then_some(()).ok_or(format!("{rows:?}"))
     });
     refused("--pause", "MIRROR_TOPIC_ALREADY_PAUSED");
-    produce("paused", "50");
+    // Two writes (100..129, 130..149): the source log start can then move to a batch boundary.
+    produce("paused", "30");
+    produce("kept", "20");
     // Nothing is copied while paused (a negative check: a few fetch intervals).
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 100, "copied while paused");
     let rows = describe_json(&mg, &mirror);
     assert_eq!(rows[0]["state"], "PAUSED", "{rows:?}");
+    // Retention on the source removes 100..129 before they were copied.
+    block(mirrorgate::mirror::dataplane::partition::delete_records(&src, &topic, 0, 130)).unwrap();
+    assert_eq!(block(src.list_offsets(&topic, 0, -2)).unwrap(), 130);
 
     ok(mirrors_cli(&mg.bootstrap, &["--resume", "--mirror", &mirror, "--topics", &topic]), "--resume");
     let reports = wait_identical(&src, &dst, &topic, 1, &[]);
-    assert_eq!((reports[0].records, reports[0].destination_end), (150, 150), "{reports:?}");
+    assert_eq!((reports[0].records, reports[0].destination_end), (20, 150), "{reports:?}");
+    let addr = format!("127.0.0.1:{port}");
+    eventually(Duration::from_secs(60), || {
+        let body = http_get(&addr, "/metrics");
+        let lost = body.lines().find_map(|l| l.strip_prefix("mirrorgate_mirror_lost_offsets_total ")).map(str::trim);
+        (lost == Some("30")).then_some(()).ok_or(format!("lost offsets {lost:?}"))
+    });
+    // The lost range reads as nothing at the same offsets: the kept records at 130..149.
+    let via = consume_all(&mg.bootstrap, &topic, 20, "read_committed");
+    let got: Vec<(i64, &str)> =
+        via.iter().map(|r| (r["offset"].as_i64().unwrap(), r["value"].as_str().unwrap())).collect();
+    let want: Vec<(i64, String)> = (0..20).map(|i| (130 + i, format!("kept-{i}"))).collect();
+    assert!(got.iter().zip(&want).all(|(g, w)| g.0 == w.0 && g.1 == w.1) && got.len() == 20, "{got:?}");
     eventually(Duration::from_secs(60), || {
         let rows = describe_json(&mg, &mirror);
         (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
