@@ -1059,14 +1059,17 @@ async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
 /// paused MIRROR_TOPIC_NOT_PAUSED (141), both with exit status 1; after `--resume` the copy
 /// continues where it stopped and the destination ends where the source does. While paused,
 /// source retention (DeleteRecords) removes 30 offsets the mirror had not copied: counted by
-/// `mirrorgate_mirror_lost_offsets_total`, filled on the destination, the rest copied.
+/// `mirrorgate_mirror_lost_offsets_total`, filled on the destination, the rest copied. Then
+/// a graceful shutdown (SIGTERM: exit status 0) and a restart that continues the copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
     let source = cluster("source");
     let dest = cluster("dest");
     let port = free_port_range(1);
     let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
-    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
+    let state_topic = unique_name("__mirror_state-pause");
+    let opts = || MirrorgateOptions { extra_yaml: &yaml, state_topic: Some(&state_topic), ..Default::default() };
+    let mut mg = Mirrorgate::start_with(&dest, opts());
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("pause");
     create_topic(&source.bootstrap, &topic, 1, &[]);
@@ -1130,6 +1133,18 @@ async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
         via.iter().map(|r| (r["offset"].as_i64().unwrap(), r["value"].as_str().unwrap())).collect();
     let want: Vec<(i64, String)> = (0..20).map(|i| (130 + i, format!("kept-{i}"))).collect();
     assert!(got.iter().zip(&want).all(|(g, w)| g.0 == w.0 && g.1 == w.1) && got.len() == 20, "{got:?}");
+
+    // Graceful shutdown (docs/operations.md, "Restarts and upgrades"): SIGTERM, exit status 0;
+    // started again on the same state topic, the copy continues.
+    let status = mg.terminate(Duration::from_secs(60));
+    assert!(status.success(), "exit status after SIGTERM: {status:?}\n{}", tail(&mg.log(), 20));
+    assert!(mg.log().contains("SIGTERM received, shutting down"), "{}", tail(&mg.log(), 20));
+    produce("after-restart", "10");
+    let mg = Mirrorgate::start_with(&dest, opts());
+    let reports = wait_identical(&src, &dst, &topic, 1, &[]);
+    assert_eq!((reports[0].records, reports[0].destination_end), (30, 160), "{reports:?}");
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!((rows.len(), rows[0]["state"].as_str()), (1, Some("MIRRORING")), "{rows:?}");
     eventually(Duration::from_secs(60), || {
         let rows = describe_json(&mg, &mirror);
         (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
