@@ -289,7 +289,11 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     let writer = std::thread::spawn(move || {
         python_client(&["produce", "--bootstrap", &bs, "--topic", &t, "--count", "3000", "--prefix", "during"])
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Fail over while the copy follows the writer: once the destination has moved past 500.
+    eventually(Duration::from_secs(120), || {
+        let end = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        (end > 500).then_some(()).ok_or(format!("destination end {end}"))
+    });
     ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
     let rows = describe_json(&mg, &mirror);
     assert_eq!(rows[0]["state"], "STOPPED", "{rows:?}");
