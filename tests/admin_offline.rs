@@ -104,20 +104,26 @@ fn describe_and_list_answer_while_the_destination_is_down() {
     eprintln!("--stop with the destination down: {stop_text}");
     assert!(started.elapsed() < Duration::from_secs(60), "--stop took {:?}", started.elapsed());
     let rows = describe(&mg, &mirror).unwrap();
-    assert!(rows.iter().all(|r| r.0 != "STOPPED" && r.0 != "STOPPING"), "{rows:?}");
+    // The refused --stop changed nothing: both partitions are still in the active states
+    // they were in (not STOPPING, STOPPED, FAILED or PAUSED).
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r.0 == "MIRRORING" || r.0 == "LOG_ALIGNMENT"), "{rows:?}");
 
     // A forwarded request (Metadata) is not left hanging: the connection is closed at once.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
     let metadata = rt.block_on(async {
         let mut conn =
-            BrokerConnection::connect(&mg.bootstrap, Duration::from_secs(5), Duration::from_secs(30), 1 << 20)
+            // A request timeout far beyond the test's bounds: an error can only be mirrorgate
+            // closing the connection, not the client giving up on a hanging request.
+            BrokerConnection::connect(&mg.bootstrap, Duration::from_secs(5), Duration::from_secs(600), 1 << 20)
                 .await
                 .map_err(|e| e.to_string())?;
         conn.send(&MetadataRequest::default().with_topics(None), 12).await.map_err(|e| e.to_string())
     });
-    assert!(metadata.is_err(), "Metadata answered with no destination: {metadata:?}");
-    assert!(started.elapsed() < Duration::from_secs(20), "Metadata failed only after {:?}", started.elapsed());
+    let error = metadata.expect_err("Metadata answered with no destination");
+    assert!(!error.contains("timed out"), "Metadata was left hanging: {error}");
+    eprintln!("Metadata with no destination: {error} after {:?}", started.elapsed());
     mg.wait_for_log("destination broker unreachable, cannot forward api key 3", Duration::from_secs(10));
 
     // The destination is back: the stop goes through.

@@ -28,6 +28,49 @@ fn kafka_4_4_destination_java_tools_and_librdkafka() {
         .collect::<Vec<_>>()
         .join("\n");
     let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
+
+    // Without `mirror_api_keys` (the KIP-1279 prototype's keys, 94 for CreateClusterMirror)
+    // mirrorgate refuses to start: its config minus the moved keys, on other ports.
+    let config = std::fs::read_to_string(&mg.config_path).unwrap();
+    let first = free_port_range(12);
+    let mut skipping = false;
+    let default_keys: String = config
+        .lines()
+        .filter(|l| {
+            if l.starts_with("mirror_api_keys:") {
+                skipping = true;
+                return false;
+            }
+            if skipping && l.starts_with("  ") {
+                return false;
+            }
+            skipping = false;
+            true
+        })
+        .map(|l| {
+            if l.trim_start().starts_with("port_range: ") {
+                format!("    port_range: {first}-{}", first + 11)
+            } else if l.starts_with("  topic: __mirror_state") {
+                format!("  topic: {}", unique_name("__mirror_state-44-refused"))
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!default_keys.contains("mirror_api_keys") && default_keys.contains("port_range"), "{default_keys}");
+    let path = repo().join("target/test-mirrorgate").join(format!("{}.yaml", unique_name("mg44-default-keys")));
+    std::fs::write(&path, default_keys + "\n").unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mirrorgate"));
+    cmd.args(["run", "--config"]).arg(&path).env_remove("RUST_LOG");
+    let refused = run(cmd, None, std::time::Duration::from_secs(120));
+    let text = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    assert!(!refused.status.success(), "mirrorgate started on Kafka 4.4 with the default mirror api keys: {text}");
+    assert!(
+        text.contains("already uses api key 94") && text.contains("mirror_api_keys"),
+        "the refusal names api key 94 and the setting that moves it: {}",
+        tail(&text, 20)
+    );
     // The operator CLI, told where the keys moved.
     let cc = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("cc44")));
     std::fs::write(&cc, keys.iter().map(|(k, v)| format!("mirror.api.key.{k}={v}\n")).collect::<String>()).unwrap();

@@ -138,8 +138,9 @@ async fn topic_configs_follow_the_source_except_owned_and_excluded() {
             Err(format!("{d:?}"))
         }
     });
-    // One refresh interval (2 s) plus the sync's own work, with room for a loaded machine.
-    assert!(changed.elapsed() < Duration::from_secs(20), "applied within an interval: {:?}", changed.elapsed());
+    // (One refresh interval, 2 s, plus the sync's own work on an idle machine; not asserted:
+    // a loaded machine stretches it.)
+    eprintln!("topic configs applied on the destination after {:?}", changed.elapsed());
     let d = dynamic_configs(&dest.bootstrap, &topic);
     // Owned for offset identity / retention while mirroring: kept as mirrorgate set them.
     assert_eq!(d.get("retention.ms").map(String::as_str), Some("-1"), "{d:?}");
@@ -180,7 +181,9 @@ async fn new_source_topics_matching_include_are_mirrored_without_an_operator() {
     wait_identical(&src, &dst, &wanted, 2);
     // The excluded topic is neither a mirror topic nor created, several intervals later.
     std::thread::sleep(Duration::from_secs(5));
-    assert!(describe_json(&mg, &mirror).iter().all(|r| r["topic"] != skipped.as_str()));
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["topic"] == wanted.as_str()), "{rows:?}");
     block(dst.refresh_metadata(None)).unwrap();
     assert!(!dst.metadata().topics.contains_key(&skipped), "excluded topic created on the destination");
     // The include pattern was not polluted with the discovered name.
@@ -232,9 +235,14 @@ async fn source_partitions_3_to_6_while_producing_by_key() {
     assert!(rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
     // Partitions 0-2 never left MIRRORING (no pause, no failure, no realignment).
     let log = mg.log();
-    for l in log.lines().filter(|l| l.contains(&topic) && l.contains("mirror partition state")) {
-        let p = ["partition=0", "partition=1", "partition=2"];
-        if p.iter().any(|p| l.contains(p)) {
+    for p in ["partition=0", "partition=1", "partition=2"] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&topic) && l.contains("mirror partition state") && l.contains(p))
+            .collect();
+        // At least its start (LOG_ALIGNMENT -> MIRRORING) is logged: the check below reads lines.
+        assert!(!lines.is_empty(), "no state line for {p} in the log:\n{}", tail(&log, 40));
+        for l in lines {
             assert!(l.contains("LOG_ALIGNMENT") || l.contains("MIRRORING"), "existing partition changed state: {l}");
         }
     }
@@ -274,6 +282,7 @@ async fn recreated_source_topic_fails_its_partitions_naming_the_id_change() {
     // Not retried: still FAILED after several intervals, and nothing of the new topic copied.
     std::thread::sleep(Duration::from_secs(5));
     let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(rows.iter().all(|r| r["state"] == "FAILED"), "{rows:?}");
     let end: i64 = (0..2).map(|p| block(dst.list_offsets(&topic, p, -1)).unwrap()).sum();
     assert_eq!(end, 100, "records of the recreated topic were merged into the mirror");

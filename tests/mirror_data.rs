@@ -230,6 +230,33 @@ async fn transactional_source_commits_aborts_and_markers() {
     let mut want: Vec<&str> = on_source.iter().map(|r| r["value"].as_str().unwrap()).collect();
     want.sort_unstable();
     assert_eq!(got, want);
+
+    // A destination longer than the source is a difference: after a failover (--stop) one
+    // record is written to partition 0 through mirrorgate while the source stays as it is.
+    // Everything up to the source's end still matches; `--verify` must see the extra offset
+    // at the destination's end and exit with status 1.
+    ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--partition",
+            "0",
+            "--count",
+            "1",
+            "--prefix",
+            "extra",
+        ]),
+        "produce after --stop",
+    );
+    let out = mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "--verify of a longer destination: {text}");
+    assert!(text.contains(&format!("DIFF  {topic}-0: ")) && text.contains("beyond the source's log end"), "{text}");
+    assert!(text.contains(&format!("OK    {topic}-1: ")) && text.contains("1 identical, 1 different"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,7 +289,11 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     let writer = std::thread::spawn(move || {
         python_client(&["produce", "--bootstrap", &bs, "--topic", &t, "--count", "3000", "--prefix", "during"])
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Fail over while the copy follows the writer: once the destination has moved past 500.
+    eventually(Duration::from_secs(120), || {
+        let end = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        (end > 500).then_some(()).ok_or(format!("destination end {end}"))
+    });
     ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", &topic]), "--stop");
     let rows = describe_json(&mg, &mirror);
     assert_eq!(rows[0]["state"], "STOPPED", "{rows:?}");
@@ -308,6 +339,12 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     );
     assert_eq!(after.trim(), format!("Offset:{dest_end}\tafter-0"));
     // Failback onto a destination that took writes after the failover: reported, not kept.
+    // The operator's check sees the record written after the failover where the source has
+    // another one: a difference, exit status 1.
+    let out = mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "--verify after a write on the destination: {text}");
+    assert!(text.contains(&format!("DIFF  {topic}-0: ")) && text.contains("0 identical, 1 different"), "{text}");
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start again");
     let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
@@ -320,6 +357,12 @@ async fn failover_makes_the_topic_writable_at_the_next_offset() {
     let msg = failed["errorMessage"].as_str().unwrap();
     assert!(msg.contains("written on the destination after the failover"), "{msg}");
     assert_eq!(failed["retryAttempt"], -1, "not retryable");
+    // `--describe --failed` lists it with the reason (docs/operations.md).
+    let table = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--failed"]), "--describe --failed");
+    let row = table.lines().find(|l| l.contains(&topic)).unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..4], &[mirror.as_str(), topic.as_str(), "0", "NonRetryable"], "{table}");
+    assert!(row.contains("written on the destination after the failover"), "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,8 +385,16 @@ async fn an_existing_destination_topic_with_other_partitions_fails() {
     }
 }
 
+/// Three kill -9s of the mirroring instance, each in the middle of a copy: a round of 4,000
+/// records (small batches: many appends) is written while mirrorgate is down, mirrorgate is
+/// started, and killed as soon as the destination has moved, before it holds the round. Each
+/// kill is checked to have landed mid-copy (the destination's end after the kill strictly
+/// between its end before the restart and the source's end). After the last restart the
+/// destination must end exactly where the source ends, with the same records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
+    const ROUNDS: i64 = 3;
+    const PER_ROUND: i64 = 4000;
     let source = cluster("source");
     let dest = cluster("dest");
     let state_topic = unique_name("__mirror_state-kill");
@@ -351,9 +402,18 @@ async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("kill9");
     create_topic(&source.bootstrap, &topic, 2, &[]);
+    let end_of = |c: &ClusterClient| -> i64 { (0..2).map(|p| block(c.list_offsets(&topic, p, -1)).unwrap_or(0)).sum() };
     let mut mg = Mirrorgate::start_with(&dest, opts());
-    start_mirror(&mg, &source, &[&topic], "");
-    for round in 0..3 {
+    // Small source fetches: a round takes many Fetch/Produce round trips to copy.
+    let mirror = start_mirror(&mg, &source, &[&topic], "fetch.max.bytes=4096\n");
+    eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING")).then_some(()).ok_or(format!("{rows:?}"))
+    });
+    let mut kills = Vec::new();
+    for round in 0..ROUNDS {
+        drop(mg); // SIGKILL (the first one with nothing to copy)
+        let before = end_of(&dst);
         ok(
             python_client(&[
                 "produce",
@@ -362,23 +422,53 @@ async fn kill_9_during_mirroring_loses_and_repeats_nothing() {
                 "--topic",
                 &topic,
                 "--count",
-                "4000",
+                &PER_ROUND.to_string(),
                 "--prefix",
                 &format!("r{round}"),
+                "--prop",
+                "batch.size=512",
+                "--prop",
+                "linger.ms=0",
             ]),
             "produce",
         );
-        std::thread::sleep(Duration::from_millis(200 + 300 * round));
-        drop(mg); // SIGKILL
+        let source_end = end_of(&src);
+        assert_eq!(source_end, (round + 1) * PER_ROUND, "round {round}: source end");
+        mg = Mirrorgate::start_with(&dest, opts());
+        // Kill as soon as the copy has moved the destination.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while end_of(&dst) == before {
+            assert!(std::time::Instant::now() < deadline, "round {round}: the copy did not start within 120 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(mg); // SIGKILL mid-copy
+        let after = end_of(&dst);
+        eprintln!("kill {round}: destination end {before} -> {after} of source end {source_end}");
+        assert!(
+            before < after && after < source_end,
+            "kill {round} did not land mid-copy: destination end {before} before the restart, {after} after the kill, source end {source_end}"
+        );
+        kills.push((before, after, source_end));
         mg = Mirrorgate::start_with(&dest, opts());
     }
+    assert_eq!(kills.len(), ROUNDS as usize, "{kills:?}");
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
-    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 12_000, "{reports:?}");
-    let via = consume_all(&mg.bootstrap, &topic, 12_000, "read_committed");
+    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), ROUNDS * PER_ROUND, "{reports:?}");
+    // Nothing extra at the destination's end (verify compares up to the source's end and
+    // refuses a longer destination; the log ends say it again).
+    for (p, r) in reports.iter().enumerate() {
+        assert_eq!(r.destination_end, r.source_end, "partition {p}: {r:?}");
+        assert_eq!(r.destination_end, block(src.list_offsets(&topic, p as i32, -1)).unwrap(), "partition {p}");
+    }
+    let total = (ROUNDS * PER_ROUND) as usize;
+    let via = consume_all(&mg.bootstrap, &topic, total, "read_committed");
     let mut values: Vec<&str> = via.iter().map(|r| r["value"].as_str().unwrap()).collect();
     values.sort_unstable();
     values.dedup();
-    assert_eq!(values.len(), 12_000, "no duplicate, nothing missing");
+    assert_eq!(values.len(), total, "no duplicate, nothing missing");
+    let mut want: Vec<String> = (0..ROUNDS).flat_map(|r| (0..PER_ROUND).map(move |i| format!("r{r}-{i}"))).collect();
+    want.sort_unstable();
+    assert!(values.iter().copied().eq(want.iter().map(String::as_str)), "records differ from the produced ones");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -960,5 +1050,107 @@ async fn failback_onto_a_deleted_destination_topic_reseeds_it() {
     });
     let reports = wait_identical(&src, &dst, &topic, 2, &[]);
     assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 400);
-    assert!(describe_json(&mg, &mirror).iter().all(|r| r["state"] == "MIRRORING"));
+    for (p, r) in reports.iter().enumerate() {
+        assert_eq!((r.destination_end, r.skipped_offsets), (r.source_end, 0), "partition {p} re-seeded from 0: {r:?}");
+    }
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
+}
+
+/// Pause and resume (docs/operations.md): a paused topic copies nothing and stays PAUSED;
+/// pausing it again answers MIRROR_TOPIC_ALREADY_PAUSED (140), resuming a topic that is not
+/// paused MIRROR_TOPIC_NOT_PAUSED (141), both with exit status 1; after `--resume` the copy
+/// continues where it stopped and the destination ends where the source does. While paused,
+/// source retention (DeleteRecords) removes 30 offsets the mirror had not copied: counted by
+/// `mirrorgate_mirror_lost_offsets_total`, filled on the destination, the rest copied. Then
+/// a graceful shutdown (SIGTERM: exit status 0) and a restart that continues the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
+    let state_topic = unique_name("__mirror_state-pause");
+    let opts = || MirrorgateOptions { extra_yaml: &yaml, state_topic: Some(&state_topic), ..Default::default() };
+    let mut mg = Mirrorgate::start_with(&dest, opts());
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("pause");
+    create_topic(&source.bootstrap, &topic, 1, &[]);
+    let produce = |prefix: &str, count: &str| {
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                count,
+                "--prefix",
+                prefix,
+            ]),
+            "produce",
+        )
+    };
+    produce("before", "100");
+    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    wait_identical(&src, &dst, &topic, 1, &[]);
+    let refused = |action: &str, name: &str| {
+        let out = mirrors_cli(&mg.bootstrap, &[action, "--mirror", &mirror, "--topics", &topic]);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{action}: {text}");
+        assert!(text.contains(&format!("Error: {name}: topic {topic}")), "{action}: {text}");
+    };
+    refused("--resume", "MIRROR_TOPIC_NOT_PAUSED");
+
+    ok(mirrors_cli(&mg.bootstrap, &["--pause", "--mirror", &mirror, "--topics", &topic]), "--pause");
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 1 && rows[0]["state"] == "PAUSED").then_some(()).ok_or(format!("{rows:?}"))
+    });
+    refused("--pause", "MIRROR_TOPIC_ALREADY_PAUSED");
+    // Two writes (100..129, 130..149): the source log start can then move to a batch boundary.
+    produce("paused", "30");
+    produce("kept", "20");
+    // Nothing is copied while paused (a negative check: a few fetch intervals).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 100, "copied while paused");
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows[0]["state"], "PAUSED", "{rows:?}");
+    // Retention on the source removes 100..129 before they were copied.
+    block(mirrorgate::mirror::dataplane::partition::delete_records(&src, &topic, 0, 130)).unwrap();
+    assert_eq!(block(src.list_offsets(&topic, 0, -2)).unwrap(), 130);
+
+    ok(mirrors_cli(&mg.bootstrap, &["--resume", "--mirror", &mirror, "--topics", &topic]), "--resume");
+    let reports = wait_identical(&src, &dst, &topic, 1, &[]);
+    assert_eq!((reports[0].records, reports[0].destination_end), (20, 150), "{reports:?}");
+    let addr = format!("127.0.0.1:{port}");
+    eventually(Duration::from_secs(60), || {
+        let body = http_get(&addr, "/metrics");
+        let lost = body.lines().find_map(|l| l.strip_prefix("mirrorgate_mirror_lost_offsets_total ")).map(str::trim);
+        (lost == Some("30")).then_some(()).ok_or(format!("lost offsets {lost:?}"))
+    });
+    // The lost range reads as nothing at the same offsets: the kept records at 130..149.
+    let via = consume_all(&mg.bootstrap, &topic, 20, "read_committed");
+    let got: Vec<(i64, &str)> =
+        via.iter().map(|r| (r["offset"].as_i64().unwrap(), r["value"].as_str().unwrap())).collect();
+    let want: Vec<(i64, String)> = (0..20).map(|i| (130 + i, format!("kept-{i}"))).collect();
+    assert!(got.iter().zip(&want).all(|(g, w)| g.0 == w.0 && g.1 == w.1) && got.len() == 20, "{got:?}");
+
+    // Graceful shutdown (docs/operations.md, "Restarts and upgrades"): SIGTERM, exit status 0;
+    // started again on the same state topic, the copy continues.
+    let status = mg.terminate(Duration::from_secs(60));
+    assert!(status.success(), "exit status after SIGTERM: {status:?}\n{}", tail(&mg.log(), 20));
+    assert!(mg.log().contains("SIGTERM received, shutting down"), "{}", tail(&mg.log(), 20));
+    produce("after-restart", "10");
+    let mg = Mirrorgate::start_with(&dest, opts());
+    let reports = wait_identical(&src, &dst, &topic, 1, &[]);
+    assert_eq!((reports[0].records, reports[0].destination_end), (30, 160), "{reports:?}");
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!((rows.len(), rows[0]["state"].as_str()), (1, Some("MIRRORING")), "{rows:?}");
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
+    });
 }

@@ -117,12 +117,21 @@ fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<Value> {
 }
 
 /// Panics at once with the error message when a partition of `mirror` is FAILED.
+/// A `--describe` that fails (mirrorgate briefly unreachable, e.g. its destination is down)
+/// is reported on stderr and checked again at the next call; output that is not a JSON array
+/// of rows is a failure.
 fn no_failed_partition(mg: &Mirrorgate, mirror: &str) {
     let out = mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", mirror, "--json"]);
     if !out.status.success() {
-        return; // mirrorgate briefly unreachable (e.g. its destination is down)
+        eprintln!("--describe failed (checked again later): {}", String::from_utf8_lossy(&out.stderr).trim());
+        return;
     }
-    let Ok(Value::Array(rows)) = serde_json::from_slice::<Value>(&out.stdout) else { return };
+    let rows = match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(Value::Array(rows)) if !rows.is_empty() => rows,
+        other => {
+            panic!("--describe --json: not a list of partitions: {other:?}: {}", String::from_utf8_lossy(&out.stdout))
+        }
+    };
     if let Some(r) = rows.iter().find(|r| r["state"] == "FAILED") {
         panic!("mirror partition {}-{} FAILED: {}\nall rows: {rows:#?}", r["topic"], r["partition"], r["errorMessage"]);
     }
@@ -324,7 +333,7 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
     // (A leader rebalance after the restarts may send a partition through LOG_ALIGNMENT.)
     eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
-        rows.iter().all(|r| r["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:#?}"))
+        (rows.len() == 3 && rows.iter().all(|r| r["state"] == "MIRRORING")).then_some(()).ok_or(format!("{rows:#?}"))
     });
     let restarts = mg.log().matches("re-aligning mirror partition").count();
     eprintln!(
@@ -340,8 +349,8 @@ async fn source_broker_restart_during_mirroring_resumes_by_itself() {
 /// Source records stamped in 2001 (older than the destination's `producer.id.expiration.ms`
 /// of 2 s, so the destination forgets the mirror's producer between appends), copied while
 /// the mirroring instance reaches the destination through a second, plain mirrorgate that is
-/// killed (SIGKILL) and restarted on the same ports up to four times during the copy. No duplicate, no misplaced
-/// batch.
+/// killed (SIGKILL) and restarted on the same ports four times during the copy, each kill checked
+/// to land mid-copy. No duplicate, no misplaced batch, nothing beyond the source's end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_history_with_producer_expiry_while_destination_connections_drop() {
     const PER_RUN: usize = 40_000;
@@ -400,14 +409,13 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
         })
     };
     let dest_total = || -> i64 { (0..3).map(|p| block(dst.list_offsets(&topic, p, -1)).unwrap_or(0)).sum() };
+    let source_total = || -> i64 { (0..3).map(|p| block(src.list_offsets(&topic, p, -1)).unwrap_or(0)).sum() };
+    const KILLS: usize = 4;
     let mut seen = Vec::new();
-    for kill in 0..4u64 {
+    for kill in 0..KILLS {
         let before = dest_total();
-        if before >= 2 * PER_RUN as i64 {
-            break; // all copied already
-        }
-        // Kill only while the copy makes progress (the drop lands mid-copy).
-        let _ = eventually(Duration::from_secs(120), || {
+        // Kill as soon as the copy makes progress (the drop lands mid-copy).
+        let at = eventually(Duration::from_secs(120), || {
             let now = dest_total();
             if now > before {
                 Ok(now)
@@ -415,14 +423,20 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
                 Err(format!("destination stuck at {now} offsets"))
             }
         });
-        std::thread::sleep(Duration::from_millis(200 * kill));
-        let at = dest_total();
         drop(front); // SIGKILL: the mirror's destination connections drop mid-request
+        let (after, source_end) = (dest_total(), source_total());
+        eprintln!(
+            "kill {kill}: front proxy killed at {at} destination offsets ({after} after the kill, source end {source_end})"
+        );
+        assert!(
+            before < after && after < source_end,
+            "kill {kill} did not land mid-copy: destination {before} before, {after} after the kill, source end {source_end}"
+        );
+        seen.push(after);
         std::thread::sleep(Duration::from_millis(1000));
         front = start_front();
-        seen.push(at);
-        eprintln!("kill {kill}: front proxy killed at {at} destination offsets, restarted");
     }
+    assert_eq!(seen.len(), KILLS, "kills at {seen:?}");
     writer.join().expect("writer");
     let reports = wait_identical(&mg, &mirror, &src, &dst, &topic, 3, Duration::from_secs(240));
     assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 2 * PER_RUN as i64, "{reports:?}");
@@ -430,6 +444,12 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
     for (p, r) in reports.iter().enumerate() {
         assert_eq!(r.destination_end, r.source_end, "partition {p}: {r:?}");
         assert_eq!(r.skipped_offsets, 0, "partition {p}: {r:?}");
+    }
+    // Nothing beyond the source's end on the destination (verify refuses a longer
+    // destination; the log ends, read directly, say it again).
+    for p in 0..3 {
+        let ends = (block(dst.list_offsets(&topic, p, -1)).unwrap(), block(src.list_offsets(&topic, p, -1)).unwrap());
+        assert_eq!(ends.0, ends.1, "partition {p}: destination end, source end");
     }
     let via = consume_all(&mg.bootstrap, &topic, 2 * PER_RUN);
     let values: HashSet<&str> = via.iter().map(|r| r.3.as_str()).collect();
@@ -502,6 +522,23 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     produce(&source.bootstrap, "a", 100);
     let mirror = start_mirror(&mg, &source, &[&topic], "");
     wait_identical(&mg, &mirror, &src, &dst, &topic, 1, Duration::from_secs(60));
+    // Node 2 must hold the 100 records before it is stopped: back in the ISR (a follower
+    // rejoins only once it has reached the high watermark, 100). (With acks=1 a follower slow
+    // to start fetching drops out of the ISR and the leader's high watermark moves without
+    // it; stopped then, node 2 came back empty and was elected with log end 0, so the source
+    // ended at 150 instead of 250.)
+    let in_sync = eventually(Duration::from_secs(120), || match describe_partition(&source.bootstrap, &topic, 0)? {
+        (1, mut isr) => {
+            isr.sort_unstable();
+            if isr == [1, 2] {
+                Ok(isr)
+            } else {
+                Err(format!("isr {isr:?}"))
+            }
+        }
+        other => Err(format!("(leader, isr) {other:?}")),
+    });
+    eprintln!("node 2 in sync before it stops: isr {in_sync:?} after {:?}", t0.elapsed());
 
     stop_node(&source, 2);
     let others = format!("{},{}", addr(1), addr(3));
@@ -517,27 +554,65 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     stop_node(&source, 1);
     start_node(&source, 2);
     let node2 = format!("{},{}", addr(2), addr(3));
-    let (leader, isr) = eventually(Duration::from_secs(120), || match describe_partition(&node2, &topic, 0)? {
+    // The unclean election is the controller's, on its own schedule (86 s once on an idle
+    // machine): wait generously, and report what was seen.
+    let t_elect = Instant::now();
+    let (leader, isr) = eventually(Duration::from_secs(300), || match describe_partition(&node2, &topic, 0)? {
         (2, isr) => Ok((2, isr)),
-        other => Err(format!("not yet elected uncleanly: {other:?}")),
+        other => Err(format!("not yet elected uncleanly: (leader, isr) {other:?}")),
     });
+    eprintln!(
+        "unclean election: leader {leader}, isr {isr:?} after {:?} (test at {:?})",
+        t_elect.elapsed(),
+        t0.elapsed()
+    );
     // (Right after the unclean election ListOffsets(latest) on node 2 answered 0: the new
-    // leader's high watermark only moves once something is appended.)
-    eprintln!("unclean election: leader {leader}, isr {isr:?} after {:?}", t0.elapsed());
+    // leader's high watermark only moves once something is appended.) Each write must be
+    // acknowledged by node 2 and move its log end where the next step needs it; a fresh client
+    // each time, so that no metadata from before the election is used.
+    let end_on_node2 = || -> Result<(i64, i64), String> {
+        let c = block(ClusterClient::connect(ClusterOptions::new(vec![addr(2)]))).map_err(|e| e.to_string())?;
+        let hw = block(c.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        let leo = block(c.leader_log_end(&topic, 0)).map_err(|e| e.to_string())?;
+        Ok((hw, leo))
+    };
+    let (hw, leo) = eventually(Duration::from_secs(60), end_on_node2);
+    eprintln!("node 2 as leader before any write: (high watermark, log end) ({hw}, {leo})");
+    assert_eq!(leo, 100, "node 2 was elected holding {leo} of the 100 records it had in sync");
     // Two writes, so that a new-leader batch starts exactly at 150, where the mirror stands
     // (one 100-record batch 100..199 would straddle it and fail the partition by accident).
-    produce(&node2, "c", 50);
-    produce(&node2, "d", 100);
+    for (prefix, count, end) in [("c", 50, 150), ("d", 100, 250)] {
+        produce(&node2, prefix, count);
+        let seen = eventually(Duration::from_secs(120), || {
+            match end_on_node2()? {
+            (hw, leo) if hw == end => Ok((hw, leo)),
+            (hw, leo) => Err(format!(
+                "after writing {count} \"{prefix}\" records to node 2: high watermark {hw}, log end {leo}, want {end}; partition {:?}",
+                describe_partition(&node2, &topic, 0)
+            )),
+        }
+        });
+        eprintln!("wrote {count} {prefix:?} records to node 2: (high watermark, log end) {seen:?}");
+    }
     start_node(&source, 1); // truncates to node 2's log
-    let src_now = client(&source.bootstrap);
-    eventually(Duration::from_secs(120), || {
-        let e = block(src_now.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+    let t_back = Instant::now();
+    eventually(Duration::from_secs(300), || {
+        // A fresh client per poll: node 1 must not be asked with metadata from before.
+        let c =
+            block(ClusterClient::connect(ClusterOptions::new(source.bootstrap.split(',').map(String::from).collect())))
+                .map_err(|e| e.to_string())?;
+        let e = block(c.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
         if e == 250 {
             Ok(())
         } else {
-            Err(format!("source end {e}"))
+            Err(format!(
+                "source end {e}, want 250; partition (leader, isr) {:?}; node 2 (high watermark, log end) {:?}",
+                describe_partition(&source.bootstrap, &topic, 0),
+                end_on_node2()
+            ))
         }
     });
+    eprintln!("node 1 back, source end 250 after {:?}", t_back.elapsed());
 
     let failed = eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
@@ -556,7 +631,9 @@ async fn diverged_source_log_fails_the_partition_without_recopy() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 150);
     let dest_records = raw_records(&dst, &topic, 0);
-    assert!(dest_records.iter().filter(|r| r.0 >= 100).all(|r| r.2.as_deref().unwrap_or("").starts_with("b-")));
+    let above: Vec<_> = dest_records.iter().filter(|r| r.0 >= 100).collect();
+    assert_eq!(above.len(), 50, "{above:?}");
+    assert!(above.iter().all(|r| r.2.as_deref().unwrap_or("").starts_with("b-")), "{above:?}");
     eprintln!("divergence: FAILED with {msg:?} after {:?}", t0.elapsed());
 }
 

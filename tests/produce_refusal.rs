@@ -173,3 +173,70 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
     check(&mut failures, offsets.trim().ends_with(":0"), format!("destination topic was written: {offsets}"));
     assert!(failures.is_empty(), "{}\nmirrorgate log:\n{}", failures.join("\n\n"), tail(&mg.log(), 30));
 }
+
+/// The other refused writes of docs/protocol.md ("Writes to mirror topics"): a transactional
+/// producer that adds a mirror topic to its transaction with AddPartitionsToTxn (the Kafka
+/// 3.9 client: transaction version 1) is refused with TOPIC_AUTHORIZATION_FAILED and writes
+/// nothing; a DeleteTopics request naming a mirror topic and an ordinary topic is refused as
+/// a whole, so the ordinary topic survives.
+#[test]
+fn add_partitions_to_txn_and_a_mixed_admin_request_are_refused() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("mirrored-txn");
+    let plain = unique_name("plain-mixed");
+    for (bootstrap, t) in [(&source.bootstrap, &topic), (&mg.bootstrap, &plain)] {
+        kafka_tool_ok(
+            V,
+            "topics",
+            &["--bootstrap-server", bootstrap, "--create", "--topic", t, "--partitions", "1"],
+            None,
+        );
+    }
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(&source, "");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
+    });
+
+    let out = java_program(
+        "3.9.1",
+        "TxnProducer.java",
+        &[
+            "--bootstrap-server",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--transactional-id",
+            &unique_name("txn"),
+            "--commit",
+            "t1,t2",
+        ],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "transactional write to a mirror topic: {t}");
+    assert!(t.contains("TopicAuthorizationException"), "{t}");
+    assert!(
+        mg.log().lines().any(|l| l.contains("AddPartitionsToTxn") && l.contains(&topic)),
+        "mirrorgate did not log the refused AddPartitionsToTxn:\n{}",
+        tail(&mg.log(), 30)
+    );
+
+    let out = java_program(V, "AdminOps.java", &["--bootstrap-server", &mg.bootstrap, "delete-topic", &topic, &plain]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "DeleteTopics of a mirror topic and another: {t}");
+    assert!(t.starts_with("ERROR "), "{t}");
+    let list = kafka_tool_ok(V, "topics", &["--bootstrap-server", &mg.bootstrap, "--list"], None);
+    for name in [&topic, &plain] {
+        assert!(list.lines().any(|l| l.trim() == name.as_str()), "{name} was deleted: {list}");
+    }
+    let offsets = kafka_tool_ok(V, "get-offsets", &["--bootstrap-server", &dest.bootstrap, "--topic", &topic], None);
+    assert!(offsets.trim().ends_with(":0"), "the mirror topic was written: {offsets}");
+}

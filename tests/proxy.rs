@@ -113,6 +113,10 @@ fn java_transactions_commit_and_abort_read_committed() {
                 "c1,c2,c3",
                 "--abort",
                 "a1,a2",
+                // The aborted transaction first: a1, a2 at offsets 0-1, its ABORT marker at
+                // 2, then c1..c3 at 3-5 and the COMMIT marker at 6.
+                "--order",
+                "abort-first",
             ],
         ),
         "TxnProducer",
@@ -129,8 +133,8 @@ fn java_transactions_commit_and_abort_read_committed() {
             "--from-beginning",
             "--consumer-property",
             "isolation.level=read_committed",
-            // Aborted records come first in the log: had they leaked, they would be among
-            // the first 3 read.
+            // Aborted records come first in the log (`--order abort-first`): had they
+            // leaked, they would be the first 2 of the 3 read.
             "--max-messages",
             "3",
             "--timeout-ms",
@@ -158,7 +162,14 @@ fn java_transactions_commit_and_abort_read_committed() {
         ],
         None,
     );
-    assert_eq!(values(&String::from_utf8_lossy(&all.stdout)), vec!["a1", "a2", "c1", "c2", "c3"]);
+    // In log order: the aborted records sit below the committed ones.
+    let in_order: Vec<String> = String::from_utf8_lossy(&all.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    assert_eq!(in_order, vec!["a1", "a2", "c1", "c2", "c3"]);
 }
 
 #[test]

@@ -279,7 +279,7 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     wait_identical(&source, &dest, &topic, 3, 3500);
     eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
-        rows.iter().all(|r| r["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
+        (rows.len() == 3 && rows.iter().all(|r| r["state"] == "MIRRORING")).then_some(()).ok_or(format!("{rows:?}"))
     });
     let describe = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
     assert_no_secrets("--describe --json", &describe);

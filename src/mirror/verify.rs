@@ -4,11 +4,13 @@
 //! and byte-identical (still compressed) payload; a compacted source batch with holes inside
 //! (split into runs on the destination) must have the same records, compared byte for byte
 //! (offsets, timestamps, keys, values, headers as raw bytes in order); every other
-//! destination batch must be a placeholder. Reports the first difference.
+//! destination batch must be a placeholder. The destination must reach the source's LSO and
+//! must not end beyond the source's log end (offsets through the offset map): extra offsets
+//! at its end, data or placeholders, are a difference. Reports the first difference.
 
 use bytes::Bytes;
 
-use crate::client::cluster::{ClusterClient, EARLIEST_TIMESTAMP};
+use crate::client::cluster::{ClusterClient, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::wire::batch::{Batch, BatchIter, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL};
 use crate::wire::{records, split};
 
@@ -24,9 +26,13 @@ pub struct VerifyReport {
     pub records: i64,
     /// Source offsets (from the first compared one) that carry no committed data.
     pub skipped_offsets: i64,
-    /// Source offset up to which the destination was compared (exclusive).
+    /// Source offset up to which the destination was compared (exclusive): the source LSO
+    /// (or the `source_end` asked for).
     pub source_end: i64,
-    /// Destination log end.
+    /// Destination log end (its high watermark, read after the comparison), in destination
+    /// offsets: at least `source_end` mapped through the offset map, never above the source's
+    /// log end (mapped); equal to `source_end` when the source is idle and has no open
+    /// transaction.
     pub destination_end: i64,
 }
 
@@ -179,10 +185,14 @@ async fn source_batches(
     }
 }
 
-/// Compares `topic`-`p` on `source` and `dest` up to the source's LSO (or `source_end`).
+/// Compares `topic`-`p` on `source` and `dest` up to the source's LSO (or `source_end`),
+/// which the destination must have reached, then checks that the destination's log end (high
+/// watermark) is not beyond the source's log end read after it (the mirror copies only what
+/// the source holds, so a live mirror may still grow, but never past the source).
 ///
 /// # Errors
-/// The first difference, naming offsets, or a read failure.
+/// The first difference, naming offsets (extra destination offsets at its end included), or
+/// a read failure.
 pub async fn verify_partition(
     source: &ClusterClient,
     dest: &ClusterClient,
@@ -217,7 +227,18 @@ pub async fn verify_partition(
             ));
         }
     }
-    let mut report = VerifyReport { source_end: src_end, destination_end: offset, ..Default::default() };
+    // The destination's log end, then the source's: the destination only grows by copying
+    // what the source already holds, so an end beyond the source's (read later) is extra.
+    let dest_log_end = dest.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(|e| e.to_string())?;
+    let src_log_end = source.list_offsets(topic, p, LATEST_TIMESTAMP).await.map_err(|e| e.to_string())?;
+    let src_log_end_mapped = src_log_end - shift_at(segments, src_log_end);
+    if dest_log_end > src_log_end_mapped.max(dest_end_limit) {
+        return Err(format!(
+            "destination {topic}-{p} ends at offset {dest_log_end}, beyond the source's log end {src_log_end} (destination offset {src_log_end_mapped}): {} offset(s) at the destination's end that the source does not have",
+            dest_log_end - src_log_end_mapped.max(dest_end_limit)
+        ));
+    }
+    let mut report = VerifyReport { source_end: src_end, destination_end: dest_log_end, ..Default::default() };
     let compacted = source
         .describe_topic_configs(topic)
         .await

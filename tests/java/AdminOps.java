@@ -10,7 +10,7 @@
 //   create-partitions TOPIC N              (N = new total partition count)
 //   delete-records TOPIC PARTITION OFFSET  (delete records before OFFSET)
 //   incremental-alter-config TOPIC key=value [key=value ...]   (SET operations)
-//   delete-topic TOPIC
+//   delete-topic TOPIC [TOPIC ...]          (one DeleteTopics request)
 //
 // Output: exactly one line on stdout, "OK" (exit 0) or
 // "ERROR <ExceptionSimpleClassName>: <message>" (exit 1). Usage errors exit 2.
@@ -117,7 +117,8 @@ public class AdminOps {
             }
             case "delete-topic":
                 need(a, 2);
-                admin.deleteTopics(Set.of(a.get(1))).all().get(timeoutMs, TimeUnit.MILLISECONDS);
+                // Several topics: one DeleteTopics request naming all of them.
+                admin.deleteTopics(Set.copyOf(a.subList(1, a.size()))).all().get(timeoutMs, TimeUnit.MILLISECONDS);
                 break;
             default:
                 throw new IllegalArgumentException("unknown subcommand " + cmd);

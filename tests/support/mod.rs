@@ -276,6 +276,25 @@ impl Mirrorgate {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit; returns its exit
+    /// status (panics, after a SIGKILL, if it is still running then).
+    pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for mirrorgate") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("mirrorgate still running {timeout:?} after SIGTERM; log:\n{}", tail(&self.log(), 40));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 impl Drop for Mirrorgate {
