@@ -293,6 +293,22 @@ mod tests {
         assert!(err.contains("exceeds"), "{err}");
     }
 
+    /// Found by the fuzz target `responses`: an ApiVersions v3 response whose api key entry
+    /// carried a tagged field numbered 2^32 - 1 was decoded (the tag kept as -1) and
+    /// re-encoded into bytes a client cannot decode. Now the response is refused.
+    #[test]
+    fn tagged_field_numbers_beyond_31_bits_are_refused() {
+        // Header v0 (correlation id), error_code 0, api_keys: 1 entry (key 18, v0..v3) whose
+        // tagged fields hold one field numbered 0xFFFFFFFF of size 0; throttle, no tags.
+        let mut frame = vec![0, 0, 0, 9, 0, 0, 2, 0, 18, 0, 0, 0, 3, 1];
+        frame.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0]);
+        frame.extend_from_slice(&[0, 0, 0, 0, 0]);
+        let action = ResponseAction::ApiVersions { fallback: false };
+        let err = apply(action, 18, 3, Bytes::from(frame), &NoMap, &directory(), &[], None)
+            .expect_err("a tag number beyond 31 bits");
+        assert!(err.contains("out of range"), "{err}");
+    }
+
     /// The same bound on the data plane's Fetch version (v12, the mirror's source reads), for
     /// the aborted transactions of a partition (the fuzz target `fetch_batches`' finding).
     #[test]

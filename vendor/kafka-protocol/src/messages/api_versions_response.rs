@@ -138,6 +138,11 @@ impl Decodable for ApiVersion {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -496,6 +501,11 @@ impl Decodable for ApiVersionsResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 match tag {
                     0 => {
@@ -721,6 +731,11 @@ impl Decodable for FinalizedFeatureKey {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -920,6 +935,11 @@ impl Decodable for SupportedFeatureKey {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);

@@ -100,6 +100,11 @@ impl Decodable for Assignment {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -224,6 +229,11 @@ impl Decodable for ConsumerGroupDescribeResponse {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -469,6 +479,11 @@ impl Decodable for DescribedGroup {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -771,6 +786,11 @@ impl Decodable for Member {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -932,6 +952,11 @@ impl Decodable for TopicPartitions {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);

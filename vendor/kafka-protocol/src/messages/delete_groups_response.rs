@@ -133,6 +133,11 @@ impl Decodable for DeletableGroupResult {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -278,6 +283,11 @@ impl Decodable for DeleteGroupsResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);

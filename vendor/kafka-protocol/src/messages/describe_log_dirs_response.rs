@@ -155,6 +155,11 @@ impl Decodable for DescribeLogDirsPartition {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -329,6 +334,11 @@ impl Decodable for DescribeLogDirsResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -555,6 +565,11 @@ impl Decodable for DescribeLogDirsResult {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -718,6 +733,11 @@ impl Decodable for DescribeLogDirsTopic {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);

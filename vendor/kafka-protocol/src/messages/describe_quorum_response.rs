@@ -175,6 +175,11 @@ impl Decodable for DescribeQuorumResponse {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -370,6 +375,11 @@ impl Decodable for Listener {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -531,6 +541,11 @@ impl Decodable for Node {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -769,6 +784,11 @@ impl Decodable for PartitionData {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -990,6 +1010,11 @@ impl Decodable for ReplicaState {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1123,6 +1148,11 @@ impl Decodable for TopicData {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);

@@ -121,6 +121,11 @@ impl Decodable for AbortedTransaction {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -285,6 +290,11 @@ impl Decodable for EpochEndOffset {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -542,6 +552,11 @@ impl Decodable for FetchResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 match tag {
                     0 => {
@@ -750,6 +765,11 @@ impl Decodable for FetchableTopicResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -916,6 +936,11 @@ impl Decodable for LeaderIdAndEpoch {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1146,6 +1171,11 @@ impl Decodable for NodeEndpoint {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1572,6 +1602,11 @@ impl Decodable for PartitionData {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 match tag {
                     0 => {
@@ -1735,6 +1770,11 @@ impl Decodable for SnapshotId {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);

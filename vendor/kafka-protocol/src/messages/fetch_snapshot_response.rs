@@ -186,6 +186,11 @@ impl Decodable for FetchSnapshotResponse {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             match tag {
                 0 => {
@@ -328,6 +333,11 @@ impl Decodable for LeaderIdAndEpoch {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -519,6 +529,11 @@ impl Decodable for NodeEndpoint {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -760,6 +775,11 @@ impl Decodable for PartitionSnapshot {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             match tag {
                 0 => {
@@ -903,6 +923,11 @@ impl Decodable for SnapshotId {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1030,6 +1055,11 @@ impl Decodable for TopicSnapshot {
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+            if tag > i32::MAX as u32 {
+                // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                // and re-encoded into bytes that no longer decode.
+                anyhow::bail!("tagged field {tag} is out of range");
+            }
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
             unknown_tagged_fields.insert(tag as i32, unknown_value);

@@ -217,6 +217,11 @@ impl Decodable for OffsetFetchResponse {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -419,6 +424,11 @@ impl Decodable for OffsetFetchResponseGroup {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -698,6 +708,11 @@ impl Decodable for OffsetFetchResponsePartition {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -969,6 +984,11 @@ impl Decodable for OffsetFetchResponsePartitions {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1165,6 +1185,11 @@ impl Decodable for OffsetFetchResponseTopic {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
@@ -1347,6 +1372,11 @@ impl Decodable for OffsetFetchResponseTopics {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                if tag > i32::MAX as u32 {
+                    // mirrorgate patch: tags are 31-bit; a larger one was kept as a negative key
+                    // and re-encoded into bytes that no longer decode.
+                    anyhow::bail!("tagged field {tag} is out of range");
+                }
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
