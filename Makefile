@@ -1,5 +1,5 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
-.PHONY: demo test lint bench kafka clean faults faults-long
+.PHONY: demo test lint bench kafka clean faults faults-long fuzz fuzz-short
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
@@ -20,6 +20,16 @@ faults:
 
 faults-long:
 	FAULTS_DURATION=$${FAULTS_DURATION:-1800} scripts/faults.sh
+
+# Fuzzing (docs/reliability.md): every decoder reachable from the network or the state topic,
+# with cargo-fuzz on the nightly toolchain (both installed when missing). Long form:
+# FUZZ_SECONDS CPU seconds per target (default 600), one target at a time under nice -n 19;
+# short form (the CI form): FUZZ_SECONDS wall-clock seconds per target (default 20).
+fuzz:
+	scripts/fuzz.sh --long
+
+fuzz-short:
+	scripts/fuzz.sh --short
 
 lint:
 	cargo fmt --check

@@ -714,37 +714,24 @@ impl StateStore {
             };
             let corrupt =
                 |offset: i64, reason: String| StoreError::Corrupt { topic: topic.clone(), partition, offset, reason };
-            let batches = split_batches(fetched.records.clone()).map_err(|r| corrupt(offset, r))?;
-            if batches.is_empty() {
-                if !fetched.records.is_empty() {
-                    return Err(corrupt(
-                        offset,
-                        format!(
-                            "Fetch returned {} bytes but no complete batch (max_bytes {})",
-                            fetched.records.len(),
-                            self.settings.fetch_max_bytes
-                        ),
-                    ));
-                }
-                // Nothing readable between `offset` and the high watermark.
-                tracing::debug!(topic = %topic, partition, offset, end, "empty fetch below the high watermark");
-                break;
-            }
-            for batch in batches {
-                if batch.last_offset < offset {
-                    continue;
-                }
-                let base_offset = batch.base_offset;
-                let mut bytes = batch.bytes;
-                let set = RecordBatchDecoder::decode(&mut bytes)
-                    .map_err(|e| corrupt(base_offset, format!("undecodable record batch: {e}")))?;
-                for record in &set.records {
-                    if record.control || record.offset < offset {
-                        continue;
+            match apply_fetched(snap, self.topic.partitions, partition, offset, fetched.records.clone()) {
+                Ok(Some(next)) => offset = next,
+                Ok(None) => {
+                    if !fetched.records.is_empty() {
+                        return Err(corrupt(
+                            offset,
+                            format!(
+                                "Fetch returned {} bytes but no complete batch (max_bytes {})",
+                                fetched.records.len(),
+                                self.settings.fetch_max_bytes
+                            ),
+                        ));
                     }
-                    apply(snap, self.topic.partitions, partition, record).map_err(|r| corrupt(record.offset, r))?;
+                    // Nothing readable between `offset` and the high watermark.
+                    tracing::debug!(topic = %topic, partition, offset, end, "empty fetch below the high watermark");
+                    break;
                 }
-                offset = batch.last_offset + 1;
+                Err((at, reason)) => return Err(corrupt(at, reason)),
             }
         }
         Ok(())
@@ -855,6 +842,47 @@ impl StateStore {
             }
         }
     }
+}
+
+/// Applies the records of one Fetch answer for state topic `partition` (of `partitions`) to
+/// `snap`, from offset `offset` on: complete batches only (a trailing partial batch is left
+/// out), control records and records below `offset` skipped. Returns the offset after the
+/// last complete batch, or `None` when `records` holds no complete batch. This is the whole
+/// decoding [`StateStore::load`] does on what it fetched (also the fuzz target
+/// `mirror_state`'s entry point).
+///
+/// # Errors
+/// `(offset, reason)` for the first record or batch that cannot be applied: a bad batch
+/// header or length, an undecodable batch (kafka-protocol's `RecordBatchDecoder`: CRC,
+/// codec), or a record [`StateKey::decode`] or the value decoding refuses.
+pub fn apply_fetched(
+    snap: &mut StateSnapshot,
+    partitions: i32,
+    partition: i32,
+    mut offset: i64,
+    records: Bytes,
+) -> Result<Option<i64>, (i64, String)> {
+    let batches = split_batches(records).map_err(|r| (offset, r))?;
+    if batches.is_empty() {
+        return Ok(None);
+    }
+    for batch in batches {
+        if batch.last_offset < offset {
+            continue;
+        }
+        let base_offset = batch.base_offset;
+        let mut bytes = batch.bytes;
+        let set = RecordBatchDecoder::decode(&mut bytes)
+            .map_err(|e| (base_offset, format!("undecodable record batch: {e}")))?;
+        for record in &set.records {
+            if record.control || record.offset < offset {
+                continue;
+            }
+            apply(snap, partitions, partition, record).map_err(|r| (record.offset, r))?;
+        }
+        offset = batch.last_offset + 1;
+    }
+    Ok(Some(offset))
 }
 
 /// Applies one record read from `partition` to the snapshot.

@@ -159,7 +159,6 @@ pub fn local_api_versions(
 /// back (the destination keeps the append time as the batch's max timestamp, DESIGN §4.10).
 /// Returns whether anything changed. Batches of other topics are not looked at.
 fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
-    use crate::wire::batch::{self, BatchIter, OwnBatch};
     let mut changed = false;
     for t in &mut resp.responses {
         let name = if t.topic.0.is_empty() {
@@ -173,40 +172,53 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
         }
         let log_append_time = gate.control.source_log_append_time(&name);
         for p in &mut t.partitions {
-            let Some(records) = p.records.clone() else { continue };
-            let mut iter = BatchIter::new(records.clone());
-            let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
-            if !log_append_time && !batches.iter().any(|b| b.is_placeholder()) {
-                continue;
+            let Some(records) = &p.records else { continue };
+            if let Some(restored) = restore_mirror_records(records, log_append_time) {
+                p.records = Some(restored);
+                changed = true;
             }
-            let consumed: usize = batches.iter().map(|b| b.bytes().len()).sum();
-            let mut out = BytesMut::with_capacity(records.len());
-            for b in &batches {
-                let start = out.len();
-                if b.is_placeholder() {
-                    out.extend_from_slice(&batch::control_batch(&OwnBatch {
-                        base_offset: b.base_offset(),
-                        count: b.last_offset_delta() + 1,
-                        timestamp: b.max_timestamp(),
-                        producer_id: b.producer_id(),
-                        producer_epoch: b.producer_epoch(),
-                        base_sequence: -1,
-                    }));
-                    // partitionLeaderEpoch sits outside the CRC'd region: keep the broker's.
-                    out[start + 12..start + 16].copy_from_slice(&b.partition_leader_epoch().to_be_bytes());
-                } else if log_append_time && !b.is_control() && !b.is_log_append_time() {
-                    out.extend_from_slice(b.bytes());
-                    batch::set_log_append_time(&mut out[start..]);
-                } else {
-                    out.extend_from_slice(b.bytes());
-                }
-            }
-            out.extend_from_slice(&records[consumed..]);
-            p.records = Some(out.freeze());
-            changed = true;
         }
     }
     changed
+}
+
+/// The `records` of one mirror-topic partition of a Fetch response as the client must see
+/// them ([`replace_placeholders`]): each placeholder batch replaced by a COMMIT control batch
+/// for the same offsets, and, with `log_append_time` (the source stamps LogAppendTime), each
+/// data batch marked LogAppendTime. Batches after the first malformed one, and a trailing
+/// partial batch, are kept as they are. `None` when nothing needs changing. Never panics on
+/// broker bytes (the fuzz target `responses` drives it).
+pub fn restore_mirror_records(records: &Bytes, log_append_time: bool) -> Option<Bytes> {
+    use crate::wire::batch::{self, BatchIter, OwnBatch};
+    let mut iter = BatchIter::new(records.clone());
+    let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
+    if !log_append_time && !batches.iter().any(|b| b.is_placeholder()) {
+        return None;
+    }
+    let consumed: usize = batches.iter().map(|b| b.bytes().len()).sum();
+    let mut out = BytesMut::with_capacity(records.len());
+    for b in &batches {
+        let start = out.len();
+        if b.is_placeholder() {
+            out.extend_from_slice(&batch::control_batch(&OwnBatch {
+                base_offset: b.base_offset(),
+                count: b.last_offset_delta() + 1,
+                timestamp: b.max_timestamp(),
+                producer_id: b.producer_id(),
+                producer_epoch: b.producer_epoch(),
+                base_sequence: -1,
+            }));
+            // partitionLeaderEpoch sits outside the CRC'd region: keep the broker's.
+            out[start + 12..start + 16].copy_from_slice(&b.partition_leader_epoch().to_be_bytes());
+        } else if log_append_time && !b.is_control() && !b.is_log_append_time() {
+            out.extend_from_slice(b.bytes());
+            batch::set_log_append_time(&mut out[start..]);
+        } else {
+            out.extend_from_slice(b.bytes());
+        }
+    }
+    out.extend_from_slice(&records[consumed..]);
+    Some(out.freeze())
 }
 
 #[cfg(test)]
@@ -250,6 +262,67 @@ mod tests {
         let resp = ApiVersionsResponse::decode(&mut b, 0).unwrap();
         assert_eq!(resp.error_code, versions::UNSUPPORTED_VERSION);
         assert!(resp.api_keys.iter().any(|a| a.api_key == 18));
+    }
+
+    struct NoMap;
+    impl AddressMap for NoMap {
+        fn advertised(&self, node_id: i32) -> (kafka_protocol::protocol::StrBytes, i32) {
+            (kafka_protocol::protocol::StrBytes::from_static_str("127.0.0.1"), 9000 + node_id)
+        }
+    }
+
+    /// Found by the fuzz target `responses`: a response declaring ~2^32 array elements in a
+    /// few bytes made kafka-protocol 0.18.0 size a Vec from the count and the process abort
+    /// on the allocation (vendor/kafka-protocol/PATCHED.md). Now a decode error, which closes
+    /// the client connection with a reason.
+    #[test]
+    fn huge_array_counts_in_broker_responses_are_errors_not_allocations() {
+        // Fetch v16 (flexible): header (correlation id, no tags), throttle_time_ms,
+        // error_code, session_id, then `responses` as a compact array of 2^32 - 2 entries.
+        let mut fetch = vec![0, 0, 0, 7, 0];
+        fetch.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        fetch.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let err = apply(ResponseAction::Fetch, 1, 16, Bytes::from(fetch), &NoMap, &directory(), &[], None)
+            .expect_err("a Fetch response with an impossible array count");
+        assert!(err.contains("exceeds"), "{err}");
+        // Metadata v1 (not flexible): header, then `brokers` as an array of i32::MAX entries.
+        let mut metadata = vec![0, 0, 0, 8];
+        metadata.extend_from_slice(&i32::MAX.to_be_bytes());
+        let err = apply(ResponseAction::Metadata, 3, 1, Bytes::from(metadata), &NoMap, &directory(), &[], None)
+            .expect_err("a Metadata response with an impossible array count");
+        assert!(err.contains("exceeds"), "{err}");
+    }
+
+    /// Found by the fuzz target `responses`: an ApiVersions v3 response whose api key entry
+    /// carried a tagged field numbered 2^32 - 1 was decoded (the tag kept as -1) and
+    /// re-encoded into bytes a client cannot decode. Now the response is refused.
+    #[test]
+    fn tagged_field_numbers_beyond_31_bits_are_refused() {
+        // Header v0 (correlation id), error_code 0, api_keys: 1 entry (key 18, v0..v3) whose
+        // tagged fields hold one field numbered 0xFFFFFFFF of size 0; throttle, no tags.
+        let mut frame = vec![0, 0, 0, 9, 0, 0, 2, 0, 18, 0, 0, 0, 3, 1];
+        frame.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0]);
+        frame.extend_from_slice(&[0, 0, 0, 0, 0]);
+        let action = ResponseAction::ApiVersions { fallback: false };
+        let err = apply(action, 18, 3, Bytes::from(frame), &NoMap, &directory(), &[], None)
+            .expect_err("a tag number beyond 31 bits");
+        assert!(err.contains("out of range"), "{err}");
+    }
+
+    /// The same bound on the data plane's Fetch version (v12, the mirror's source reads), for
+    /// the aborted transactions of a partition (the fuzz target `fetch_batches`' finding).
+    #[test]
+    fn huge_aborted_transactions_count_is_an_error() {
+        use kafka_protocol::messages::FetchResponse;
+        let mut body = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 1]; // throttle, error, session id
+        body.push(2); // one topic
+        body.extend_from_slice(&[2, b't']); // topic name "t"
+        body.push(2); // one partition
+        body.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // partition index, error code
+        body.extend_from_slice(&[0; 24]); // high watermark, last stable offset, log start
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // aborted_transactions count
+        let err = FetchResponse::decode(&mut Bytes::from(body), 12).expect_err("impossible count");
+        assert!(err.to_string().contains("exceeds"), "{err}");
     }
 
     fn intercepted_produce_range() -> (i16, i16) {

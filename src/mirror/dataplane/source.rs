@@ -15,7 +15,7 @@ use crate::client::cluster::{ClusterClient, ClusterError, KafkaErrorCode};
 
 /// Fetch version used: v12 names topics, carries `LastFetchedEpoch` and `diverging_epoch`
 /// (KIP-320/KIP-595) and is supported by every Kafka 3.x/4.x broker.
-pub(crate) const FETCH_VERSION: i16 = 12;
+pub const FETCH_VERSION: i16 = 12;
 /// How many throttled answers [`fetch`] waits out before giving up.
 const THROTTLED_ATTEMPTS: u32 = 10;
 /// `isolation_level` READ_COMMITTED.
@@ -151,7 +151,7 @@ pub async fn fetch(
 }
 
 /// The mirror's view of one partition of a Fetch response.
-pub(crate) fn chunk_of(p: &kafka_protocol::messages::fetch_response::PartitionData) -> SourceChunk {
+pub fn chunk_of(p: &kafka_protocol::messages::fetch_response::PartitionData) -> SourceChunk {
     let mut aborted: Vec<(i64, i64)> =
         p.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
     aborted.sort_by_key(|a| a.1);

@@ -1,0 +1,124 @@
+//! Fetch response walking and record-batch iteration on the mirror's source side
+//! (src/mirror/dataplane/source.rs `chunk_of`, partition.rs's batch loop and `append_split`):
+//! `BatchIter`, the header accessors, CRC, decompression, `records::walk`, the split of a
+//! compacted batch (`split::plan`, `split::build_run`), and the proxy's placeholder
+//! restoration on the same bytes (`intercept::restore_mirror_records`).
+//!
+//! Input: byte 0 = mode (even: the rest after byte 1 is raw `records` bytes; odd: a Fetch
+//! response body at the data plane's `FETCH_VERSION`), byte 1 = where a resumed copy starts
+//! inside each batch (offsets past its base offset).
+//! Invariants beyond "no panic":
+//! - `split::plan` pieces cover exactly the batch's offsets from the resume point, in order,
+//!   without overlap; a run's records hold consecutive offsets;
+//! - each run `build_run` makes is one valid v2 batch (CRC, count, offset deltas 0..n,
+//!   base offset 0) holding the same keys, values, headers and timestamps;
+//! - restoring placeholders keeps every batch's offset range.
+#![no_main]
+
+use bytes::Bytes;
+use kafka_protocol::messages::FetchResponse;
+use kafka_protocol::protocol::Decodable;
+use libfuzzer_sys::fuzz_target;
+use mirrorgate::mirror::dataplane::source::{chunk_of, FETCH_VERSION};
+use mirrorgate::proxy::intercept::restore_mirror_records;
+use mirrorgate::wire::batch::{Batch, BatchIter};
+use mirrorgate::wire::records;
+use mirrorgate::wire::split::{self, Piece, RunHeader};
+
+/// Decompression cap (the data plane uses `mirror.inflight.max.bytes`).
+const LIMIT: usize = 4 << 20;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 2 {
+        return;
+    }
+    let from = i64::from(data[1]);
+    let payload = Bytes::copy_from_slice(&data[2..]);
+    if data[0] & 1 == 0 {
+        records_bytes(&payload, from, data[0] & 2 != 0);
+    } else if let Ok(resp) = FetchResponse::decode(&mut payload.clone(), FETCH_VERSION) {
+        for t in &resp.responses {
+            for p in &t.partitions {
+                let chunk = chunk_of(p);
+                assert!(chunk.aborted.windows(2).all(|w| w[0].1 <= w[1].1), "aborted list sorted by first offset");
+                records_bytes(&chunk.records, from, data[0] & 2 != 0);
+            }
+        }
+    }
+});
+
+fn records_bytes(records: &Bytes, from: i64, log_append_time: bool) {
+    let mut iter = BatchIter::new(records.clone());
+    let mut ranges = Vec::new();
+    for b in iter.by_ref() {
+        let Ok(b) = b else { break };
+        ranges.push((b.base_offset(), b.last_offset()));
+        batch(&b, from);
+    }
+    let _ = iter.truncated_at();
+    if let Some(restored) = restore_mirror_records(records, log_append_time) {
+        let after: Vec<_> =
+            BatchIter::new(restored).map_while(Result::ok).map(|b| (b.base_offset(), b.last_offset())).collect();
+        assert_eq!(after, ranges, "restoring placeholders changed the batches' offset ranges");
+    }
+}
+
+fn batch(b: &Batch, from: i64) {
+    let _ = (b.partition_leader_epoch(), b.is_transactional(), b.is_control(), b.max_timestamp());
+    let _ = (b.producer_id(), b.producer_epoch(), b.base_sequence(), b.is_placeholder());
+    let _ = b.next_offset();
+    let _ = b.crc_is_valid();
+    let Ok(n) = split::decompressed_len(b, LIMIT) else { return };
+    let Ok(section) = split::records_section(b, n.max(1)) else { return };
+    let Ok(recs) = records::walk(&section, b.record_count()) else { return };
+    let start = b.base_offset().saturating_add(from);
+    let Ok(pieces) = split::plan(b, &recs, start) else { return };
+    // Coverage: [max(start, base), next_offset) exactly, in order.
+    let mut at = start.max(b.base_offset());
+    for piece in &pieces {
+        match piece {
+            Piece::Hole { from, to } => {
+                assert_eq!(*from, at, "hole does not start where the previous piece ended");
+                assert!(to > from, "empty hole");
+                at = *to;
+            }
+            Piece::Run { first, records: range } => {
+                assert_eq!(*first, at, "run does not start where the previous piece ended");
+                assert!(!range.is_empty(), "empty run");
+                for (k, r) in recs[range.clone()].iter().enumerate() {
+                    assert_eq!(b.base_offset() + i64::from(r.offset_delta), first + k as i64, "run not consecutive");
+                }
+                at = first + range.len() as i64;
+                run(b, &recs[range.clone()]);
+            }
+        }
+    }
+    if start.max(b.base_offset()) < b.next_offset() {
+        assert_eq!(at, b.next_offset(), "pieces end before the batch does");
+    } else {
+        assert!(pieces.is_empty());
+    }
+}
+
+fn run(b: &Batch, recs: &[records::RecordView<'_>]) {
+    let producer = RunHeader { producer_id: 7, producer_epoch: 3, base_sequence: 11 };
+    let Ok(bytes) = split::build_run(b, recs, &producer) else { return };
+    let mut it = BatchIter::new(bytes.clone());
+    let out = it.next().expect("one batch").expect("a valid batch");
+    assert!(it.next().is_none() && it.truncated_at().is_none(), "exactly one batch");
+    assert!(out.crc_is_valid());
+    assert_eq!(out.base_offset(), 0);
+    assert_eq!(out.record_count() as usize, recs.len());
+    assert_eq!(out.last_offset_delta() as usize, recs.len() - 1);
+    assert_eq!((out.producer_id(), out.producer_epoch(), out.base_sequence()), (7, 3, 11));
+    assert_eq!(out.compression(), b.compression());
+    let n = split::decompressed_len(&out, LIMIT).expect("our own run decompresses");
+    let section = split::records_section(&out, n.max(1)).expect("our own run decompresses");
+    let got = records::walk(&section, out.record_count()).expect("our own run walks");
+    for (k, (g, r)) in got.iter().zip(recs).enumerate() {
+        assert_eq!(g.offset_delta as usize, k);
+        assert_eq!(g.tail(), r.tail(), "key, value or headers changed");
+        assert_eq!(g.timestamp_delta, r.timestamp_delta);
+        assert_eq!(g.attributes, r.attributes);
+    }
+}
