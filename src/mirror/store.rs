@@ -456,7 +456,11 @@ fn split_batches(mut records: Bytes) -> Result<Vec<RawBatch>, String> {
         }
         let last_offset_delta = (&records[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]).get_i32();
         let bytes = records.split_to(total);
-        out.push(RawBatch { base_offset, last_offset: base_offset + i64::from(last_offset_delta), bytes });
+        out.push(RawBatch {
+            base_offset,
+            last_offset: base_offset.saturating_add(i64::from(last_offset_delta)),
+            bytes,
+        });
     }
     Ok(out)
 }

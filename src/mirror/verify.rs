@@ -83,7 +83,7 @@ fn records(whole: &Bytes, shift: i64, log_append_time: bool) -> Result<Vec<Recor
     Ok(views
         .iter()
         .map(|r| RecordRow {
-            offset: b.base_offset() + i64::from(r.offset_delta) - shift,
+            offset: b.base_offset().saturating_add(i64::from(r.offset_delta)).saturating_sub(shift),
             timestamp: if lat { b.max_timestamp() } else { b.base_timestamp().saturating_add(r.timestamp_delta) },
             key: r.key.map(<[u8]>::to_vec),
             value: r.value.map(<[u8]>::to_vec),

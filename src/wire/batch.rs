@@ -83,13 +83,14 @@ impl Batch {
     pub fn base_offset(&self) -> i64 {
         be_i64(&self.bytes, 0)
     }
-    /// `baseOffset + lastOffsetDelta`.
+    /// `baseOffset + lastOffsetDelta`, saturating: wire values near `i64::MAX` never overflow
+    /// (such a batch is refused by the checks that compare offsets, never a panic).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.last_offset_delta())
+        self.base_offset().saturating_add(i64::from(self.last_offset_delta()))
     }
-    /// The offset after this batch.
+    /// The offset after this batch (saturating, as [`Self::last_offset`]).
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
     /// `partitionLeaderEpoch` (the source leader epoch that wrote it).
     pub fn partition_leader_epoch(&self) -> i32 {
@@ -447,6 +448,14 @@ mod tests {
         let c = Batch { bytes: control_batch(&own(10, 3)) };
         assert!(c.crc_is_valid() && c.is_control() && c.is_transactional() && !c.is_placeholder());
         assert_eq!((c.base_offset(), c.next_offset(), c.record_count()), (10, 13, 1));
+    }
+
+    #[test]
+    fn offsets_near_the_top_of_the_range_saturate_instead_of_overflowing() {
+        let mut bytes = control_batch(&own(0, 4)).to_vec();
+        bytes[..8].copy_from_slice(&(i64::MAX - 1).to_be_bytes());
+        let b = Batch { bytes: Bytes::from(bytes) };
+        assert_eq!((b.last_offset(), b.next_offset()), (i64::MAX, i64::MAX));
     }
 
     #[test]

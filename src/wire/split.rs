@@ -258,7 +258,7 @@ mod tests {
             .map(|r| {
                 let ts =
                     if b.is_log_append_time() { b.max_timestamp() } else { b.base_timestamp() + r.timestamp_delta };
-                (b.base_offset() + i64::from(r.offset_delta), ts, r.tail().to_vec())
+                (b.base_offset().saturating_add(i64::from(r.offset_delta)), ts, r.tail().to_vec())
             })
             .collect()
     }
