@@ -244,6 +244,51 @@ async fn an_existing_destination_topic_is_adopted_only_when_empty() {
     );
     let described = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
     assert!(!described.contains(&written), "nothing of the refused topic was started: {described}");
+    // A foreign topic with another partition count is refused too, and not taken over.
+    let other_count = unique_name("adopt-partitions");
+    create_topic(&a.bootstrap, &other_count);
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            &b.bootstrap,
+            "--create",
+            "--topic",
+            &other_count,
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
+    let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &other_count]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && stderr.contains("TOPIC_ALREADY_EXISTS") && stderr.contains("2 partition(s)"),
+        "{stderr}"
+    );
+    let described = ok(mirrors_cli(&mg.bootstrap, &["--describe", "--mirror", &mirror, "--json"]), "--describe");
+    assert!(!described.contains(&other_count), "the foreign topic became a mirror topic: {described}");
+    // The empty one is adopted even though someone set gzip on it: the mirror's configs
+    // replace that (a recompressing broker would rewrite the mirrored batches).
+    kafka_tool_ok(
+        V,
+        "configs",
+        &[
+            "--bootstrap-server",
+            &b.bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            &empty,
+            "--add-config",
+            "compression.type=gzip,message.timestamp.type=LogAppendTime",
+        ],
+        None,
+    );
 
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &empty]), "--start (empty topic)");
     let configs = kafka_tool_ok(
@@ -253,6 +298,8 @@ async fn an_existing_destination_topic_is_adopted_only_when_empty() {
         None,
     );
     assert!(configs.contains("retention.ms=-1"), "the adopted topic has the mirror's configs: {configs}");
+    assert!(configs.contains("compression.type=producer"), "{configs}");
+    assert!(configs.contains("message.timestamp.type=CreateTime"), "{configs}");
     let source = consume_all(&a.bootstrap, &empty, 5, "read_committed");
     let mirrored = consume_all(&mg.bootstrap, &empty, 5, "read_committed");
     assert_eq!(source.len(), 5);

@@ -18,15 +18,31 @@ use crate::client::cluster::{ClusterClient, ClusterOptions, KafkaErrorCode, EARL
 use crate::mirror::dataplane::log_end;
 use crate::mirror::topics::ClusterAccess;
 
+/// Why an existing destination topic is not adopted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotAdopted {
+    /// Data or a writer was found (TOPIC_ALREADY_EXISTS): records at offsets X..Y, offsets
+    /// written and deleted, an active producer id, a write during the check.
+    Foreign(String),
+    /// It could not be checked (a read failed); the start is refused, never adopted
+    /// unchecked, and may be retried.
+    Unchecked(String),
+}
+
 /// Checks that the existing destination topic `topic` (with `partitions` partitions) is empty
 /// and unwritten, as described in the module docs, then sets the mirror's topic configs on it
-/// (`retention.ms`/`retention.bytes` -1, timestamp limits at Long.MAX).
+/// (`dest_topic::set_mirroring_configs`: retention off, timestamps of any age accepted,
+/// `compression.type=producer`, `message.timestamp.type=CreateTime`).
 ///
 /// # Errors
-/// Why it cannot be adopted, naming the topic and partition and what was found (records at
-/// offsets X..Y, offsets written and deleted, an active producer id), or why it could not be
-/// checked (a read failure: the start is refused too, never adopted unchecked).
-pub async fn check_adoptable(destination: &ClusterAccess, topic: &str, partitions: i32) -> Result<(), String> {
+/// [`NotAdopted`] naming the topic and partition and what was found, or why it could not be
+/// checked.
+pub async fn check_adoptable(destination: &ClusterAccess, topic: &str, partitions: i32) -> Result<(), NotAdopted> {
+    check(destination, topic, partitions).await
+}
+
+async fn check(destination: &ClusterAccess, topic: &str, partitions: i32) -> Result<(), NotAdopted> {
+    let foreign = NotAdopted::Foreign;
     let opts = ClusterOptions {
         connect_timeout: destination.connect_timeout,
         connect_timeout_max: destination.connect_timeout,
@@ -34,7 +50,8 @@ pub async fn check_adoptable(destination: &ClusterAccess, topic: &str, partition
         security: destination.bootstrap.security(),
         ..ClusterOptions::new(destination.bootstrap.to_vec())
     };
-    let unchecked = |e: String| format!("cannot check that destination topic {topic} is empty: {e}");
+    let unchecked =
+        |e: String| NotAdopted::Unchecked(format!("cannot check that destination topic {topic} is empty: {e}"));
     let dest = ClusterClient::connect(opts).await.map_err(|e| unchecked(e.to_string()))?;
     dest.refresh_metadata(Some(&[topic])).await.map_err(|e| unchecked(e.to_string()))?;
     let stop = CancellationToken::new();
@@ -46,7 +63,7 @@ pub async fn check_adoptable(destination: &ClusterAccess, topic: &str, partition
             continue;
         }
         let start = dest.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(|e| unchecked(e.to_string()))?;
-        return Err(if start < end {
+        return Err(foreign(if start < end {
             format!(
                 "destination topic {topic} already exists and partition {p} holds records at offsets {start}..{}; mirrorgate adopts only empty topics nothing else writes to (delete the topic, or mirror into another cluster)",
                 end - 1
@@ -56,27 +73,27 @@ pub async fn check_adoptable(destination: &ClusterAccess, topic: &str, partition
                 "destination topic {topic} already exists and partition {p} ends at offset {end} (offsets 0..{} were written and deleted); identical offsets need a partition that starts at 0 (delete and re-create the topic)",
                 end - 1
             )
-        });
+        }));
     }
     if let Some((p, producer)) = active_producer(&dest, topic, partitions).await.map_err(unchecked)? {
-        return Err(format!(
+        return Err(foreign(format!(
             "destination topic {topic} already exists and partition {p} has producer state of {producer}: something writes to it; mirrorgate adopts only empty topics nothing else writes to"
-        ));
+        )));
     }
     // Nothing appeared meanwhile (a write during the check).
     for p in 0..partitions {
         let end = dest.leader_log_end(topic, p).await.map_err(|e| unchecked(e.to_string()))?;
         if end != 0 {
-            return Err(format!(
+            return Err(foreign(format!(
                 "destination topic {topic} is being written: partition {p} went from empty to log end {end} while mirrorgate checked it"
-            ));
+            )));
         }
     }
     // Adopted: the mirror's topic configs, as on a topic it creates (retention off,
     // timestamps of any age accepted).
     crate::mirror::dataplane::dest_topic::set_mirroring_configs(&dest, topic)
         .await
-        .map_err(|e| format!("cannot set the mirror's configs on the adopted destination topic {topic}: {e}"))
+        .map_err(|e| unchecked(format!("cannot set the mirror's configs on it: {e}")))
 }
 
 /// The first partition of `topic` whose leader reports an active producer

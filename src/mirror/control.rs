@@ -759,11 +759,25 @@ impl ControlPlane {
             };
             // An existing destination topic that is not ours yet is adopted only when it is
             // empty and nothing writes to it (issue 9, item 13); else its start is refused.
-            if !created && !already_mirrored && mismatch.is_none() {
-                if let Err(reason) = super::adopt::check_adoptable(&self.destination, &t.name, t.partitions).await {
-                    tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the destination topic exists and is not empty");
-                    foreign.push(reason);
-                    continue;
+            // A foreign topic with another partition count is refused the same way (never
+            // recorded, so it does not become read-only).
+            if !created && !already_mirrored {
+                let verdict = match &mismatch {
+                    Some(reason) => Err(super::adopt::NotAdopted::Foreign(reason.clone())),
+                    None => super::adopt::check_adoptable(&self.destination, &t.name, t.partitions).await,
+                };
+                match verdict {
+                    Ok(()) => {}
+                    Err(super::adopt::NotAdopted::Foreign(reason)) => {
+                        tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the destination topic exists and is not empty");
+                        foreign.push(reason);
+                        continue;
+                    }
+                    Err(super::adopt::NotAdopted::Unchecked(reason)) => {
+                        tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the existing destination topic could not be checked");
+                        refused.push(reason);
+                        continue;
+                    }
                 }
             }
             let source_log_append_time = access
