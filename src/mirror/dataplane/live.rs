@@ -2,8 +2,8 @@
 //! partition of every mirror topic that is not STOPPED (MIRRORING, PAUSED, just resumed,
 //! FAILED, ...), the source high watermark and last stable offset and the destination log end
 //! with ListOffsets, whatever the copy loop is doing. `--describe` and the Prometheus lag
-//! gauges take each figure from the fresher of this read and the copy loop's last Fetch answer
-//! ([`figures`]), so a PAUSED partition, a just-resumed one and a source transaction left open
+//! gauges take each figure as the larger of this read and the copy loop's last Fetch answer
+//! (they only grow; [`figures`]), so a PAUSED partition, a just-resumed one and a source transaction left open
 //! show current lag instead of what the last Fetch saw. A failed read keeps the last figures
 //! and records the error, shown by `--describe` with the figures' age.
 //!
@@ -76,15 +76,15 @@ impl LiveFigures {
 /// The figures `--describe` and the metrics show for a partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Figures {
-    /// Source high watermark, source LSO, destination end and shift (the fresher of the
+    /// Source high watermark, source LSO, destination end and shift (the larger of the
     /// copy loop's last Fetch and the live read, figure by figure).
     pub progress: Progress,
     /// When the last live refresh failed: its error and the age of the figures shown, ms.
     pub stale: Option<(String, i64)>,
 }
 
-/// The figures of `topic`-`partition`: each taken from the fresher of the copy loop's last
-/// Fetch answer and the live read; the shift from the loop, else from the offset map.
+/// The figures of `topic`-`partition`: each the larger of the copy loop's last Fetch answer
+/// and the live read (they only grow); the shift from the loop, else from the offset map.
 /// `None` when neither has seen the partition.
 pub fn figures(cp: &ControlPlane, topic: &str, partition: i32) -> Option<Figures> {
     let loop_seen = cp.progress(topic, partition);
@@ -103,13 +103,20 @@ pub fn figures(cp: &ControlPlane, topic: &str, partition: i32) -> Option<Figures
     });
     let mut stale = None;
     if let Some(l) = live {
-        if l.source_read_ms > 0 && l.source_read_ms >= p.read_ms {
-            p.source_high_watermark = l.source_high_watermark;
-            p.source_lso = l.source_lso;
+        // The source high watermark and LSO and the destination log end only grow (short of
+        // an unclean election or a re-created topic, which both readers see on their next
+        // read), so the larger of the two readings is the fresher one, whichever was stored
+        // last: a reply that was slow to arrive never makes lag go backwards or read 0.
+        if l.source_read_ms > 0 {
+            p.source_high_watermark = p.source_high_watermark.max(l.source_high_watermark);
+            p.source_lso = p.source_lso.max(l.source_lso);
         }
-        if l.destination_read_ms > 0 && l.destination_read_ms >= p.read_ms {
-            p.destination_end = l.destination_end;
+        if l.destination_read_ms > 0 {
+            p.destination_end = p.destination_end.max(l.destination_end);
         }
+        // Read by separate requests, the LSO can come out above the high watermark; Kafka's
+        // LSO never is (UnifiedLog.lastStableOffset <= highWatermark).
+        p.source_lso = p.source_lso.min(p.source_high_watermark);
         if let Some(e) = l.error {
             let newest = p.read_ms.max(l.source_read_ms.min(l.destination_read_ms));
             let age = if newest > 0 { now_ms() - newest } else { -1 };
