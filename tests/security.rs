@@ -215,6 +215,8 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
             "sasl.mechanism=SCRAM-SHA-512".into(),
             format!("sasl.jaas.config={}", jaas("scram.ScramLoginModule", "alice", "alice-secret-512")),
             format!("ssl.truststore.location={}", tls(&source, "ca.pem")),
+            "mirror.failed.retry.max.attempts=3".into(),
+            "mirror.failed.retry.max.backoff.ms=2000".into(),
         ],
     );
     let mirror = create_and_start(&mg, &cfg, &topic);
@@ -256,6 +258,18 @@ async fn sasl_ssl_scram_sha_512_source_mirrors_identically_and_a_wrong_password_
     });
     let msg = failed[0]["errorMessage"].as_str().unwrap().to_string();
     assert!(msg.contains("SCRAM-SHA-512") || msg.contains("authentication"), "{msg}");
+    // Automatic retries stop at mirror.failed.retry.max.attempts (3): FAILED with 3 retries,
+    // and no fourth.
+    let capped = |rows: &Vec<Value>| {
+        rows.len() == 3 && rows.iter().all(|r| r["state"] == "FAILED" && r["retryAttempt"].as_i64() == Some(3))
+    };
+    eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        capped(&rows).then_some(()).ok_or(format!("retries not at the cap of 3: {rows:?}"))
+    });
+    std::thread::sleep(Duration::from_secs(8));
+    let rows = describe_json(&mg, &mirror);
+    assert!(capped(&rows), "a retry beyond the cap: {rows:?}");
     // Meanwhile the other mirror copies what its source receives.
     produce_mixed(&other.bootstrap, &other_topic, 300, "none", 12);
     wait_identical(&other, &dest, &other_topic, 1, 500);

@@ -486,6 +486,25 @@ impl ControlPlane {
         self.update_state(|s| {
             s.mirrors.insert(name.to_string(), def);
         });
+        // A config change is the operator's fix for a retryable failure (credentials,
+        // certificates, addresses): its FAILED partitions get a fresh retry budget, even when
+        // `mirror.failed.retry.max.attempts` was used up.
+        let failed: Vec<PartitionStateRecord> = self.with_state(|s| {
+            s.partitions
+                .values()
+                .filter(|p| {
+                    p.mirror == name && p.state == MirrorPartitionState::Failed && p.retryable && p.retry_attempt > 0
+                })
+                .cloned()
+                .collect()
+        });
+        for mut rec in failed {
+            rec.retry_attempt = 0;
+            self.persist(StateWrite::Partition(rec.clone())).await?;
+            self.update_state(|s| {
+                s.partitions.insert((rec.topic.clone(), rec.partition), rec);
+            });
+        }
         tracing::info!(mirror = name, "mirror configs changed");
         Ok(())
     }
