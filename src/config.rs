@@ -56,6 +56,20 @@ pub struct ProxyConfig {
     /// Prometheus metrics.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// Authorization of the mirror RPCs mirrorgate answers itself.
+    #[serde(default)]
+    pub authorization: AuthorizationConfig,
+}
+
+/// Authorization of what mirrorgate answers itself (docs/security.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorizationConfig {
+    /// The destination's `super.users` (principals such as `User:admin`): they may run every
+    /// mirror RPC whatever the ACLs say. Kafka does not expose this broker setting over the
+    /// protocol, so it is repeated here.
+    #[serde(default)]
+    pub super_users: Vec<String>,
 }
 
 /// Where Prometheus scrapes mirrorgate.
@@ -443,6 +457,8 @@ pub struct Settings {
     pub mirror_state: MirrorStateConfig,
     /// Metrics endpoint, if any.
     pub metrics_listen: Option<SocketAddr>,
+    /// `authorization.super_users`.
+    pub super_users: Vec<String>,
 }
 
 impl ProxyConfig {
@@ -599,7 +615,16 @@ impl ProxyConfig {
         let destination_security =
             crate::client::ClientSecurity::from_properties(&self.destination.security_properties())
                 .map_err(|e| invalid(format!("destination.{}", e.key.replace('.', "_")), e.reason))?;
+        for (i, p) in self.authorization.super_users.iter().enumerate() {
+            if !p.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
+                return Err(invalid(
+                    format!("authorization.super_users[{i}]"),
+                    format!("`{p}` is not a principal like `User:admin`"),
+                ));
+            }
+        }
         Ok(Settings {
+            super_users: self.authorization.super_users.clone(),
             destination_bootstrap,
             destination_security,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),

@@ -520,7 +520,15 @@ fn acls(bootstrap: &str, args: &[&str]) -> String {
 async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
     let source = cluster_with("source-acl", 1, V, &AUTHORIZER);
     let dest = cluster_with("dest-acl", 1, V, &AUTHORIZER);
-    let mg = Mirrorgate::start(&dest);
+    // The destination's super.users, repeated for mirrorgate's own authorization of the
+    // mirror RPCs (the test's CLI does not authenticate: User:ANONYMOUS).
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions {
+            extra_yaml: "authorization:\n  super_users: [\"User:ANONYMOUS\"]\n",
+            ..MirrorgateOptions::default()
+        },
+    );
     let prefix = unique_name("orders");
     let orders = format!("{prefix}-eu");
     let other = unique_name("payments");

@@ -833,7 +833,9 @@ async fn mirror_requests_are_authorized_for_the_client_principal() {
         jaas("scram.ScramLoginModule", "admin", "admin-secret-acl")
     );
     let metrics_port = free_port_range(1);
-    let metrics_yaml = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
+    let metrics_yaml = format!(
+        "metrics:\n  listen: 127.0.0.1:{metrics_port}\nauthorization:\n  super_users: [\"User:admin\", \"User:ANONYMOUS\"]\n"
+    );
     let mg = Mirrorgate::start_in_front_of(
         dest.secure.as_ref().unwrap(),
         FrontOptions { destination_yaml: &destination_yaml, ..FrontOptions::default() },
@@ -872,6 +874,10 @@ async fn mirror_requests_are_authorized_for_the_client_principal() {
     let refused = |(ok, text): (bool, String), what: &str| {
         assert!(!ok && text.contains("CLUSTER_AUTHORIZATION_FAILED"), "{what}: {text}");
     };
+    // The destination's super users (repeated in `authorization.super_users`) may do
+    // anything: here User:ANONYMOUS, a client that did not authenticate.
+    let out = mirrors_cli(&mg.bootstrap, &["--list"]);
+    assert!(out.status.success(), "--list by a super user: {}", String::from_utf8_lossy(&out.stderr));
     // erin has no ACL: neither changes nor reads.
     refused(cli(&erin, &create), "--create by erin (no ACL)");
     refused(cli(&erin, &["--describe", "--mirror", &mirror]), "--describe by erin (no ACL)");

@@ -9,7 +9,7 @@
 //!   `User:ANONYMOUS`, as on a broker's PLAINTEXT or SSL listener without a principal builder.
 //! - **What is allowed.** Until brokers know the KIP's ClusterMirror resource, the
 //!   destination's ACLs on the CLUSTER resource decide ([`AclView`]), evaluated with the
-//!   rules of Kafka's `StandardAuthorizer`: super users (`super.users`) may do anything; a
+//!   rules of Kafka's `StandardAuthorizer`: super users (`authorization.super_users`, the destination's `super.users`) may do anything; a
 //!   matching DENY wins; otherwise a matching ALLOW allows; ALL implies every operation and
 //!   READ, WRITE, DELETE and ALTER imply DESCRIBE; principal `User:*` and host `*` are
 //!   wildcards; LITERAL names match `kafka-cluster` or `*`, PREFIXED names match a prefix of
@@ -186,7 +186,12 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
             permission,
         })
         .collect();
-    let node = client.metadata().brokers.keys().next().copied().unwrap_or(0);
+    // A live broker's id (node ids need not start at 0): `super.users` is a static broker
+    // config, answered by DescribeConfigs on that broker.
+    if client.metadata().brokers.is_empty() {
+        client.refresh_metadata(Some(&[])).await.map_err(|e| format!("Metadata: {e}"))?;
+    }
+    let node = client.metadata().brokers.keys().next().copied().ok_or("the destination lists no broker")?;
     let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
         .with_resource_type(RESOURCE_CLUSTER)
         .with_resource_name(StrBytes::from_string(node.to_string()))
@@ -198,6 +203,13 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
     let mut super_users = Vec::new();
     let mut allow_if_none = false;
     for r in &resp.results {
+        if r.error_code != 0 {
+            return Err(format!(
+                "DescribeConfigs of broker {node}: {}{}",
+                crate::client::cluster::KafkaErrorCode(r.error_code),
+                r.error_message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default()
+            ));
+        }
         for c in &r.configs {
             let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
             match c.name.as_str() {
@@ -215,6 +227,8 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
 /// The destination's ACLs, read at most every [`ACL_REFRESH`].
 pub struct AclCache {
     client: ClusterClient,
+    /// `authorization.super_users` from proxy.yaml.
+    super_users: Vec<String>,
     last: tokio::sync::Mutex<Option<(Instant, AclView)>>,
 }
 
@@ -225,9 +239,10 @@ impl std::fmt::Debug for AclCache {
 }
 
 impl AclCache {
-    /// A cache reading through `client` (mirrorgate's own destination connection).
-    pub fn new(client: ClusterClient) -> Self {
-        Self { client, last: tokio::sync::Mutex::new(None) }
+    /// A cache reading through `client` (mirrorgate's own destination connection), with the
+    /// configured `super_users`.
+    pub fn new(client: ClusterClient, super_users: Vec<String>) -> Self {
+        Self { client, super_users, last: tokio::sync::Mutex::new(None) }
     }
 
     /// Decides `op` for `identity`.
@@ -247,7 +262,12 @@ impl AclCache {
                     .await
                     .unwrap_or_else(|_| Err(format!("no answer within {} ms", ACL_READ_TIMEOUT.as_millis())));
                 match read {
-                    Ok(v) => *last = Some((Instant::now(), v)),
+                    Ok(mut v) => {
+                        if let AclView::Acls { super_users, .. } = &mut v {
+                            super_users.extend(self.super_users.iter().cloned());
+                        }
+                        *last = Some((Instant::now(), v));
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot read the destination's ACLs; using the last ones read");
                         if last.is_none() {

@@ -117,8 +117,9 @@ impl MirrorGate {
         table: MirrorApiTable,
         destination: ClusterAccess,
         acl_client: crate::client::cluster::ClusterClient,
+        super_users: Vec<String>,
     ) -> Self {
-        Self { control, table, destination, topic_names: DashMap::new(), acls: AclCache::new(acl_client) }
+        Self { control, table, destination, topic_names: DashMap::new(), acls: AclCache::new(acl_client, super_users) }
     }
 
     /// `(api_key, min_version, max_version)` of the mirror RPCs, for ApiVersions.

@@ -176,7 +176,13 @@ async fn open_mirror_gate(
     let acl_client = data_client.clone();
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
     tokio::spawn(data_plane.run(shutdown.clone()));
-    Ok(Arc::new(mirror_gate::MirrorGate::new(control, settings.mirror_api_keys.clone(), destination, acl_client)))
+    Ok(Arc::new(mirror_gate::MirrorGate::new(
+        control,
+        settings.mirror_api_keys.clone(),
+        destination,
+        acl_client,
+        settings.super_users.clone(),
+    )))
 }
 
 /// Waits for the destination to answer (retrying every 2 s within `deadline`), opens every
