@@ -373,16 +373,28 @@ async fn an_existing_destination_topic_with_other_partitions_fails() {
     let topic = unique_name("mismatch");
     create_topic(&source.bootstrap, &topic, 3, &[]);
     create_topic(&dest.bootstrap, &topic, 2, &[]);
-    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    // Refused at --start, never recorded: the foreign topic does not become a read-only
+    // mirror topic (its own producers keep writing through mirrorgate).
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(&source, "");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    let out = mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "the start was accepted: {stderr}");
+    assert!(
+        stderr.contains("TOPIC_ALREADY_EXISTS")
+            && stderr.contains("already exists with 2 partition(s), the source has 3"),
+        "{stderr}"
+    );
     let rows = describe_json(&mg, &mirror);
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    for r in &rows {
-        assert_eq!(r["state"], "FAILED");
-        assert!(
-            r["errorMessage"].as_str().unwrap().contains("already exists with 2 partition(s), the source has 3"),
-            "{r}"
-        );
-    }
+    assert!(rows.iter().all(|r| r["topic"] != topic.as_str()), "the refused topic was recorded: {rows:?}");
+    ok(
+        python_client(&["produce", "--bootstrap", &mg.bootstrap, "--topic", &topic, "--count", "3", "--prefix", "own"]),
+        "the destination topic's own producer writes through mirrorgate",
+    );
 }
 
 /// Three kill -9s of the mirroring instance, each in the middle of a copy: a round of 4,000
