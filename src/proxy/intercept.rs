@@ -202,7 +202,7 @@ pub fn restore_mirror_records(records: &Bytes, log_append_time: bool) -> Option<
         if b.is_placeholder() {
             out.extend_from_slice(&batch::control_batch(&OwnBatch {
                 base_offset: b.base_offset(),
-                count: b.last_offset_delta() + 1,
+                count: b.last_offset_delta().saturating_add(1),
                 timestamp: b.max_timestamp(),
                 producer_id: b.producer_id(),
                 producer_epoch: b.producer_epoch(),

@@ -107,7 +107,7 @@ pub fn plan(b: &Batch, records: &[RecordView<'_>], from: i64) -> Result<Vec<Piec
     let mut next = from.max(base);
     let mut i = 0;
     while i < records.len() {
-        let offset = base + i64::from(records[i].offset_delta);
+        let offset = base.saturating_add(i64::from(records[i].offset_delta));
         if offset < next {
             i += 1;
             continue;
@@ -116,11 +116,11 @@ pub fn plan(b: &Batch, records: &[RecordView<'_>], from: i64) -> Result<Vec<Piec
             pieces.push(Piece::Hole { from: next, to: offset });
         }
         let mut j = i + 1;
-        while j < records.len() && records[j].offset_delta == records[j - 1].offset_delta + 1 {
+        while j < records.len() && records[j - 1].offset_delta.checked_add(1) == Some(records[j].offset_delta) {
             j += 1;
         }
         pieces.push(Piece::Run { first: offset, records: i..j });
-        next = base + i64::from(records[j - 1].offset_delta) + 1;
+        next = base.saturating_add(i64::from(records[j - 1].offset_delta)).saturating_add(1);
         i = j;
     }
     if next < b.next_offset() {
