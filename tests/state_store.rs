@@ -24,6 +24,11 @@ fn settings(partitions: i32) -> StateStoreSettings {
     StateStoreSettings {
         topic: support::unique_name("__mirror_state-test"),
         num_partitions: partitions,
+        // Secret mirror configs are stored encrypted, so the store needs a key.
+        secrets: Some(std::sync::Arc::new(mirrorgate::mirror::secrets::SecretCodec::new(
+            support::TEST_ENCODER_SECRET,
+            None,
+        ))),
         ..StateStoreSettings::default()
     }
 }
