@@ -127,7 +127,7 @@ pub enum AclView {
     Acls {
         /// ACLs on the CLUSTER resource.
         cluster: Vec<ClusterAcl>,
-        /// `super.users` of the broker asked, e.g. `User:admin`.
+        /// Super users (`authorization.super_users`, e.g. `User:admin`).
         super_users: Vec<String>,
         /// `allow.everyone.if.no.acl.found`.
         allow_if_none: bool,
@@ -165,7 +165,9 @@ impl AclView {
     }
 }
 
-/// Reads the destination's CLUSTER ACLs, `super.users` and `allow.everyone.if.no.acl.found`.
+/// Reads the destination's CLUSTER ACLs and `allow.everyone.if.no.acl.found`; super users
+/// are left empty (the broker does not return `super.users` in DescribeConfigs: they come
+/// from `authorization.super_users`).
 ///
 /// # Errors
 /// The destination cannot be asked, or refuses (for example mirrorgate's own principal lacks
@@ -186,8 +188,7 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
             permission,
         })
         .collect();
-    // A live broker's id (node ids need not start at 0): `super.users` is a static broker
-    // config, answered by DescribeConfigs on that broker.
+    // A live broker's id (node ids need not start at 0), asked for a static broker config.
     if client.metadata().brokers.is_empty() {
         client.refresh_metadata(Some(&[])).await.map_err(|e| format!("Metadata: {e}"))?;
     }
@@ -195,12 +196,8 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
     let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
         .with_resource_type(RESOURCE_CLUSTER)
         .with_resource_name(StrBytes::from_string(node.to_string()))
-        .with_configuration_keys(Some(vec![
-            StrBytes::from_static_str("super.users"),
-            StrBytes::from_static_str("allow.everyone.if.no.acl.found"),
-        ]))]);
+        .with_configuration_keys(Some(vec![StrBytes::from_static_str("allow.everyone.if.no.acl.found")]))]);
     let resp = client.send_any(&req, 1).await.map_err(|e| format!("DescribeConfigs of broker {node}: {e}"))?;
-    let mut super_users = Vec::new();
     let mut allow_if_none = false;
     for r in &resp.results {
         if r.error_code != 0 {
@@ -211,17 +208,12 @@ pub async fn read_acls(client: &ClusterClient) -> Result<AclView, String> {
             ));
         }
         for c in &r.configs {
-            let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-            match c.name.as_str() {
-                "super.users" => {
-                    super_users = value.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
-                }
-                "allow.everyone.if.no.acl.found" => allow_if_none = value.eq_ignore_ascii_case("true"),
-                _ => {}
+            if c.name.as_str() == "allow.everyone.if.no.acl.found" {
+                allow_if_none = c.value.as_ref().is_some_and(|v| v.eq_ignore_ascii_case("true"));
             }
         }
     }
-    Ok(AclView::Acls { cluster, super_users, allow_if_none })
+    Ok(AclView::Acls { cluster, super_users: Vec::new(), allow_if_none })
 }
 
 /// The destination's ACLs, read at most every [`ACL_REFRESH`].
