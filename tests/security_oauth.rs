@@ -433,3 +433,29 @@ async fn clients_and_the_mirror_cli_authenticate_with_oauthbearer_through_mirror
     assert_no_secrets("mirrorgate's log", &mg.log());
     assert_no_secrets("the CLI output", &text);
 }
+
+/// A token the broker refuses (here expired when issued): the broker answers the initial
+/// response with a JSON error challenge, the client sends `\x01`, and the broker's
+/// SASL_AUTHENTICATION_FAILED is surfaced with the challenge's status (RFC 7628 §3.2.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_the_broker_refuses_surfaces_the_brokers_error() {
+    let source = oauth_source();
+    server().add_client("expired-client", "expired-client-secret-2288", "expired", 0);
+    let props = oauth_props("expired-client", "expired-client-secret-2288")
+        .into_iter()
+        .map(|l| {
+            let (k, v) = l.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let mut o = ClusterOptions::new(vec![source.secure.clone().unwrap()]);
+    o.security = mirrorgate::client::ClientSecurity::from_properties(&props).unwrap();
+    o.max_attempts = 1;
+    o.connect_timeout = Duration::from_secs(5);
+    let err = block(ClusterClient::connect(o)).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("SASL_AUTHENTICATION_FAILED") && err.contains("invalid_token"), "{err}");
+    assert!(!err.contains("expired-client-secret-2288"), "{err}");
+    for t in server().issued_tokens() {
+        assert!(!err.contains(t.rsplit('.').next().unwrap()), "the error shows the token: {err}");
+    }
+}
