@@ -69,6 +69,18 @@ fn oauth_source() -> Arc<Cluster> {
     oauth_cluster("oauth-src", &[])
 }
 
+/// The OAUTHBEARER destination, with StandardAuthorizer; `mirrorgate`, `app` and the
+/// PLAINTEXT listener's ANONYMOUS are super users.
+fn oauth_destination() -> Arc<Cluster> {
+    oauth_cluster(
+        "oauth-dst",
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:mirrorgate;User:ANONYMOUS;User:app",
+        ],
+    )
+}
+
 fn jaas(client_id: &str, secret: &str) -> String {
     format!(
         r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="{client_id}" clientSecret="{secret}" scope="kafka";"#
@@ -317,13 +329,7 @@ async fn a_wrong_client_secret_fails_the_mirror_naming_the_endpoint_error_withou
 /// `nobody`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_and_the_mirror_cli_authenticate_with_oauthbearer_through_mirrorgate() {
-    let dest = oauth_cluster(
-        "oauth-dst",
-        &[
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users=User:mirrorgate;User:ANONYMOUS;User:app",
-        ],
-    );
+    let dest = oauth_destination();
     let destination_yaml = format!(
         "  security_protocol: SASL_PLAINTEXT\n  sasl_mechanism: OAUTHBEARER\n  sasl_oauthbearer_token_endpoint_url: {}\n  sasl_jaas_config: '{}'\n  sasl_login_retry_backoff_ms: 200\n",
         server().token_url(),
@@ -434,13 +440,15 @@ async fn clients_and_the_mirror_cli_authenticate_with_oauthbearer_through_mirror
     assert_no_secrets("the CLI output", &text);
 }
 
-/// A token the broker refuses (here expired when issued): the broker answers the initial
+/// A token the broker refuses (here expired two minutes before it was issued): the broker answers the initial
 /// response with a JSON error challenge, the client sends `\x01`, and the broker's
 /// SASL_AUTHENTICATION_FAILED is surfaced with the challenge's status (RFC 7628 §3.2.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_the_broker_refuses_surfaces_the_brokers_error() {
-    let source = oauth_source();
-    server().add_client("expired-client", "expired-client-secret-2288", "expired", 0);
+    // The destination cluster of the client test: the refresh test requires that the source
+    // broker logs no failed authentication.
+    let source = oauth_destination();
+    server().add_client("expired-client", "expired-client-secret-2288", "expired", -120);
     let props = oauth_props("expired-client", "expired-client-secret-2288")
         .into_iter()
         .map(|l| {

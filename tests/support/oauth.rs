@@ -35,7 +35,7 @@ pub struct TokenRequest {
 struct Client {
     secret: String,
     sub: String,
-    lifetime_s: u64,
+    lifetime_s: i64,
 }
 
 struct State {
@@ -89,8 +89,9 @@ impl OAuthServer {
         format!("http://127.0.0.1:{}/jwks", self.port)
     }
 
-    /// Registers a client whose tokens carry `sub` and are valid for `lifetime_s` seconds.
-    pub fn add_client(&self, id: &str, secret: &str, sub: &str, lifetime_s: u64) {
+    /// Registers a client whose tokens carry `sub` and are valid for `lifetime_s` seconds
+    /// (negative: expired when issued).
+    pub fn add_client(&self, id: &str, secret: &str, sub: &str, lifetime_s: i64) {
         let c = Client { secret: secret.into(), sub: sub.into(), lifetime_s };
         self.state.clients.lock().unwrap().insert(id.into(), c);
     }
@@ -111,7 +112,7 @@ impl OAuthServer {
     }
 
     /// A signed token for `sub` valid for `lifetime_s` seconds, as the endpoint would issue.
-    pub fn mint(&self, sub: &str, lifetime_s: u64) -> String {
+    pub fn mint(&self, sub: &str, lifetime_s: i64) -> String {
         mint(&self.state, sub, lifetime_s)
     }
 
@@ -125,6 +126,11 @@ impl OAuthServer {
             "listener.name.secure.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;".into(),
             "listener.name.secure.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler".into(),
             format!("sasl.oauthbearer.jwks.endpoint.url={}", self.jwks_url()),
+            // Kafka 4.1's default `DefaultJwtValidator`, as the callback handler builds it,
+            // has no JWKS resolver and falls back to `ClientJwtValidator`, which checks
+            // neither signature nor expiry (seen: a token expired 2 min earlier was
+            // accepted). `BrokerJwtValidator` builds its resolver from the JWKS URL.
+            "sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator".into(),
             format!("sasl.oauthbearer.expected.audience={AUDIENCE}"),
             // Tokens are short-lived in the tests; the default skew of 30 s would hide expiry.
             "sasl.oauthbearer.clock.skew.seconds=1".into(),
@@ -138,14 +144,14 @@ impl OAuthServer {
     }
 }
 
-fn mint(st: &State, sub: &str, lifetime_s: u64) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+fn mint(st: &State, sub: &str, lifetime_s: i64) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": KID});
     let claims = serde_json::json!({
         "iss": "mirrorgate-test-issuer",
         "sub": sub,
         "aud": AUDIENCE,
-        "iat": now,
+        "iat": now.min(now + lifetime_s),
         "exp": now + lifetime_s,
         "scope": "kafka",
     });
