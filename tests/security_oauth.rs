@@ -125,15 +125,35 @@ fn plain_client(bootstrap: &str) -> ClusterClient {
 
 fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     let p = partitions.to_string();
-    let args =
-        ["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", &p, "--replication-factor", "1"];
+    let args = [
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        &p,
+        "--replication-factor",
+        "1",
+    ];
     kafka_tool_ok(V, "topics", &args, None);
 }
 
 fn produce_mixed(bootstrap: &str, topic: &str, count: usize, seed: u32) {
     let (count, seed) = (count.to_string(), seed.to_string());
-    let args =
-        ["produce-mixed", "--bootstrap", bootstrap, "--topic", topic, "--count", &count, "--codec", "lz4", "--seed", &seed];
+    let args = [
+        "produce-mixed",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--count",
+        &count,
+        "--codec",
+        "lz4",
+        "--seed",
+        &seed,
+    ];
     ok(python_client(&args), "produce-mixed");
 }
 

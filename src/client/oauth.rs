@@ -188,8 +188,14 @@ impl OAuthSettings {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| sec_err("sasl.oauthbearer.token.endpoint.url", "is not an http:// or https:// URL"))?;
-        let jaas = get("sasl.jaas.config")
-            .ok_or_else(|| sec_err("sasl.jaas.config", format!("is required with OAUTHBEARER: `{LOGIN_MODULE} required clientId=\"...\" clientSecret=\"...\";`")))?;
+        let jaas = get("sasl.jaas.config").ok_or_else(|| {
+            sec_err(
+                "sasl.jaas.config",
+                format!(
+                    "is required with OAUTHBEARER: `{LOGIN_MODULE} required clientId=\"...\" clientSecret=\"...\";`"
+                ),
+            )
+        })?;
         let (module, mut options) = crate::client::security::jaas_options(jaas)?;
         if module.rsplit('.').next() != Some("OAuthBearerLoginModule") {
             return Err(sec_err(
@@ -201,12 +207,16 @@ impl OAuthSettings {
         let client_id = options.remove("clientId").filter(|v| !v.trim().is_empty());
         let client_id = client_id.ok_or_else(|| jaas_err("option `clientId` is missing or empty"))?.trim().to_string();
         let secret = options.remove("clientSecret").filter(|v| !v.trim().is_empty());
-        let client_secret = Secret::new(secret.ok_or_else(|| jaas_err("option `clientSecret` is missing or empty"))?.trim());
+        let client_secret =
+            Secret::new(secret.ok_or_else(|| jaas_err("option `clientSecret` is missing or empty"))?.trim());
         let scope = options.remove("scope").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         let tls = if endpoint.scheme() == "https" {
             let ssl = |k: &str| options.get(k).map(String::as_str);
             Some(Arc::new(crate::client::tls::client_config(&ssl).map_err(|e| {
-                sec_err("sasl.jaas.config", format!("TLS towards the token endpoint (JAAS option {}): {}", e.key, e.reason))
+                sec_err(
+                    "sasl.jaas.config",
+                    format!("TLS towards the token endpoint (JAAS option {}): {}", e.key, e.reason),
+                )
             })?))
         } else {
             None
@@ -270,7 +280,10 @@ impl OAuthSettings {
                 s.to_string()
             }
         };
-        Secret::new(format!("Basic {}", B64.encode(format!("{}:{}", enc(&self.client_id), enc(self.client_secret.expose())))))
+        Secret::new(format!(
+            "Basic {}",
+            B64.encode(format!("{}:{}", enc(&self.client_id), enc(self.client_secret.expose())))
+        ))
     }
 
     /// The form body (Kafka's `formatRequestBody`).
@@ -305,7 +318,10 @@ impl AccessToken {
     pub fn parse(token: &str, sub_claim: &str, scope_claim: &str) -> Result<Self, String> {
         let parts: Vec<&str> = token.trim().split('.').collect();
         if parts.len() != 3 || parts.iter().take(2).any(|p| p.is_empty()) {
-            return Err(format!("the access token is not a JWT (expected 3 dot-separated parts, found {})", parts.len()));
+            return Err(format!(
+                "the access token is not a JWT (expected 3 dot-separated parts, found {})",
+                parts.len()
+            ));
         }
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(parts[1].trim_end_matches('='))
@@ -334,7 +350,9 @@ impl AccessToken {
         match claims.get(scope_claim) {
             None | Some(serde_json::Value::String(_)) => {}
             Some(serde_json::Value::Array(a)) if a.iter().all(|s| s.is_string()) => {}
-            Some(_) => return Err(format!("the access token's `{scope_claim}` claim is not a string or a list of strings")),
+            Some(_) => {
+                return Err(format!("the access token's `{scope_claim}` claim is not a string or a list of strings"))
+            }
         }
         Ok(Self { value: Secret::new(token.trim()), principal, issued_at_ms, expires_at_ms })
     }
@@ -411,9 +429,9 @@ impl OAuthBearerLogin {
         if let Some(tls) = &settings.tls {
             http = http.use_preconfigured_tls((**tls).clone());
         }
-        let http = http
-            .build()
-            .map_err(|e| sec_err("sasl.oauthbearer.token.endpoint.url", format!("cannot build the HTTP client: {e}")))?;
+        let http = http.build().map_err(|e| {
+            sec_err("sasl.oauthbearer.token.endpoint.url", format!("cannot build the HTTP client: {e}"))
+        })?;
         let login = Arc::new(Self {
             settings,
             http,
@@ -527,15 +545,26 @@ impl OAuthBearerLogin {
         loop {
             match resp.chunk().await {
                 Ok(Some(c)) if body.len() + c.len() <= MAX_RESPONSE_BYTES => body.extend_from_slice(&c),
-                Ok(Some(_)) => return Err((format!("token endpoint {url}: response over {MAX_RESPONSE_BYTES} bytes"), true)),
+                Ok(Some(_)) => {
+                    return Err((format!("token endpoint {url}: response over {MAX_RESPONSE_BYTES} bytes"), true))
+                }
                 Ok(None) => break,
-                Err(e) => return Err((format!("token endpoint {url}: reading the response failed: {}", error_chain(&e)), true)),
+                Err(e) => {
+                    return Err((
+                        format!("token endpoint {url}: reading the response failed: {}", error_chain(&e)),
+                        true,
+                    ))
+                }
             }
         }
         if status != 200 && status != 201 {
             let retryable = !UNRETRYABLE.contains(&status);
             return Err((
-                format!("token endpoint {url} answered HTTP {status} {}{}", error_body(&body), if retryable { "" } else { " (not retried)" }),
+                format!(
+                    "token endpoint {url} answered HTTP {status} {}{}",
+                    error_body(&body),
+                    if retryable { "" } else { " (not retried)" }
+                ),
                 retryable,
             ));
         }
@@ -546,7 +575,8 @@ impl OAuthBearerLogin {
             .and_then(|v| v.as_str())
             .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| (format!("token endpoint {url}: the response has no access_token"), true))?;
-        AccessToken::parse(token, &s.sub_claim, &s.scope_claim).map_err(|e| (format!("token endpoint {url}: {e}"), false))
+        AccessToken::parse(token, &s.sub_claim, &s.scope_claim)
+            .map_err(|e| (format!("token endpoint {url}: {e}"), false))
     }
 }
 
@@ -620,7 +650,8 @@ pub async fn authenticate<T: SaslTransport>(conn: &mut T, login: &Arc<OAuthBeare
     let first = format!("n,,\u{1}auth=Bearer {}\u{1}\u{1}", token.expose());
     let send = |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
     let resp = conn.sasl_authenticate(&send(first.into_bytes())).await?;
-    let message = |m: Option<kafka_protocol::protocol::StrBytes>| m.map(|m| m.to_string()).unwrap_or_else(|| "no message".into());
+    let message =
+        |m: Option<kafka_protocol::protocol::StrBytes>| m.map(|m| m.to_string()).unwrap_or_else(|| "no message".into());
     if resp.error_code != 0 {
         return Err(fail(resp.error_code, message(resp.error_message)));
     }
@@ -635,9 +666,15 @@ pub async fn authenticate<T: SaslTransport>(conn: &mut T, login: &Arc<OAuthBeare
         .unwrap_or_else(|| "unknown".into());
     let resp = conn.sasl_authenticate(&send(vec![1])).await?;
     if resp.error_code != 0 {
-        return Err(fail(resp.error_code, format!("{} (error challenge status {status})", message(resp.error_message))));
+        return Err(fail(
+            resp.error_code,
+            format!("{} (error challenge status {status})", message(resp.error_message)),
+        ));
     }
-    Err(fail(ILLEGAL_SASL_STATE, format!("the broker sent an error challenge (status {status}) and then accepted the exchange")))
+    Err(fail(
+        ILLEGAL_SASL_STATE,
+        format!("the broker sent an error challenge (status {status}) and then accepted the exchange"),
+    ))
 }
 
 #[cfg(test)]
@@ -652,7 +689,8 @@ mod tests {
 
     #[test]
     fn request_matches_kafkas_http_access_token_retriever() {
-        let p = props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
+        let p =
+            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
         let s = OAuthSettings::from_properties(&p).unwrap();
         assert_eq!(s.body(), "grant_type=client_credentials&scope=kafka+read");
         assert_eq!(s.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret:&=x")));
@@ -661,7 +699,10 @@ mod tests {
         let s2 = OAuthSettings::from_properties(&p2).unwrap();
         assert_eq!(s2.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret%3A%26%3Dx")));
         assert!(!format!("{s:?}").contains("s3cret"));
-        assert_eq!((s.refresh, s.retry_backoff, s.retry_backoff_max), (RefreshConfig::default(), Duration::from_millis(100), Duration::from_secs(10)));
+        assert_eq!(
+            (s.refresh, s.retry_backoff, s.retry_backoff_max),
+            (RefreshConfig::default(), Duration::from_millis(100), Duration::from_secs(10))
+        );
     }
 
     #[test]
@@ -669,20 +710,34 @@ mod tests {
         let e = |pairs: &[(&str, &str)]| OAuthSettings::from_properties(&props(pairs)).unwrap_err();
         assert_eq!(e(&[("sasl.jaas.config", JAAS)]).key, "sasl.oauthbearer.token.endpoint.url");
         let url = ("sasl.oauthbearer.token.endpoint.url", "http://h:1/t");
-        assert_eq!(e(&[("sasl.oauthbearer.token.endpoint.url", "ftp://h/t"), ("sasl.jaas.config", JAAS)]).key, "sasl.oauthbearer.token.endpoint.url");
+        assert_eq!(
+            e(&[("sasl.oauthbearer.token.endpoint.url", "ftp://h/t"), ("sasl.jaas.config", JAAS)]).key,
+            "sasl.oauthbearer.token.endpoint.url"
+        );
         let no_secret = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a";"#;
         assert!(e(&[url, ("sasl.jaas.config", no_secret)]).reason.contains("clientSecret"));
-        let no_id = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="hunter2";"#;
+        let no_id =
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="hunter2";"#;
         let err = e(&[url, ("sasl.jaas.config", no_id)]);
         assert!(err.reason.contains("clientId") && !err.to_string().contains("hunter2"), "{err}");
-        let plain = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2";"#;
+        let plain =
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2";"#;
         assert!(e(&[url, ("sasl.jaas.config", plain)]).reason.contains("does not fit"));
-        assert_eq!(e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.refresh.window.factor", "0.3")]).key, "sasl.login.refresh.window.factor");
-        assert_eq!(e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.callback.handler.class", "x.Other")]).key, "sasl.login.callback.handler.class");
+        assert_eq!(
+            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.refresh.window.factor", "0.3")]).key,
+            "sasl.login.refresh.window.factor"
+        );
+        assert_eq!(
+            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.callback.handler.class", "x.Other")]).key,
+            "sasl.login.callback.handler.class"
+        );
         let java = OAuthSettings::from_properties(&props(&[
             url,
             ("sasl.jaas.config", JAAS),
-            ("sasl.login.callback.handler.class", "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
+            (
+                "sasl.login.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+            ),
         ]));
         assert!(java.is_ok());
     }
@@ -714,7 +769,8 @@ mod tests {
 
     #[test]
     fn tokens_are_read_like_kafkas_login_validator() {
-        let t = AccessToken::parse(&jwt(r#"{"sub":"mirror-a","exp":2000,"iat":1000,"scope":"a b"}"#), "sub", "scope").unwrap();
+        let t = AccessToken::parse(&jwt(r#"{"sub":"mirror-a","exp":2000,"iat":1000,"scope":"a b"}"#), "sub", "scope")
+            .unwrap();
         assert_eq!((t.principal.as_str(), t.issued_at_ms, t.expires_at_ms), ("mirror-a", Some(1_000_000), 2_000_000));
         assert!(AccessToken::parse(&jwt(r#"{"sub":"a"}"#), "sub", "scope").unwrap_err().contains("exp"));
         assert!(AccessToken::parse(&jwt(r#"{"exp":2}"#), "sub", "scope").unwrap_err().contains("`sub`"));
@@ -727,14 +783,18 @@ mod tests {
 
     #[test]
     fn error_bodies_are_shown_as_kafka_does() {
-        assert_eq!(error_body(br#"{"error":"invalid_client","error_description":"bad secret"}"#), r#"{"invalid_client" - "bad secret"}"#);
+        assert_eq!(
+            error_body(br#"{"error":"invalid_client","error_description":"bad secret"}"#),
+            r#"{"invalid_client" - "bad secret"}"#
+        );
         assert_eq!(error_body(b""), "{}");
         assert_eq!(error_body(b"oops"), "{oops}");
     }
 
     #[test]
     fn a_login_is_shared_by_one_owner_only() {
-        let p = props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
+        let p =
+            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
         let a1 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
         let a2 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
         let b = OAuthBearerLogin::shared("mirror:b", &p).unwrap();

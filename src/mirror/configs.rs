@@ -725,16 +725,19 @@ mod tests {
 
     #[test]
     fn source_client_options_apply_every_socket_config() {
-        let o = source_options("m", &map(&[
-            ("bootstrap.servers", "a:1"),
-            ("socket.connection.setup.timeout.ms", "100"),
-            ("socket.connection.setup.timeout.max.ms", "800"),
-            ("reconnect.backoff.ms", "70"),
-            ("connections.max.idle.ms", "5000"),
-            ("socket.timeout.ms", "9000"),
-            ("socket.send.buffer.bytes", "131072"),
-            ("socket.receive.buffer.bytes", "-1"),
-        ]))
+        let o = source_options(
+            "m",
+            &map(&[
+                ("bootstrap.servers", "a:1"),
+                ("socket.connection.setup.timeout.ms", "100"),
+                ("socket.connection.setup.timeout.max.ms", "800"),
+                ("reconnect.backoff.ms", "70"),
+                ("connections.max.idle.ms", "5000"),
+                ("socket.timeout.ms", "9000"),
+                ("socket.send.buffer.bytes", "131072"),
+                ("socket.receive.buffer.bytes", "-1"),
+            ]),
+        )
         .unwrap();
         let ms = std::time::Duration::from_millis;
         assert_eq!((o.connect_timeout, o.connect_timeout_max, o.reconnect_backoff), (ms(100), ms(800), ms(70)));
@@ -746,7 +749,8 @@ mod tests {
         assert_eq!((d.connect_timeout, d.connect_timeout_max, d.reconnect_backoff), (ms(10_000), ms(30_000), ms(50)));
         assert_eq!((d.connections_max_idle, d.socket.read_timeout), (Some(ms(600_000)), Some(ms(30_000))));
         assert_eq!((d.socket.send_buffer_bytes, d.socket.receive_buffer_bytes), (None, None));
-        let never = source_options("m", &map(&[("bootstrap.servers", "a:1"), ("connections.max.idle.ms", "-1")])).unwrap();
+        let never =
+            source_options("m", &map(&[("bootstrap.servers", "a:1"), ("connections.max.idle.ms", "-1")])).unwrap();
         assert_eq!(never.connections_max_idle, None);
     }
 

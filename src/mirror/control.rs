@@ -623,7 +623,8 @@ impl ControlPlane {
                 .map(std::time::Duration::from_millis)
                 .unwrap_or(d)
         };
-        let security = configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+        let security =
+            configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
         ClusterAccess {
             bootstrap: super::topics::Bootstrap::secured(bootstrap, security),
             connect_timeout: ms("socket.connection.setup.timeout.ms", self.source_timeouts.0),

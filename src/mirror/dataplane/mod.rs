@@ -366,7 +366,8 @@ impl DataPlane {
                 .map(String::from)
                 .collect();
         // This mirror's own TLS/SASL settings (never another mirror's of the same source).
-        let security = configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+        let security =
+            configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
         let access = super::topics::ClusterAccess {
             bootstrap: super::topics::Bootstrap::secured(addrs, security),
             connect_timeout: Duration::from_secs(10),
