@@ -171,12 +171,51 @@ pub struct DestinationConfig {
     /// client property of the same name with `_` for `.` (docs/security.md).
     #[serde(default)]
     pub security_protocol: Option<String>,
-    /// `sasl.mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    /// `sasl.mechanism`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.
     #[serde(default)]
     pub sasl_mechanism: Option<String>,
     /// `sasl.jaas.config` (secret).
     #[serde(default)]
     pub sasl_jaas_config: Option<String>,
+    /// `sasl.login.callback.handler.class`: OAUTHBEARER's `OAuthBearerLoginCallbackHandler` or unset.
+    #[serde(default)]
+    pub sasl_login_callback_handler_class: Option<String>,
+    /// `sasl.oauthbearer.token.endpoint.url`: OAUTHBEARER token endpoint (client-credentials grant).
+    #[serde(default)]
+    pub sasl_oauthbearer_token_endpoint_url: Option<String>,
+    /// `sasl.oauthbearer.scope.claim.name` (default `scope`).
+    #[serde(default)]
+    pub sasl_oauthbearer_scope_claim_name: Option<String>,
+    /// `sasl.oauthbearer.sub.claim.name` (default `sub`).
+    #[serde(default)]
+    pub sasl_oauthbearer_sub_claim_name: Option<String>,
+    /// `sasl.oauthbearer.header.urlencode` (default false).
+    #[serde(default)]
+    pub sasl_oauthbearer_header_urlencode: Option<String>,
+    /// `sasl.login.refresh.window.factor` (default 0.8).
+    #[serde(default)]
+    pub sasl_login_refresh_window_factor: Option<String>,
+    /// `sasl.login.refresh.window.jitter` (default 0.05).
+    #[serde(default)]
+    pub sasl_login_refresh_window_jitter: Option<String>,
+    /// `sasl.login.refresh.min.period.seconds`, seconds (default 60).
+    #[serde(default)]
+    pub sasl_login_refresh_min_period_seconds: Option<String>,
+    /// `sasl.login.refresh.buffer.seconds`, seconds (default 300).
+    #[serde(default)]
+    pub sasl_login_refresh_buffer_seconds: Option<String>,
+    /// `sasl.login.connect.timeout.ms`, ms (unset: 10000).
+    #[serde(default)]
+    pub sasl_login_connect_timeout_ms: Option<String>,
+    /// `sasl.login.read.timeout.ms`, ms (unset: 30000).
+    #[serde(default)]
+    pub sasl_login_read_timeout_ms: Option<String>,
+    /// `sasl.login.retry.backoff.ms`, ms (default 100).
+    #[serde(default)]
+    pub sasl_login_retry_backoff_ms: Option<String>,
+    /// `sasl.login.retry.backoff.max.ms`, ms (default 10000).
+    #[serde(default)]
+    pub sasl_login_retry_backoff_max_ms: Option<String>,
     /// `ssl.truststore.type`: PEM or PKCS12 (guessed from the file when unset).
     #[serde(default)]
     pub ssl_truststore_type: Option<String>,
@@ -239,6 +278,19 @@ impl DestinationConfig {
             ("ssl.endpoint.identification.algorithm", &self.ssl_endpoint_identification_algorithm),
             ("ssl.enabled.protocols", &self.ssl_enabled_protocols),
             ("ssl.cipher.suites", &self.ssl_cipher_suites),
+            ("sasl.login.callback.handler.class", &self.sasl_login_callback_handler_class),
+            ("sasl.oauthbearer.token.endpoint.url", &self.sasl_oauthbearer_token_endpoint_url),
+            ("sasl.oauthbearer.scope.claim.name", &self.sasl_oauthbearer_scope_claim_name),
+            ("sasl.oauthbearer.sub.claim.name", &self.sasl_oauthbearer_sub_claim_name),
+            ("sasl.oauthbearer.header.urlencode", &self.sasl_oauthbearer_header_urlencode),
+            ("sasl.login.refresh.window.factor", &self.sasl_login_refresh_window_factor),
+            ("sasl.login.refresh.window.jitter", &self.sasl_login_refresh_window_jitter),
+            ("sasl.login.refresh.min.period.seconds", &self.sasl_login_refresh_min_period_seconds),
+            ("sasl.login.refresh.buffer.seconds", &self.sasl_login_refresh_buffer_seconds),
+            ("sasl.login.connect.timeout.ms", &self.sasl_login_connect_timeout_ms),
+            ("sasl.login.read.timeout.ms", &self.sasl_login_read_timeout_ms),
+            ("sasl.login.retry.backoff.ms", &self.sasl_login_retry_backoff_ms),
+            ("sasl.login.retry.backoff.max.ms", &self.sasl_login_retry_backoff_max_ms),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))

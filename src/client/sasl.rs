@@ -102,6 +102,10 @@ pub async fn authenticate<T: SaslTransport>(conn: &mut T, creds: &SaslCredential
             let server_final = round_trip(conn, client_final.into_bytes(), &fail).await?;
             scram.check_server_final(&server_final).map_err(|m| fail(SASL_AUTHENTICATION_FAILED, m))
         }
+        SaslMechanism::OAuthBearer => match &creds.oauth {
+            Some(login) => crate::client::oauth::authenticate(conn, login).await,
+            None => Err(fail(SASL_AUTHENTICATION_FAILED, "OAUTHBEARER without a token source".into())),
+        },
     }
 }
 
@@ -231,6 +235,7 @@ mod tests {
             mechanism: SaslMechanism::ScramSha256,
             username: "user".into(),
             password: Secret::new("pencil"),
+            oauth: None,
         };
         let mut s = Scram::with_nonce(&creds, "rOprNGfwEbeRWgbNEkqO".into());
         assert_eq!(s.client_first(), "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
@@ -249,6 +254,7 @@ mod tests {
             mechanism: SaslMechanism::ScramSha512,
             username: "a,b=c".into(),
             password: Secret::new("p"),
+            oauth: None,
         };
         let mut s = Scram::with_nonce(&creds, "abc".into());
         assert_eq!(s.client_first(), "n,,n=a=2Cb=3Dc,r=abc");

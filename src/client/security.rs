@@ -79,6 +79,8 @@ pub enum SaslMechanism {
     ScramSha256,
     /// RFC 5802 with SHA-512.
     ScramSha512,
+    /// RFC 7628 with a client-credentials token ([`crate::client::oauth`]).
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -88,6 +90,7 @@ impl SaslMechanism {
             "PLAIN" => Some(Self::Plain),
             "SCRAM-SHA-256" => Some(Self::ScramSha256),
             "SCRAM-SHA-512" => Some(Self::ScramSha512),
+            "OAUTHBEARER" => Some(Self::OAuthBearer),
             _ => None,
         }
     }
@@ -98,6 +101,7 @@ impl SaslMechanism {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -131,8 +135,10 @@ pub struct SaslCredentials {
     pub mechanism: SaslMechanism,
     /// User name (shown in logs).
     pub username: String,
-    /// Password (never shown).
+    /// Password (never shown; empty for OAUTHBEARER).
     pub password: Secret,
+    /// OAUTHBEARER's token source, shared by the owner's connections (`None` otherwise).
+    pub oauth: Option<Arc<crate::client::oauth::OAuthBearerLogin>>,
 }
 
 /// Why security settings cannot be used. Messages name the setting and never contain a
@@ -214,6 +220,20 @@ pub const SECURITY_KEYS: &[&str] = &[
     "ssl.keystore.certificate.chain",
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
+    // OAUTHBEARER (crate::client::oauth::OAUTH_KEYS).
+    "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.header.urlencode",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+    "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.ms",
+    "sasl.login.retry.backoff.max.ms",
 ];
 
 impl ClientSecurity {
@@ -282,6 +302,16 @@ impl ClientSecurity {
     /// malformed `sasl.jaas.config`, an unreadable or unusable store or PEM, a JKS store (with
     /// the `keytool` command that converts it), a wrong store password.
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, SecurityError> {
+        Self::from_properties_for("", props)
+    }
+
+    /// [`ClientSecurity::from_properties`] for `owner` (e.g. `mirror:<name>`): an OAUTHBEARER
+    /// token is shared by the connections of one owner only
+    /// ([`crate::client::oauth::OAuthBearerLogin::shared`]).
+    ///
+    /// # Errors
+    /// As [`ClientSecurity::from_properties`].
+    pub fn from_properties_for(owner: &str, props: &BTreeMap<String, String>) -> Result<Self, SecurityError> {
         let get = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.trim().is_empty());
         let protocol = match get("security.protocol") {
             None => SecurityProtocol::Plaintext,
@@ -300,14 +330,20 @@ impl ClientSecurity {
                 sec_err(
                     "sasl.mechanism",
                     format!(
-                        "`{m}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not)"
+                        "`{m}` is not supported; use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (Kafka's default GSSAPI is not)"
                     ),
                 )
             })?;
             let jaas = get("sasl.jaas.config")
                 .ok_or_else(|| sec_err("sasl.jaas.config", format!("is required with {}", security_name(protocol))))?;
-            let (username, password) = parse_jaas(jaas, mechanism)?;
-            Some(SaslCredentials { mechanism, username, password })
+            if mechanism == SaslMechanism::OAuthBearer {
+                let login = crate::client::oauth::OAuthBearerLogin::shared(owner, props)?;
+                let username = login.settings().client_id.clone();
+                Some(SaslCredentials { mechanism, username, password: Secret::new(""), oauth: Some(login) })
+            } else {
+                let (username, password) = parse_jaas(jaas, mechanism)?;
+                Some(SaslCredentials { mechanism, username, password, oauth: None })
+            }
         } else {
             None
         };
@@ -317,6 +353,13 @@ impl ClientSecurity {
         if protocol.uses_sasl() {
             for k in ["sasl.mechanism", "sasl.jaas.config"] {
                 material.push_str(&format!("{k}={}\n", get(k).unwrap_or_default()));
+            }
+            if let Some(login) = sasl.as_ref().and_then(|s| s.oauth.as_ref()) {
+                for k in crate::client::oauth::OAUTH_KEYS {
+                    material.push_str(&format!("{k}={}\n", get(k).unwrap_or_default()));
+                }
+                // One owner's settings differ from another's: each keeps its own token.
+                material.push_str(&format!("oauth={:p}\n", Arc::as_ptr(login)));
             }
         }
         if protocol.uses_tls() {
@@ -388,6 +431,39 @@ fn fingerprint(material: &str) -> String {
 /// [`SecurityError`] on `sasl.jaas.config` saying what is wrong; never echoes a value.
 pub fn parse_jaas(text: &str, mechanism: SaslMechanism) -> Result<(String, Secret), SecurityError> {
     let bad = |reason: String| sec_err("sasl.jaas.config", reason);
+    let (module, mut options) = jaas_options(text)?;
+    let short = module.rsplit('.').next().unwrap_or(&module);
+    let fits = match mechanism {
+        SaslMechanism::Plain => short == "PlainLoginModule",
+        SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => short == "ScramLoginModule",
+        SaslMechanism::OAuthBearer => short == "OAuthBearerLoginModule",
+    };
+    if !fits {
+        let want = match mechanism {
+            SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
+            SaslMechanism::OAuthBearer => "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+            _ => "org.apache.kafka.common.security.scram.ScramLoginModule",
+        };
+        return Err(bad(format!(
+            "login module `{module}` does not fit sasl.mechanism {}; use {want}",
+            mechanism.name()
+        )));
+    }
+    let username = options.remove("username").ok_or_else(|| bad("option `username` is missing".into()))?;
+    let password = options.remove("password").ok_or_else(|| bad("option `password` is missing".into()))?;
+    if username.is_empty() {
+        return Err(bad("option `username` is empty".into()));
+    }
+    Ok((username, Secret::new(password)))
+}
+
+/// Splits a client `sasl.jaas.config` (Java's JAAS syntax, one login module) into the
+/// login module class and its options.
+///
+/// # Errors
+/// [`SecurityError`] on `sasl.jaas.config` saying what is wrong; never echoes a value.
+pub fn jaas_options(text: &str) -> Result<(String, BTreeMap<String, String>), SecurityError> {
+    let bad = |reason: String| sec_err("sasl.jaas.config", reason);
     let tokens = jaas_tokens(text).map_err(bad)?;
     let mut it = tokens.iter().peekable();
     let module = match it.next() {
@@ -421,27 +497,7 @@ pub fn parse_jaas(text: &str, mechanism: SaslMechanism) -> Result<(String, Secre
     if it.next().is_some() {
         return Err(bad("more than one login module; a client uses exactly one".into()));
     }
-    let short = module.rsplit('.').next().unwrap_or(&module);
-    let fits = match mechanism {
-        SaslMechanism::Plain => short == "PlainLoginModule",
-        SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => short == "ScramLoginModule",
-    };
-    if !fits {
-        let want = match mechanism {
-            SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
-            _ => "org.apache.kafka.common.security.scram.ScramLoginModule",
-        };
-        return Err(bad(format!(
-            "login module `{module}` does not fit sasl.mechanism {}; use {want}",
-            mechanism.name()
-        )));
-    }
-    let username = options.remove("username").ok_or_else(|| bad("option `username` is missing".into()))?;
-    let password = options.remove("password").ok_or_else(|| bad("option `password` is missing".into()))?;
-    if username.is_empty() {
-        return Err(bad("option `username` is empty".into()));
-    }
-    Ok((username, Secret::new(password)))
+    Ok((module, options))
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -249,7 +249,7 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey {
         name: "sasl.mechanism",
         default: Some("PLAIN"),
-        kind: ConfigType::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+        kind: ConfigType::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]),
         sensitive: false,
         doc: "SASL mechanism towards the source.",
     },
@@ -259,6 +259,97 @@ pub const KEYS: &[ConfigKey] = &[
         kind: ConfigType::String,
         sensitive: true,
         doc: "JAAS line with the source credentials, Java syntax: PlainLoginModule or ScramLoginModule with username and password (secret).",
+    },
+    ConfigKey {
+        name: "sasl.login.callback.handler.class",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (either package) or unset; any other handler is refused.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.token.endpoint.url",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: the OAuth token endpoint (http or https) of the client-credentials grant; required with OAUTHBEARER.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.scope.claim.name",
+        default: Some("scope"),
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: the token claim holding its scopes.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.sub.claim.name",
+        default: Some("sub"),
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: the token claim holding its principal.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.header.urlencode",
+        default: Some("false"),
+        kind: ConfigType::Choice(&["true", "false"]),
+        sensitive: false,
+        doc: "OAUTHBEARER: URL-encode clientId and clientSecret in the token request's Basic authorization.",
+    },
+    ConfigKey {
+        name: "sasl.login.refresh.window.factor",
+        default: Some("0.8"),
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: refresh the token after this fraction of its lifetime, 0.5 to 1.0.",
+    },
+    ConfigKey {
+        name: "sasl.login.refresh.window.jitter",
+        default: Some("0.05"),
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER: random fraction of the lifetime added to the refresh time, 0 to 0.25.",
+    },
+    ConfigKey {
+        name: "sasl.login.refresh.min.period.seconds",
+        default: Some("60"),
+        kind: ConfigType::Long { min: 0, max: 900 },
+        sensitive: false,
+        doc: "OAUTHBEARER: least time between two token refreshes, seconds.",
+    },
+    ConfigKey {
+        name: "sasl.login.refresh.buffer.seconds",
+        default: Some("300"),
+        kind: ConfigType::Long { min: 0, max: 3600 },
+        sensitive: false,
+        doc: "OAUTHBEARER: refresh at least this long before the token expires, seconds.",
+    },
+    ConfigKey {
+        name: "sasl.login.connect.timeout.ms",
+        default: None,
+        kind: ConfigType::Long { min: 0, max: I32 },
+        sensitive: false,
+        doc: "OAUTHBEARER: connect timeout towards the token endpoint, ms (unset: 10000).",
+    },
+    ConfigKey {
+        name: "sasl.login.read.timeout.ms",
+        default: None,
+        kind: ConfigType::Long { min: 0, max: I32 },
+        sensitive: false,
+        doc: "OAUTHBEARER: read timeout towards the token endpoint, ms (unset: 30000).",
+    },
+    ConfigKey {
+        name: "sasl.login.retry.backoff.ms",
+        default: Some("100"),
+        kind: ConfigType::Long { min: 0, max: I32 },
+        sensitive: false,
+        doc: "OAUTHBEARER: first wait before retrying a failed token request, doubling per attempt, ms.",
+    },
+    ConfigKey {
+        name: "sasl.login.retry.backoff.max.ms",
+        default: Some("10000"),
+        kind: ConfigType::Long { min: 0, max: I32 },
+        sensitive: false,
+        doc: "OAUTHBEARER: window in which one token request is retried, ms.",
     },
     ConfigKey {
         name: "ssl.truststore.type",
@@ -501,7 +592,7 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
     }
     // TLS and SASL settings are checked by building them (stores read, JAAS parsed): a
     // mirror that cannot connect securely is refused at once, naming the key.
-    source_security(configs).map_err(|e| ConfigValueError::Invalid { key: e.key, reason: e.reason })?;
+    source_security("", configs).map_err(|e| ConfigValueError::Invalid { key: e.key, reason: e.reason })?;
     Ok(())
 }
 
@@ -527,16 +618,19 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
 const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 type SecurityCache = std::sync::Mutex<
-    std::collections::HashMap<BTreeMap<String, String>, (std::time::Instant, crate::client::ClientSecurity)>,
+    std::collections::HashMap<(String, BTreeMap<String, String>), (std::time::Instant, crate::client::ClientSecurity)>,
 >;
 
-/// The TLS and SASL settings towards the source of a mirror with `configs` (effective
-/// values of `security.protocol`, `sasl.*`, `ssl.*`). The same settings give the same result
-/// for [`SECURITY_CACHE_TTL`] (60 s) once built: store files are re-read after that.
+/// The TLS and SASL settings towards the source of mirror `mirror` with `configs` (effective
+/// values of `security.protocol`, `sasl.*`, `ssl.*`). The same mirror and settings give the
+/// same result for [`SECURITY_CACHE_TTL`] (60 s) once built: store files are re-read after
+/// that. An OAUTHBEARER token is the mirror's own, shared by its connections, never by
+/// another mirror's.
 ///
 /// # Errors
 /// [`crate::client::SecurityError`] naming the key that cannot be used.
 pub fn source_security(
+    mirror: &str,
     configs: &BTreeMap<String, String>,
 ) -> Result<crate::client::ClientSecurity, crate::client::SecurityError> {
     static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
@@ -544,21 +638,23 @@ pub fn source_security(
         .iter()
         .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
         .collect();
+    let owner = format!("mirror:{mirror}");
+    let key = (owner.clone(), props);
     let cache = CACHE.get_or_init(Default::default);
     {
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < SECURITY_CACHE_TTL);
-        if let Some((_, built)) = c.get(&props) {
+        if let Some((_, built)) = c.get(&key) {
             return Ok(built.clone());
         }
     }
     // Only usable settings are kept: a fixed store file is seen at the next call.
-    let built = crate::client::ClientSecurity::from_properties(&props)?;
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(props, (std::time::Instant::now(), built.clone()));
+    let built = crate::client::ClientSecurity::from_properties_for(&owner, &key.1)?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (std::time::Instant::now(), built.clone()));
     Ok(built)
 }
 
-/// Options of a client towards the source cluster of a mirror with `configs` (keys or their
+/// Options of a client towards the source cluster of mirror `mirror` with `configs` (keys or their
 /// aliases): `bootstrap.servers`, `client.id`, `request.timeout.ms`,
 /// `socket.connection.setup.timeout.ms` and `.max.ms`, `reconnect.backoff.ms`,
 /// `connections.max.idle.ms` (-1 = never), `socket.timeout.ms` and
@@ -567,9 +663,9 @@ pub fn source_security(
 /// connect fails naming them, never a plaintext one). `None` when `bootstrap.servers` is
 /// missing. Registers the security for the bootstrap list
 /// ([`crate::client::security::register_for`]).
-pub fn source_options(configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
+pub fn source_options(mirror: &str, configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
     let bootstrap: Vec<String> = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
-    let security = source_security(configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+    let security = source_security(mirror, configs).unwrap_or_else(crate::client::ClientSecurity::broken);
     crate::client::security::register_for(&bootstrap, &security);
     let long = |k: &str| effective(configs, k).and_then(|v| v.trim().parse::<i64>().ok());
     let ms = |k: &str| long(k).and_then(|v| u64::try_from(v).ok()).map(std::time::Duration::from_millis);
@@ -629,16 +725,19 @@ mod tests {
 
     #[test]
     fn source_client_options_apply_every_socket_config() {
-        let o = source_options(&map(&[
-            ("bootstrap.servers", "a:1"),
-            ("socket.connection.setup.timeout.ms", "100"),
-            ("socket.connection.setup.timeout.max.ms", "800"),
-            ("reconnect.backoff.ms", "70"),
-            ("connections.max.idle.ms", "5000"),
-            ("socket.timeout.ms", "9000"),
-            ("socket.send.buffer.bytes", "131072"),
-            ("socket.receive.buffer.bytes", "-1"),
-        ]))
+        let o = source_options(
+            "m",
+            &map(&[
+                ("bootstrap.servers", "a:1"),
+                ("socket.connection.setup.timeout.ms", "100"),
+                ("socket.connection.setup.timeout.max.ms", "800"),
+                ("reconnect.backoff.ms", "70"),
+                ("connections.max.idle.ms", "5000"),
+                ("socket.timeout.ms", "9000"),
+                ("socket.send.buffer.bytes", "131072"),
+                ("socket.receive.buffer.bytes", "-1"),
+            ]),
+        )
         .unwrap();
         let ms = std::time::Duration::from_millis;
         assert_eq!((o.connect_timeout, o.connect_timeout_max, o.reconnect_backoff), (ms(100), ms(800), ms(70)));
@@ -646,11 +745,12 @@ mod tests {
         assert_eq!(o.socket.read_timeout, Some(ms(9000)));
         assert_eq!((o.socket.send_buffer_bytes, o.socket.receive_buffer_bytes), (Some(131072), None));
         // Defaults: Kafka's timeouts, OS buffers, idle connections closed after 10 minutes.
-        let d = source_options(&map(&[("bootstrap.servers", "a:1")])).unwrap();
+        let d = source_options("m", &map(&[("bootstrap.servers", "a:1")])).unwrap();
         assert_eq!((d.connect_timeout, d.connect_timeout_max, d.reconnect_backoff), (ms(10_000), ms(30_000), ms(50)));
         assert_eq!((d.connections_max_idle, d.socket.read_timeout), (Some(ms(600_000)), Some(ms(30_000))));
         assert_eq!((d.socket.send_buffer_bytes, d.socket.receive_buffer_bytes), (None, None));
-        let never = source_options(&map(&[("bootstrap.servers", "a:1"), ("connections.max.idle.ms", "-1")])).unwrap();
+        let never =
+            source_options("m", &map(&[("bootstrap.servers", "a:1"), ("connections.max.idle.ms", "-1")])).unwrap();
         assert_eq!(never.connections_max_idle, None);
     }
 
@@ -674,7 +774,7 @@ mod tests {
             ("replica.socket.receive.buffer.bytes", "65536"),
             ("replica.socket.timeout.ms", "4000"),
         ]);
-        let o = source_options(&sock).unwrap();
+        let o = source_options("m", &sock).unwrap();
         assert_eq!(o.socket.receive_buffer_bytes, Some(65536));
         assert_eq!(o.socket.read_timeout, Some(std::time::Duration::from_millis(4000)));
     }

@@ -588,7 +588,7 @@ impl ControlPlane {
         let Ok((Some(destination_id), _)) = self.destination.topics().await else {
             return Ok(());
         };
-        let Some(source) = configs::source_options(&def.configs) else { return Ok(()) };
+        let Some(source) = configs::source_options(&def.name, &def.configs) else { return Ok(()) };
         let names: Vec<String> = matched.iter().map(|t| t.name.clone()).collect();
         match super::loops::loops_through_source(source, &[], &destination_id, &names).await {
             Ok(loops) if !loops.is_empty() => {
@@ -623,7 +623,8 @@ impl ControlPlane {
                 .map(std::time::Duration::from_millis)
                 .unwrap_or(d)
         };
-        let security = configs::source_security(&def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+        let security =
+            configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
         ClusterAccess {
             bootstrap: super::topics::Bootstrap::secured(bootstrap, security),
             connect_timeout: ms("socket.connection.setup.timeout.ms", self.source_timeouts.0),

@@ -404,8 +404,14 @@ impl ClientIdentity {
         let Ok(start) = header::response_header_len(frame, hv) else { return };
         let Ok(resp) = SaslAuthenticateResponse::decode(&mut frame.slice(start..), api_version) else { return };
         let mut s = self.lock();
-        if resp.error_code != 0 {
-            crate::telemetry::metrics::client_authentication(false);
+        // An OAUTHBEARER refusal comes as error 0 with a JSON error challenge; the client's
+        // `\x01` then gets SASL_AUTHENTICATION_FAILED (RFC 7628 §3.2.2, Kafka's
+        // `OAuthBearerSaslServer`). The token's `sub` is not trusted on such an answer.
+        let challenge = s.mechanism.as_deref() == Some("OAUTHBEARER") && !resp.auth_bytes.is_empty();
+        if resp.error_code != 0 || challenge {
+            if !challenge {
+                crate::telemetry::metrics::client_authentication(false);
+            }
             s.claimed = None;
             s.rounds_ok = 0;
             return;
@@ -518,5 +524,46 @@ mod tests {
         let msg = format!("n,,\u{1}auth=Bearer eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
         assert_eq!(claimed_user("OAUTHBEARER", msg.as_bytes()).as_deref(), Some("svc-1"));
         assert_eq!(claimed_user("GSSAPI", b"x"), None);
+    }
+
+    /// A frame of `msg` after a request header v2 (SaslHandshake/SaslAuthenticate v1) or a
+    /// response header v0.
+    fn frame<T: kafka_protocol::protocol::Encodable>(msg: &T, request: Option<i16>) -> Bytes {
+        use kafka_protocol::protocol::Encodable as _;
+        let mut b = bytes::BytesMut::new();
+        match request {
+            Some(key) => kafka_protocol::messages::RequestHeader::default()
+                .with_request_api_key(key)
+                .with_request_api_version(1)
+                .encode(&mut b, 1)
+                .unwrap(),
+            None => kafka_protocol::messages::ResponseHeader::default().encode(&mut b, 0).unwrap(),
+        }
+        msg.encode(&mut b, 1).unwrap();
+        b.freeze()
+    }
+
+    /// A token the broker refuses is answered with error 0 and a JSON error challenge
+    /// (Kafka's `OAuthBearerSaslServer`); its `sub` must not become the principal, or a
+    /// client could send a mirror RPC in place of the `\x01` and be taken for `sub`.
+    #[test]
+    fn an_oauthbearer_error_challenge_does_not_authenticate() {
+        use kafka_protocol::messages::SaslAuthenticateResponse as Resp;
+        let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), None);
+        let prefix = |key: i16| RequestPrefix { api_key: key, api_version: 1, correlation_id: 1 };
+        let hs = SaslHandshakeRequest::default().with_mechanism("OAUTHBEARER".into());
+        id.on_request(&prefix(17), &frame(&hs, Some(17)));
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"admin","exp":1}"#);
+        let first = format!("n,,\u{1}auth=Bearer eyJhbGciOiJub25lIn0.{payload}.forged\u{1}\u{1}");
+        let auth = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(first));
+        id.on_request(&prefix(36), &frame(&auth, Some(36)));
+        let challenge = Resp::default().with_auth_bytes(Bytes::from_static(br#"{"status":"invalid_token"}"#));
+        id.on_authenticate_response(&frame(&challenge, None), 1);
+        assert_eq!(id.principal(), ANONYMOUS);
+        // The same token accepted (empty server answer) is trusted.
+        id.on_request(&prefix(17), &frame(&hs, Some(17)));
+        id.on_request(&prefix(36), &frame(&auth, Some(36)));
+        id.on_authenticate_response(&frame(&Resp::default(), None), 1);
+        assert_eq!(id.principal(), "User:admin");
     }
 }

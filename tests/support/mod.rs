@@ -6,6 +6,8 @@
 //! silently. Clusters are killed by the script's watchdog when the test binary exits.
 #![allow(dead_code)]
 
+pub mod oauth;
+
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -78,14 +80,38 @@ pub fn secure_cluster_with(
     users: &[&str],
     props: &[&str],
 ) -> Arc<Cluster> {
+    secure_cluster_env(name, protocol, client_auth, users, props, &[])
+}
+
+/// [`secure_cluster_with`] with extra environment for `scripts/kafka.sh` (e.g.
+/// `MIRRORGATE_KAFKA_JAVA_OPTS` with a JVM system property the brokers need).
+pub fn secure_cluster_env(
+    name: &str,
+    protocol: &str,
+    client_auth: &str,
+    users: &[&str],
+    props: &[&str],
+    env: &[(&str, &str)],
+) -> Arc<Cluster> {
     let mut flags = vec!["--secure", protocol, "--client-auth", client_auth];
     for u in users {
         flags.extend(["--user", u]);
     }
-    start_cluster(name, 1, "4.1.1", &flags, props)
+    start_cluster_env(name, 1, "4.1.1", &flags, props, env)
 }
 
 fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &[&str]) -> Arc<Cluster> {
+    start_cluster_env(name, nodes, version, flags, props, &[])
+}
+
+fn start_cluster_env(
+    name: &str,
+    nodes: u32,
+    version: &str,
+    flags: &[&str],
+    props: &[&str],
+    env: &[(&str, &str)],
+) -> Arc<Cluster> {
     let map = CLUSTERS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = map.get(name) {
@@ -99,6 +125,7 @@ fn start_cluster(name: &str, nodes: u32, version: &str, flags: &[&str], props: &
     for p in props {
         cmd.args(["--prop", p]);
     }
+    cmd.envs(env.iter().copied());
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run scripts/kafka.sh: {e}"));
     if !out.status.success() {
         panic!(

@@ -216,7 +216,7 @@ impl CommandConfig {
                 k => {
                     return Err(PropsError::at(
                         p.line,
-                        format!("unsupported key '{k}' (supported: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, ssl.keystore.*, ssl.key.password, ssl.endpoint.identification.algorithm, client.id, mirror.api.key.<rpc>)"),
+                        format!("unsupported key '{k}' (supported: security.protocol, sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.*, sasl.login.*, ssl.truststore.*, ssl.keystore.*, ssl.key.password, ssl.endpoint.identification.algorithm, client.id, mirror.api.key.<rpc>)"),
                     ))
                 }
             }

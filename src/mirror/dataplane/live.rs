@@ -152,7 +152,7 @@ pub async fn run(control: Arc<ControlPlane>, dest: ClusterOptions, shutdown: Can
         let mut reads = tokio::task::JoinSet::new();
         for (mirror, parts) in per_mirror {
             let Some(def) = state.mirrors.get(&mirror) else { continue };
-            let Some(opts) = configs::source_options(&def.configs) else { continue };
+            let Some(opts) = configs::source_options(&def.name, &def.configs) else { continue };
             let Some(dest) = dest_client.clone() else {
                 fail_all(&control, &parts, "cannot reach the destination cluster");
                 continue;

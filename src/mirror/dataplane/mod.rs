@@ -80,7 +80,7 @@ pub struct DataPlane {
 fn data_plane_settings(def: &MirrorDefinition) -> String {
     format!(
         "{:?} {:?} {}",
-        configs::source_options(&def.configs),
+        configs::source_options(&def.name, &def.configs),
         fetch_settings(def),
         long(def, "mirror.fill.max.gap", FILL_MAX_GAP)
     )
@@ -135,7 +135,7 @@ impl DataPlane {
         if self.refused.contains(&def.name) {
             return None;
         }
-        let opts = configs::source_options(&def.configs)?;
+        let opts = configs::source_options(&def.name, &def.configs)?;
         match ClusterClient::connect(opts).await {
             Ok(c) => {
                 // Never copy from another cluster than the one the mirror started on (KIP-1279
@@ -366,7 +366,8 @@ impl DataPlane {
                 .map(String::from)
                 .collect();
         // This mirror's own TLS/SASL settings (never another mirror's of the same source).
-        let security = configs::source_security(&def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
+        let security =
+            configs::source_security(&def.name, &def.configs).unwrap_or_else(crate::client::ClientSecurity::broken);
         let access = super::topics::ClusterAccess {
             bootstrap: super::topics::Bootstrap::secured(addrs, security),
             connect_timeout: Duration::from_secs(10),

@@ -242,7 +242,7 @@ impl MetadataSync {
     }
 
     async fn source(&mut self, def: &MirrorDefinition) -> Result<ClusterClient, ClusterError> {
-        let Some(mut opts) = configs::source_options(&def.configs) else {
+        let Some(mut opts) = configs::source_options(&def.name, &def.configs) else {
             return Err(ClusterError::InvalidArgument("the mirror has no bootstrap.servers".into()));
         };
         opts.max_attempts = opts.max_attempts.min(3);

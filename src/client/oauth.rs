@@ -1,0 +1,804 @@
+//! SASL/OAUTHBEARER (RFC 7628, KIP-255, KIP-768) towards a broker: an access token from an
+//! OAuth 2 token endpoint with the client-credentials grant (RFC 6749 §4.4), cached and
+//! refreshed before it expires, sent in the GS2 initial response.
+//!
+//! Behaviour follows Kafka's Java client:
+//! - `HttpAccessTokenRetriever`: POST `grant_type=client_credentials[&scope=...]` as
+//!   `application/x-www-form-urlencoded`, HTTP Basic `clientId:clientSecret` (each URL-encoded
+//!   first when `sasl.oauthbearer.header.urlencode=true`, RFC 6749 §2.3.1; Kafka's default is
+//!   false), `Accept: application/json`, `Cache-Control: no-cache`; 200 and 201 carry the
+//!   token in `access_token`; 400, 401, 402, 403, 404, 405, 406, 407, 409, 410, 411, 412, 413,
+//!   414, 415, 501 and 505 are not retried, anything else is retried with a backoff from
+//!   `sasl.login.retry.backoff.ms` doubling per attempt within `sasl.login.retry.backoff.max.ms`
+//!   (Kafka's `Retry`); an error body is shown as RFC 6749 §5.2 `{error - error_description}`.
+//! - `LoginAccessTokenValidator`: the token is a JWT whose payload (not verified: the broker
+//!   verifies it) holds `exp` (seconds), the subject claim (`sasl.oauthbearer.sub.claim.name`,
+//!   `sub`), optionally `iat` and the scope claim (`sasl.oauthbearer.scope.claim.name`,
+//!   `scope`, a string or a list of strings).
+//! - `ExpiringCredentialRefreshingLogin`: a refresh at `sasl.login.refresh.window.factor`
+//!   (+ up to `sasl.login.refresh.window.jitter`) of the lifetime, no sooner than
+//!   `sasl.login.refresh.min.period.seconds` from now and no later than
+//!   `sasl.login.refresh.buffer.seconds` before expiry (both ignored when the lifetime left
+//!   is shorter than their sum); a failed refresh is tried again every 10 s while the current
+//!   token is kept (see [`refresh_at_ms`]).
+//! - `OAuthBearerSaslClient`: client-first `n,,\x01auth=Bearer <token>\x01\x01`; a non-empty
+//!   server answer is a JSON error challenge, answered with `\x01`, after which the broker
+//!   fails the exchange with SASL_AUTHENTICATION_FAILED and its message.
+//!
+//! One [`OAuthBearerLogin`] per owner (a mirror, the destination) and settings is shared by
+//! all that owner's connections ([`OAuthBearerLogin::shared`]); another mirror with the same
+//! settings gets its own. The client secret and tokens are [`Secret`]s: never in `Debug`,
+//! logs or error messages.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use kafka_protocol::messages::SaslAuthenticateRequest;
+
+use crate::client::conn::ClientError;
+use crate::client::sasl::{SaslTransport, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED};
+use crate::client::security::{sec_err, Secret, SecurityError};
+
+/// The OAUTHBEARER client properties mirrorgate reads (Kafka's `SaslConfigs` names).
+pub const OAUTH_KEYS: &[&str] = &[
+    "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.header.urlencode",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+    "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.ms",
+    "sasl.login.retry.backoff.max.ms",
+];
+
+/// Pause before another token request after one failed (Kafka's
+/// `ExpiringCredentialRefreshingLogin.DELAY_SECONDS_BEFORE_NEXT_RETRY_WHEN_RELOGIN_FAILS`).
+/// Connects in that time fail with the same error without asking the endpoint again.
+pub const RELOGIN_DELAY: Duration = Duration::from_secs(10);
+/// Connect timeout towards the token endpoint when `sasl.login.connect.timeout.ms` is unset
+/// (Kafka leaves it to the JVM, which never times out).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read timeout towards the token endpoint when `sasl.login.read.timeout.ms` is unset.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest token endpoint response read, bytes.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// HTTP statuses not retried (Kafka's `HttpAccessTokenRetriever.UNRETRYABLE_HTTP_CODES`).
+const UNRETRYABLE: &[u16] = &[400, 401, 402, 403, 404, 405, 406, 407, 409, 410, 411, 412, 413, 414, 415, 501, 505];
+const LOGIN_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// The `sasl.login.refresh.*` settings (Kafka's `ExpiringCredentialRefreshConfig`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RefreshConfig {
+    /// Fraction of the lifetime after which to refresh, 0.5..=1.0 (default 0.8).
+    pub window_factor: f64,
+    /// Random fraction added to it, 0..=0.25 (default 0.05).
+    pub window_jitter: f64,
+    /// Fewest seconds between a refresh and the next, 0..=900 (default 60).
+    pub min_period_seconds: u64,
+    /// Seconds before expiry by which to refresh, 0..=3600 (default 300).
+    pub buffer_seconds: u64,
+}
+
+impl Default for RefreshConfig {
+    fn default() -> Self {
+        Self { window_factor: 0.8, window_jitter: 0.05, min_period_seconds: 60, buffer_seconds: 300 }
+    }
+}
+
+/// When to refresh a token valid from `start_ms` (its `iat`, else `now_ms`) to `expire_ms`,
+/// all epoch ms; `jitter_draw` is a uniform draw in [0, 1). Kafka's
+/// `ExpiringCredentialRefreshingLogin.refreshMs`, without its "exit the refresh thread" cases:
+/// an already expired token is refreshed in [`RELOGIN_DELAY`].
+pub fn refresh_at_ms(cfg: &RefreshConfig, now_ms: i64, start_ms: Option<i64>, expire_ms: i64, jitter_draw: f64) -> i64 {
+    if now_ms > expire_ms {
+        return now_ms + RELOGIN_DELAY.as_millis() as i64;
+    }
+    let pct = cfg.window_factor + cfg.window_jitter * jitter_draw;
+    let (min_period_ms, buffer_ms) = (cfg.min_period_seconds as i64 * 1000, cfg.buffer_seconds as i64 * 1000);
+    if now_ms + min_period_ms + buffer_ms > expire_ms {
+        return now_ms + ((expire_ms - now_ms) as f64 * pct) as i64;
+    }
+    let start = start_ms.unwrap_or(now_ms);
+    let proposed = start + ((expire_ms - start) as f64 * pct) as i64;
+    let buffer_begins = expire_ms - buffer_ms;
+    if proposed > buffer_begins {
+        return buffer_begins;
+    }
+    proposed.max(now_ms + min_period_ms)
+}
+
+/// Everything needed to get tokens, from the client properties and the JAAS options.
+#[derive(Clone)]
+pub struct OAuthSettings {
+    /// `sasl.oauthbearer.token.endpoint.url` (http or https).
+    pub endpoint: reqwest::Url,
+    /// JAAS `clientId`.
+    pub client_id: String,
+    client_secret: Secret,
+    /// JAAS `scope`, sent when not blank.
+    pub scope: Option<String>,
+    /// `sasl.oauthbearer.scope.claim.name` (default `scope`).
+    pub scope_claim: String,
+    /// `sasl.oauthbearer.sub.claim.name` (default `sub`).
+    pub sub_claim: String,
+    /// `sasl.oauthbearer.header.urlencode` (default false).
+    pub urlencode_header: bool,
+    /// `sasl.login.refresh.*`.
+    pub refresh: RefreshConfig,
+    /// `sasl.login.connect.timeout.ms` (else [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Duration,
+    /// `sasl.login.read.timeout.ms` (else [`DEFAULT_READ_TIMEOUT`]).
+    pub read_timeout: Duration,
+    /// `sasl.login.retry.backoff.ms` (default 100 ms).
+    pub retry_backoff: Duration,
+    /// `sasl.login.retry.backoff.max.ms` (default 10000 ms): the window in which one token
+    /// request is retried.
+    pub retry_backoff_max: Duration,
+    /// TLS towards an https endpoint: the JAAS options' `ssl.*` (Kafka's
+    /// `JaasOptionsUtils.createSSLSocketFactory`), else the system's roots.
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for OAuthSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSettings")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("client_id", &self.client_id)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuthSettings {
+    /// Reads the OAUTHBEARER settings from Java client properties (`props`, the
+    /// [`OAUTH_KEYS`] and `sasl.jaas.config` with
+    /// `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
+    /// clientId="..." clientSecret="..." [scope="..."];`).
+    ///
+    /// # Errors
+    /// [`SecurityError`] naming the property: a missing or non-http(s) endpoint URL, a JAAS
+    /// line without `clientId`/`clientSecret` or with another login module, a value out of
+    /// Kafka's range, an unknown login callback handler. Never echoes the secret.
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, SecurityError> {
+        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let Some(h) = get("sasl.login.callback.handler.class") {
+            if h.rsplit('.').next() != Some("OAuthBearerLoginCallbackHandler") {
+                return Err(sec_err(
+                    "sasl.login.callback.handler.class",
+                    format!("`{h}` is not supported; use org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler or leave it unset"),
+                ));
+            }
+        }
+        let url_text = get("sasl.oauthbearer.token.endpoint.url").ok_or_else(|| {
+            sec_err(
+                "sasl.oauthbearer.token.endpoint.url",
+                "is required with sasl.mechanism OAUTHBEARER (the OAuth token endpoint of the client-credentials grant)",
+            )
+        })?;
+        let endpoint = reqwest::Url::parse(url_text)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| sec_err("sasl.oauthbearer.token.endpoint.url", "is not an http:// or https:// URL"))?;
+        let jaas = get("sasl.jaas.config").ok_or_else(|| {
+            sec_err(
+                "sasl.jaas.config",
+                format!(
+                    "is required with OAUTHBEARER: `{LOGIN_MODULE} required clientId=\"...\" clientSecret=\"...\";`"
+                ),
+            )
+        })?;
+        let (module, mut options) = crate::client::security::jaas_options(jaas)?;
+        if module.rsplit('.').next() != Some("OAuthBearerLoginModule") {
+            return Err(sec_err(
+                "sasl.jaas.config",
+                format!("login module `{module}` does not fit sasl.mechanism OAUTHBEARER; use {LOGIN_MODULE}"),
+            ));
+        }
+        let jaas_err = |reason: &str| sec_err("sasl.jaas.config", reason.to_string());
+        let client_id = options.remove("clientId").filter(|v| !v.trim().is_empty());
+        let client_id = client_id.ok_or_else(|| jaas_err("option `clientId` is missing or empty"))?.trim().to_string();
+        let secret = options.remove("clientSecret").filter(|v| !v.trim().is_empty());
+        let client_secret =
+            Secret::new(secret.ok_or_else(|| jaas_err("option `clientSecret` is missing or empty"))?.trim());
+        let scope = options.remove("scope").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        let tls = if endpoint.scheme() == "https" {
+            let ssl = |k: &str| options.get(k).map(String::as_str);
+            Some(Arc::new(crate::client::tls::client_config(&ssl).map_err(|e| {
+                sec_err(
+                    "sasl.jaas.config",
+                    format!("TLS towards the token endpoint (JAAS option {}): {}", e.key, e.reason),
+                )
+            })?))
+        } else {
+            None
+        };
+        let num = |k: &str, lo: f64, hi: f64, default: f64| -> Result<f64, SecurityError> {
+            match get(k) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| (lo..=hi).contains(x))
+                    .ok_or_else(|| sec_err(k, format!("`{v}` is not a number in [{lo}, {hi}]"))),
+            }
+        };
+        let refresh = RefreshConfig {
+            window_factor: num("sasl.login.refresh.window.factor", 0.5, 1.0, 0.8)?,
+            window_jitter: num("sasl.login.refresh.window.jitter", 0.0, 0.25, 0.05)?,
+            min_period_seconds: num("sasl.login.refresh.min.period.seconds", 0.0, 900.0, 60.0)? as u64,
+            buffer_seconds: num("sasl.login.refresh.buffer.seconds", 0.0, 3600.0, 300.0)? as u64,
+        };
+        let ms = |k: &str, default: Duration| -> Result<Duration, SecurityError> {
+            Ok(match get(k) {
+                None => default,
+                Some(_) => Duration::from_millis(num(k, 0.0, i32::MAX as f64, 0.0)? as u64),
+            })
+        };
+        let retry_backoff = ms("sasl.login.retry.backoff.ms", Duration::from_millis(100))?;
+        let retry_backoff_max = ms("sasl.login.retry.backoff.max.ms", Duration::from_millis(10_000))?;
+        if retry_backoff_max < retry_backoff {
+            return Err(sec_err("sasl.login.retry.backoff.max.ms", "is below sasl.login.retry.backoff.ms"));
+        }
+        let urlencode_header = match get("sasl.oauthbearer.header.urlencode").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return Err(sec_err("sasl.oauthbearer.header.urlencode", "is not true or false")),
+        };
+        let claim = |k: &str, d: &str| get(k).unwrap_or(d).to_string();
+        Ok(Self {
+            endpoint,
+            client_id,
+            client_secret,
+            scope,
+            scope_claim: claim("sasl.oauthbearer.scope.claim.name", "scope"),
+            sub_claim: claim("sasl.oauthbearer.sub.claim.name", "sub"),
+            urlencode_header,
+            refresh,
+            connect_timeout: ms("sasl.login.connect.timeout.ms", DEFAULT_CONNECT_TIMEOUT)?,
+            read_timeout: ms("sasl.login.read.timeout.ms", DEFAULT_READ_TIMEOUT)?,
+            retry_backoff,
+            retry_backoff_max,
+            tls,
+        })
+    }
+
+    /// `Authorization: Basic ...` of the token request (Kafka's `formatAuthorizationHeader`).
+    fn authorization(&self) -> Secret {
+        let enc = |s: &str| {
+            if self.urlencode_header {
+                url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
+            } else {
+                s.to_string()
+            }
+        };
+        Secret::new(format!(
+            "Basic {}",
+            B64.encode(format!("{}:{}", enc(&self.client_id), enc(self.client_secret.expose())))
+        ))
+    }
+
+    /// The form body (Kafka's `formatRequestBody`).
+    fn body(&self) -> String {
+        let mut body = "grant_type=client_credentials".to_string();
+        if let Some(scope) = &self.scope {
+            body.push_str("&scope=");
+            body.extend(url::form_urlencoded::byte_serialize(scope.as_bytes()));
+        }
+        body
+    }
+}
+
+/// An access token with what its JWT payload says (`Debug` hides the token).
+#[derive(Clone, Debug)]
+pub struct AccessToken {
+    value: Secret,
+    /// The subject claim.
+    pub principal: String,
+    /// `iat`, epoch ms.
+    pub issued_at_ms: Option<i64>,
+    /// `exp`, epoch ms.
+    pub expires_at_ms: i64,
+}
+
+impl AccessToken {
+    /// Reads the JWT `token` without verifying its signature (Kafka's
+    /// `LoginAccessTokenValidator`: the broker verifies it).
+    ///
+    /// # Errors
+    /// What is wrong with the token (never the token itself).
+    pub fn parse(token: &str, sub_claim: &str, scope_claim: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = token.trim().split('.').collect();
+        if parts.len() != 3 || parts.iter().take(2).any(|p| p.is_empty()) {
+            return Err(format!(
+                "the access token is not a JWT (expected 3 dot-separated parts, found {})",
+                parts.len()
+            ));
+        }
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(parts[1].trim_end_matches('='))
+            .map_err(|_| "the access token's JWT payload is not base64url".to_string())?;
+        let claims: serde_json::Value =
+            serde_json::from_slice(&payload).map_err(|_| "the access token's JWT payload is not JSON".to_string())?;
+        let secs = |name: &str| -> Result<Option<i64>, String> {
+            match claims.get(name) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|s| *s >= 0.0 && *s < 1e13)
+                    .map(|s| Some((s * 1000.0) as i64))
+                    .ok_or_else(|| format!("the access token's `{name}` claim is not a number of seconds")),
+            }
+        };
+        let expires_at_ms = secs("exp")?.ok_or("the access token has no `exp` claim")?;
+        let issued_at_ms = secs("iat")?;
+        let principal = claims
+            .get(sub_claim)
+            .and_then(|v| v.as_str())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| format!("the access token has no `{sub_claim}` claim (sasl.oauthbearer.sub.claim.name)"))?
+            .to_string();
+        match claims.get(scope_claim) {
+            None | Some(serde_json::Value::String(_)) => {}
+            Some(serde_json::Value::Array(a)) if a.iter().all(|s| s.is_string()) => {}
+            Some(_) => {
+                return Err(format!("the access token's `{scope_claim}` claim is not a string or a list of strings"))
+            }
+        }
+        Ok(Self { value: Secret::new(token.trim()), principal, issued_at_ms, expires_at_ms })
+    }
+}
+
+#[derive(Default)]
+struct LoginState {
+    token: Option<AccessToken>,
+    refresh_at_ms: i64,
+    /// The last failed token request, answered to connects for [`RELOGIN_DELAY`].
+    failure: Option<(Instant, String)>,
+    refresher: bool,
+}
+
+/// One owner's token source: the settings, an HTTP client and the cached token.
+pub struct OAuthBearerLogin {
+    settings: OAuthSettings,
+    http: reqwest::Client,
+    state: tokio::sync::Mutex<LoginState>,
+    /// Token requests sent (each HTTP attempt).
+    requests: std::sync::atomic::AtomicU64,
+    key: String,
+}
+
+impl std::fmt::Debug for OAuthBearerLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthBearerLogin").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OAuthBearerLogin {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for OAuthBearerLogin {}
+
+type Registry = Mutex<HashMap<String, Weak<OAuthBearerLogin>>>;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl OAuthBearerLogin {
+    /// The login of `owner` (e.g. `mirror:<name>`) for `props`: the same one while any of its
+    /// users lives and the settings are the same, so the owner's connections share one token;
+    /// another owner never gets it.
+    ///
+    /// # Errors
+    /// As [`OAuthSettings::from_properties`], or an HTTP client that cannot be built.
+    pub fn shared(owner: &str, props: &BTreeMap<String, String>) -> Result<Arc<Self>, SecurityError> {
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        let settings = OAuthSettings::from_properties(props)?;
+        let mut material = format!("{owner}\n");
+        for k in OAUTH_KEYS.iter().chain(&["sasl.jaas.config"]) {
+            material.push_str(&format!("{k}={}\n", props.get(*k).map(String::as_str).unwrap_or_default()));
+        }
+        let key: String = ring::digest::digest(&ring::digest::SHA256, material.as_bytes())
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut reg = REGISTRY.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        reg.retain(|_, w| w.strong_count() > 0);
+        if let Some(login) = reg.get(&key).and_then(Weak::upgrade) {
+            return Ok(login);
+        }
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .http1_only();
+        if let Some(tls) = &settings.tls {
+            http = http.use_preconfigured_tls((**tls).clone());
+        }
+        let http = http.build().map_err(|e| {
+            sec_err("sasl.oauthbearer.token.endpoint.url", format!("cannot build the HTTP client: {e}"))
+        })?;
+        let login = Arc::new(Self {
+            settings,
+            http,
+            state: tokio::sync::Mutex::new(LoginState::default()),
+            requests: Default::default(),
+            key: key.clone(),
+        });
+        reg.insert(key, Arc::downgrade(&login));
+        Ok(login)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &OAuthSettings {
+        &self.settings
+    }
+
+    /// Token requests this login sent (HTTP attempts).
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A valid token: the cached one, else a new one from the endpoint (one request at a time
+    /// per login; a failure is answered for [`RELOGIN_DELAY`] without asking again). Starts the
+    /// background refresher with the first token.
+    ///
+    /// # Errors
+    /// Why no token could be had, naming the endpoint and its answer (never the secret).
+    pub async fn token(self: &Arc<Self>) -> Result<(Secret, String), String> {
+        let mut st = self.state.lock().await;
+        if let Some(t) = st.token.as_ref().filter(|t| now_ms() < t.expires_at_ms) {
+            return Ok((t.value.clone(), t.principal.clone()));
+        }
+        if let Some((at, e)) = &st.failure {
+            if at.elapsed() < RELOGIN_DELAY {
+                return Err(e.clone());
+            }
+        }
+        match self.fetch().await {
+            Ok(t) => {
+                let out = (t.value.clone(), t.principal.clone());
+                self.install(&mut st, t);
+                Ok(out)
+            }
+            Err(e) => {
+                st.failure = Some((Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn install(self: &Arc<Self>, st: &mut LoginState, t: AccessToken) {
+        let now = now_ms();
+        st.refresh_at_ms = refresh_at_ms(&self.settings.refresh, now, t.issued_at_ms, t.expires_at_ms, rand::random());
+        tracing::info!(
+            endpoint = %self.settings.endpoint,
+            principal = %t.principal,
+            expires_in_s = (t.expires_at_ms - now) / 1000,
+            refresh_in_s = (st.refresh_at_ms - now) / 1000,
+            "OAUTHBEARER token obtained"
+        );
+        st.token = Some(t);
+        st.failure = None;
+        if !st.refresher && tokio::runtime::Handle::try_current().is_ok() {
+            st.refresher = true;
+            tokio::spawn(refresher(Arc::downgrade(self)));
+        }
+    }
+
+    /// One token request with Kafka's retries (`Retry.execute`).
+    async fn fetch(&self) -> Result<AccessToken, String> {
+        let started = Instant::now();
+        let mut attempt: u32 = 0;
+        let mut first_error = None;
+        loop {
+            attempt += 1;
+            match self.attempt().await {
+                Ok(t) => return Ok(t),
+                Err((e, retryable)) => {
+                    let e = first_error.get_or_insert(e).clone();
+                    let left = self.settings.retry_backoff_max.saturating_sub(started.elapsed());
+                    let wait = self.settings.retry_backoff.saturating_mul(1u32 << (attempt - 1).min(20)).min(left);
+                    if !retryable || wait.is_zero() {
+                        return Err(e);
+                    }
+                    tracing::warn!(endpoint = %self.settings.endpoint, attempt, error = %e, wait_ms = wait.as_millis() as u64, "OAUTHBEARER token request failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// One HTTP POST; the error says whether it may be retried.
+    async fn attempt(&self) -> Result<AccessToken, (String, bool)> {
+        let s = &self.settings;
+        let url = &s.endpoint;
+        self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let req = self
+            .http
+            .post(url.clone())
+            .header(reqwest::header::AUTHORIZATION, s.authorization().expose())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::CACHE_CONTROL, "no-cache")
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(s.body());
+        let mut resp = req
+            .send()
+            .await
+            .map_err(|e| (format!("token endpoint {url}: request failed: {}", error_chain(&e)), true))?;
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) if body.len() + c.len() <= MAX_RESPONSE_BYTES => body.extend_from_slice(&c),
+                Ok(Some(_)) => {
+                    return Err((format!("token endpoint {url}: response over {MAX_RESPONSE_BYTES} bytes"), true))
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err((
+                        format!("token endpoint {url}: reading the response failed: {}", error_chain(&e)),
+                        true,
+                    ))
+                }
+            }
+        }
+        if status != 200 && status != 201 {
+            let retryable = !UNRETRYABLE.contains(&status);
+            return Err((
+                format!(
+                    "token endpoint {url} answered HTTP {status} {}{}",
+                    error_body(&body),
+                    if retryable { "" } else { " (not retried)" }
+                ),
+                retryable,
+            ));
+        }
+        let json: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|_| (format!("token endpoint {url}: the response is not JSON"), true))?;
+        let token = json
+            .get("access_token")
+            .and_then(|v| v.as_str())
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| (format!("token endpoint {url}: the response has no access_token"), true))?;
+        AccessToken::parse(token, &s.sub_claim, &s.scope_claim)
+            .map_err(|e| (format!("token endpoint {url}: {e}"), false))
+    }
+}
+
+/// Refreshes the token at its refresh time while the login is in use; a failed refresh keeps
+/// the current token and is tried again after [`RELOGIN_DELAY`].
+async fn refresher(login: Weak<OAuthBearerLogin>) {
+    loop {
+        let wait_ms = match login.upgrade() {
+            Some(l) => l.state.lock().await.refresh_at_ms - now_ms(),
+            None => return,
+        };
+        tokio::time::sleep(Duration::from_millis(wait_ms.max(0) as u64)).await;
+        let Some(l) = login.upgrade() else { return };
+        let result = l.fetch().await;
+        let mut st = l.state.lock().await;
+        match result {
+            Ok(t) => {
+                st.refresher = true;
+                l.install(&mut st, t);
+            }
+            Err(e) => {
+                tracing::warn!(endpoint = %l.settings.endpoint, error = %e, "OAUTHBEARER token refresh failed; the current token is kept and the refresh tried again in 10 s");
+                st.refresh_at_ms = now_ms() + RELOGIN_DELAY.as_millis() as i64;
+                if st.token.as_ref().is_none_or(|t| now_ms() >= t.expires_at_ms) {
+                    st.failure = Some((Instant::now(), e));
+                }
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(&format!(": {c}"));
+        src = c.source();
+    }
+    s
+}
+
+/// An error body as Kafka's `formatErrorMessage` shows it (RFC 6749 §5.2 `error` and
+/// `error_description`, or Okta's `errorCode`/`errorSummary`), at most 1000 characters.
+fn error_body(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    if text.trim().is_empty() {
+        return "{}".into();
+    }
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+        for (code, desc) in [("error", "error_description"), ("errorCode", "errorSummary")] {
+            if let Some(c) = v.get(code) {
+                return format!("{{{c} - {}}}", v.get(desc).cloned().unwrap_or(serde_json::Value::Null));
+            }
+        }
+    }
+    let t: String = text.chars().take(1000).collect();
+    format!("{{{t}}}")
+}
+
+/// The OAUTHBEARER exchange on `conn` with a token from `login` (Kafka's
+/// `OAuthBearerSaslClient`, RFC 7628 §3.1 and §3.2.3).
+///
+/// # Errors
+/// [`ClientError::Authentication`]: SASL_AUTHENTICATION_FAILED with the token endpoint's
+/// error when no token could be had, or the broker's error and message (with the status of
+/// its JSON error challenge) when it refused the token.
+pub async fn authenticate<T: SaslTransport>(conn: &mut T, login: &Arc<OAuthBearerLogin>) -> Result<(), ClientError> {
+    let addr = conn.peer();
+    let fail = |error: i16, message: String| ClientError::Authentication { addr: addr.clone(), error, message };
+    let (token, _principal) = login.token().await.map_err(|m| fail(SASL_AUTHENTICATION_FAILED, m))?;
+    let first = format!("n,,\u{1}auth=Bearer {}\u{1}\u{1}", token.expose());
+    let send = |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+    let resp = conn.sasl_authenticate(&send(first.into_bytes())).await?;
+    let message =
+        |m: Option<kafka_protocol::protocol::StrBytes>| m.map(|m| m.to_string()).unwrap_or_else(|| "no message".into());
+    if resp.error_code != 0 {
+        return Err(fail(resp.error_code, message(resp.error_message)));
+    }
+    if resp.auth_bytes.is_empty() {
+        return Ok(());
+    }
+    // An error challenge: `{"status":"invalid_token",...}` (RFC 7628 §3.2.2). Its status is
+    // named; the rest may echo claims, so only known fields are kept.
+    let status = serde_json::from_slice::<serde_json::Value>(&resp.auth_bytes)
+        .ok()
+        .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "unknown".into());
+    let resp = conn.sasl_authenticate(&send(vec![1])).await?;
+    if resp.error_code != 0 {
+        return Err(fail(
+            resp.error_code,
+            format!("{} (error challenge status {status})", message(resp.error_message)),
+        ));
+    }
+    Err(fail(
+        ILLEGAL_SASL_STATE,
+        format!("the broker sent an error challenge (status {status}) and then accepted the exchange"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const JAAS: &str = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="mirror-a" clientSecret="s3cret:&=x" scope="kafka read";"#;
+
+    #[test]
+    fn request_matches_kafkas_http_access_token_retriever() {
+        let p =
+            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
+        let s = OAuthSettings::from_properties(&p).unwrap();
+        assert_eq!(s.body(), "grant_type=client_credentials&scope=kafka+read");
+        assert_eq!(s.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret:&=x")));
+        let mut p2 = p.clone();
+        p2.insert("sasl.oauthbearer.header.urlencode".into(), "true".into());
+        let s2 = OAuthSettings::from_properties(&p2).unwrap();
+        assert_eq!(s2.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret%3A%26%3Dx")));
+        assert!(!format!("{s:?}").contains("s3cret"));
+        assert_eq!(
+            (s.refresh, s.retry_backoff, s.retry_backoff_max),
+            (RefreshConfig::default(), Duration::from_millis(100), Duration::from_secs(10))
+        );
+    }
+
+    #[test]
+    fn settings_errors_name_the_key_and_hide_the_secret() {
+        let e = |pairs: &[(&str, &str)]| OAuthSettings::from_properties(&props(pairs)).unwrap_err();
+        assert_eq!(e(&[("sasl.jaas.config", JAAS)]).key, "sasl.oauthbearer.token.endpoint.url");
+        let url = ("sasl.oauthbearer.token.endpoint.url", "http://h:1/t");
+        assert_eq!(
+            e(&[("sasl.oauthbearer.token.endpoint.url", "ftp://h/t"), ("sasl.jaas.config", JAAS)]).key,
+            "sasl.oauthbearer.token.endpoint.url"
+        );
+        let no_secret = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a";"#;
+        assert!(e(&[url, ("sasl.jaas.config", no_secret)]).reason.contains("clientSecret"));
+        let no_id =
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="hunter2";"#;
+        let err = e(&[url, ("sasl.jaas.config", no_id)]);
+        assert!(err.reason.contains("clientId") && !err.to_string().contains("hunter2"), "{err}");
+        let plain =
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2";"#;
+        assert!(e(&[url, ("sasl.jaas.config", plain)]).reason.contains("does not fit"));
+        assert_eq!(
+            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.refresh.window.factor", "0.3")]).key,
+            "sasl.login.refresh.window.factor"
+        );
+        assert_eq!(
+            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.callback.handler.class", "x.Other")]).key,
+            "sasl.login.callback.handler.class"
+        );
+        let java = OAuthSettings::from_properties(&props(&[
+            url,
+            ("sasl.jaas.config", JAAS),
+            (
+                "sasl.login.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+            ),
+        ]));
+        assert!(java.is_ok());
+    }
+
+    /// Kafka's `ExpiringCredentialRefreshingLoginTest` cases, in seconds.
+    #[test]
+    fn refresh_time_follows_kafka() {
+        let cfg = RefreshConfig::default();
+        let s = 1000;
+        // 1 h token issued now: 0.8 of it (jitter draw 0) = 2880 s, before the 300 s buffer.
+        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 3600 * s, 0.0), 2880 * s);
+        // Jitter adds up to 0.05 of the lifetime: 0.85 × 3600 = 3060 < 3300.
+        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 3600 * s, 1.0), 3060 * s);
+        // 1000 s token: 800 s would be inside the 300 s buffer, so at 700 s.
+        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 1000 * s, 0.0), 700 * s);
+        // Remaining life (20 s) below min period + buffer: both ignored, 0.8 × 20 s.
+        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 20 * s, 0.0), 16 * s);
+        // Never sooner than the minimum period: token issued long ago.
+        let c2 = RefreshConfig { buffer_seconds: 0, ..cfg };
+        assert_eq!(refresh_at_ms(&c2, 5000 * s, Some(0), 6000 * s, 0.0), 5060 * s);
+        // Already expired: 10 s from now.
+        assert_eq!(refresh_at_ms(&cfg, 100 * s, None, 50 * s, 0.0), 110 * s);
+    }
+
+    fn jwt(claims: &str) -> String {
+        let e = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!("{}.{}.sig", e(r#"{"alg":"ES256"}"#), e(claims))
+    }
+
+    #[test]
+    fn tokens_are_read_like_kafkas_login_validator() {
+        let t = AccessToken::parse(&jwt(r#"{"sub":"mirror-a","exp":2000,"iat":1000,"scope":"a b"}"#), "sub", "scope")
+            .unwrap();
+        assert_eq!((t.principal.as_str(), t.issued_at_ms, t.expires_at_ms), ("mirror-a", Some(1_000_000), 2_000_000));
+        assert!(AccessToken::parse(&jwt(r#"{"sub":"a"}"#), "sub", "scope").unwrap_err().contains("exp"));
+        assert!(AccessToken::parse(&jwt(r#"{"exp":2}"#), "sub", "scope").unwrap_err().contains("`sub`"));
+        let custom = AccessToken::parse(&jwt(r#"{"client":"c","exp":2,"scp":["x"]}"#), "client", "scp").unwrap();
+        assert_eq!(custom.principal, "c");
+        assert!(AccessToken::parse(&jwt(r#"{"sub":"a","exp":2,"scope":7}"#), "sub", "scope").is_err());
+        let e = AccessToken::parse("opaque-token-value", "sub", "scope").unwrap_err();
+        assert!(e.contains("not a JWT") && !e.contains("opaque-token-value"));
+    }
+
+    #[test]
+    fn error_bodies_are_shown_as_kafka_does() {
+        assert_eq!(
+            error_body(br#"{"error":"invalid_client","error_description":"bad secret"}"#),
+            r#"{"invalid_client" - "bad secret"}"#
+        );
+        assert_eq!(error_body(b""), "{}");
+        assert_eq!(error_body(b"oops"), "{oops}");
+    }
+
+    #[test]
+    fn a_login_is_shared_by_one_owner_only() {
+        let p =
+            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
+        let a1 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
+        let a2 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
+        let b = OAuthBearerLogin::shared("mirror:b", &p).unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2));
+        assert!(!Arc::ptr_eq(&a1, &b));
+    }
+}
