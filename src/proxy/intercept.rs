@@ -41,6 +41,10 @@ pub fn apply(
     if matches!(action, ResponseAction::Forward) {
         return Ok(frame);
     }
+    if let ResponseAction::Merged(inner, merge) = action {
+        let frame = apply(*inner, api_key, api_version, frame, map, directory, extra_apis, gate)?;
+        return merge.apply(&frame);
+    }
     let key = ApiKey::try_from(api_key).map_err(|_| format!("api key {api_key} not decodable"))?;
     let (decode_version, header_version) = match &action {
         ResponseAction::ApiVersions { fallback: true } => (0, 0),
@@ -53,7 +57,7 @@ pub fn apply(
     let mut out = BytesMut::with_capacity(body.len() + 64);
     header::put_response_header(&mut out, correlation_id, header_version);
     match action {
-        ResponseAction::Forward => unreachable!("handled above"),
+        ResponseAction::Forward | ResponseAction::Merged(..) => unreachable!("handled above"),
         ResponseAction::ApiVersions { fallback } => {
             // KIP-511: a broker that does not know the requested version answers in the v0
             // schema with UNSUPPORTED_VERSION; its first field is the error code either way.
@@ -73,6 +77,7 @@ pub fn apply(
                 directory.observe(node_id, &host, port);
             }
             if let Some(gate) = gate {
+                gate.state.hide_in_metadata(&mut resp);
                 for t in &resp.topics {
                     if let Some(name) = &t.name {
                         gate.learn_topic_id(t.topic_id.as_bytes(), name);

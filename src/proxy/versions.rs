@@ -26,10 +26,12 @@ pub const UNSUPPORTED_VERSION: i16 = 35;
 /// Versions of `api_key` mirrorgate can decode, `None` if it does not intercept that API.
 /// APIs that can write to a topic (Produce, DeleteRecords, CreatePartitions, DeleteTopics,
 /// AlterConfigs, IncrementalAlterConfigs, DescribeConfigs, AddPartitionsToTxn) are limited to
-/// the versions `wire::scan` walks, so the read-only check sees every such request.
+/// the versions `wire::scan` walks, so the read-only check sees every such request. The
+/// APIs the state topic guard decodes ([`super::state_guard::GUARDED`]) are limited to
+/// what kafka-protocol decodes.
 pub fn intercepted_range(api_key: i16) -> Option<(i16, i16)> {
     let key = ApiKey::try_from(api_key).ok()?;
-    let decoded = INTERCEPTED.contains(&key).then(|| {
+    let decoded = (INTERCEPTED.contains(&key) || super::state_guard::GUARDED.contains(&key)).then(|| {
         let r = key.valid_versions();
         (r.min, r.max)
     });
