@@ -239,7 +239,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let d = BrokerDirectory::new(vec!["b:9092".into()], tx);
         let produce_max = ApiKey::Produce.valid_versions().max;
-        d.set_api_ranges(HashMap::from([(0, (3, produce_max + 3)), (18, (0, 4)), (94, (0, 7)), (8, (0, 9))]));
+        d.set_api_ranges(HashMap::from([(0, (3, produce_max + 3)), (18, (0, 4)), (94, (0, 7)), (11, (0, 9))]));
         d
     }
 
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(resp.error_code, 0);
         let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
         let produce = intercepted_produce_range();
-        assert_eq!(got, vec![(0, produce.0, produce.1), (8, 0, 9), (18, 0, 4), (94, 0, 0)]);
+        assert_eq!(got, vec![(0, produce.0, produce.1), (11, 0, 9), (18, 0, 4), (94, 0, 0)]);
     }
 
     #[test]

@@ -567,3 +567,102 @@ where
         Ok(out.freeze())
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::RequestHeader;
+
+    use super::*;
+
+    const ID: [u8; 16] = [7; 16];
+
+    fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes) {
+        let mut out = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(v)
+            .with_correlation_id(5)
+            .with_client_id(Some(StrBytes::from_static_str("t")))
+            .encode(&mut out, key.request_header_version(v))
+            .unwrap();
+        body.encode(&mut out, v).unwrap();
+        let frame = out.freeze();
+        (RequestPrefix::parse(&frame).unwrap(), frame)
+    }
+
+    fn fetch_topic(name: &str, id: [u8; 16]) -> FetchTopic {
+        FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(name.into())))
+            .with_topic_id(Uuid::from_bytes(id))
+            .with_partitions(vec![
+                FetchPartition::default().with_partition(0),
+                FetchPartition::default().with_partition(1),
+            ])
+    }
+
+    #[test]
+    fn fetch_by_id_loses_the_state_topic_and_its_answer_gets_29() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        guard.learn(&ID, "__mirror_state");
+        guard.learn(&[9; 16], "other");
+        assert!(!guard.is_state_topic_id(&[9; 16]));
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("", ID), fetch_topic("", [3; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 16, &req);
+        let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame).unwrap() else { panic!("passed") };
+        let body = sent.slice(header::request_header_len(&sent, 2).unwrap()..);
+        let forwarded = FetchRequest::decode(&mut body.clone(), 16).unwrap();
+        assert_eq!(forwarded.topics.len(), 1);
+        assert_eq!(forwarded.topics[0].topic_id, Uuid::from_bytes([3; 16]));
+        // The broker's answer for the other topic, then the merge.
+        let mut answer = BytesMut::new();
+        header::put_response_header(&mut answer, 5, 1);
+        FetchResponse::default().encode(&mut answer, 16).unwrap();
+        let merged = merge.apply(&answer.freeze()).unwrap();
+        let resp =
+            FetchResponse::decode(&mut merged.slice(header::response_header_len(&merged, 1).unwrap()..), 16).unwrap();
+        assert_eq!(resp.responses.len(), 1);
+        assert_eq!(resp.responses[0].topic_id, Uuid::from_bytes(ID));
+        let codes: Vec<(i32, i16)> =
+            resp.responses[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+        assert_eq!(codes, vec![(0, 29), (1, 29)]);
+    }
+
+    #[test]
+    fn requests_not_naming_the_state_topic_pass_untouched() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        guard.learn(&ID, "__mirror_state");
+        // A longer name that starts with the state topic's passes the byte search, not the check.
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state_x", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("orders", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        // By name at v12.
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Forward { .. }));
+    }
+
+    #[test]
+    fn metadata_answers_never_list_the_state_topic() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        let mut resp = MetadataResponse::default().with_topics(vec![
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("__mirror_state"))))
+                .with_topic_id(Uuid::from_bytes(ID)),
+            MetadataResponseTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("orders")))),
+        ]);
+        assert!(guard.hide_in_metadata(&mut resp));
+        assert_eq!(resp.topics.len(), 1);
+        assert!(guard.is_state_topic_id(&ID), "the id is learned before the entry is dropped");
+    }
+
+    #[test]
+    fn guarded_apis_are_limited_to_decodable_versions() {
+        for key in GUARDED {
+            assert!(super::super::versions::intercepted_range(*key as i16).is_some(), "{key:?}");
+        }
+    }
+}

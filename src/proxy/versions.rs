@@ -82,10 +82,10 @@ mod tests {
     fn intersects_intercepted_and_keeps_passthrough_ranges() {
         let mut resp = ApiVersionsResponse::default();
         let fetch_max = ApiKey::Fetch.valid_versions().max;
-        resp.api_keys = vec![v(1, 4, fetch_max + 5), v(8, 0, 99), v(9999, 0, 3), v(94, 0, 0)];
+        resp.api_keys = vec![v(1, 4, fetch_max + 5), v(11, 0, 99), v(9999, 0, 3), v(94, 0, 0)];
         negotiate(&mut resp, &[94], &[(94, 0, 0), (95, 0, 1)]);
         let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
-        assert_eq!(got, vec![(1, 4, fetch_max), (8, 0, 99), (9999, 0, 3), (94, 0, 0), (95, 0, 1)]);
+        assert_eq!(got, vec![(1, 4, fetch_max), (11, 0, 99), (9999, 0, 3), (94, 0, 0), (95, 0, 1)]);
     }
 
     #[test]
