@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
@@ -22,8 +23,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -370,6 +375,54 @@ async fn clients_cannot_read_write_or_change_the_state_topic() {
         .await
         .unwrap();
     assert_eq!(resp.topics[0].error_code, DENIED, "CreateTopics");
+
+    // Group offsets for the state topic, plain and transactional, and adding it to a transaction.
+    let resp = conn
+        .send(
+            &OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(unique_name("thieves"))))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name(&state)).with_partitions(vec![
+                    OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(0),
+                ])]),
+            8,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.topics[0].partitions[0].error_code, DENIED, "OffsetCommit: {resp:?}");
+    let resp = conn
+        .send(
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("thief-txn")))
+                .with_group_id(GroupId(StrBytes::from_string(unique_name("thieves"))))
+                .with_producer_id(ProducerId(1))
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(name(&state))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default().with_partition_index(0)])]),
+            3,
+        )
+        .await
+        .unwrap();
+    let codes: Vec<i16> =
+        resp.topics.iter().filter(|t| t.name.0.as_str() == state).map(|t| t.partitions[0].error_code).collect();
+    assert_eq!(codes, vec![DENIED], "TxnOffsetCommit: {resp:?}");
+    let resp = conn
+        .send(
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str("thief-txn")))
+                .with_v3_and_below_producer_id(ProducerId(1))
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(name(&state))
+                    .with_partitions(vec![0])]),
+            3,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, DENIED,
+        "AddPartitionsToTxn"
+    );
 
     // On the destination itself: nothing moved, the topic is whole.
     assert_eq!(log_ends(&direct, &state, 3), before, "state topic log ends after all attempts");
