@@ -77,7 +77,10 @@ pub const GUARDED: &[ApiKey] = &[
 /// A rewrite of a whole response frame (header and body), applied after the usual
 /// response action.
 #[derive(Clone)]
-pub struct ResponseMerge(Arc<dyn Fn(&Bytes) -> Result<Bytes, String> + Send + Sync>);
+pub struct ResponseMerge(Arc<MergeFn>);
+
+/// Response frame in, rewritten response frame out.
+type MergeFn = dyn Fn(&Bytes) -> Result<Bytes, String> + Send + Sync;
 
 impl std::fmt::Debug for ResponseMerge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -487,7 +490,7 @@ impl StateTopicGuard {
         let ids = self.ids.read().unwrap_or_else(|e| e.into_inner()).clone();
         let merge = response_merge(key, v, move |resp: &mut DescribeTopicPartitionsResponse| {
             resp.topics.retain(|t| {
-                !t.name.as_ref().is_some_and(|n| n.0.as_str() == name) && !ids.contains(t.topic_id.as_bytes())
+                t.name.as_ref().is_none_or(|n| n.0.as_str() != name) && !ids.contains(t.topic_id.as_bytes())
             });
             if named {
                 resp.topics.push(
