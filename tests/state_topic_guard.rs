@@ -433,3 +433,159 @@ async fn clients_cannot_read_write_or_change_the_state_topic() {
     let listed = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list mirrors");
     assert!(listed.contains("guarded"), "{listed}");
 }
+
+/// What a client can tell about one topic from the answers the guard imitates: Metadata and
+/// DescribeTopicPartitions for all topics (listed?) and naming it (error, partitions, topic
+/// id), Fetch v12 and ListOffsets (error, offsets, records).
+#[derive(Debug, PartialEq)]
+struct Seen {
+    listed_in_metadata: bool,
+    listed_in_describe: bool,
+    metadata_named: (i16, usize, bool),
+    describe_named: (i16, usize, bool),
+    fetch: Vec<(i16, i64, i64, i64, bool)>,
+    list_offsets: i16,
+}
+
+async fn seen(client: &ClusterClient, topic: &str) -> Seen {
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    let md = client.send_any(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+    let listed_in_metadata = md.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic));
+    let md = client
+        .send_any(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(name(topic)))])),
+            12,
+        )
+        .await
+        .unwrap();
+    let t = &md.topics[0];
+    let metadata_named = (t.error_code, t.partitions.len(), t.topic_id.is_nil());
+    let all = client
+        .send_any(&DescribeTopicPartitionsRequest::default().with_response_partition_limit(2000), 0)
+        .await
+        .unwrap();
+    let listed_in_describe = all.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic));
+    let one = client
+        .send_any(
+            &DescribeTopicPartitionsRequest::default()
+                .with_response_partition_limit(2000)
+                .with_topics(vec![TopicRequest::default().with_name(name(topic))]),
+            0,
+        )
+        .await
+        .unwrap();
+    let t = &one.topics[0];
+    let describe_named = (t.error_code, t.partitions.len(), t.topic_id.is_nil());
+    let fetch = client
+        .send_any(
+            &FetchRequest::default()
+                .with_replica_id((-1).into())
+                .with_max_wait_ms(10)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![FetchTopic::default().with_topic(name(topic)).with_partitions(vec![
+                    FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20),
+                ])]),
+            12,
+        )
+        .await
+        .unwrap();
+    let fetch = fetch
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    p.records.as_ref().is_some_and(|r| !r.is_empty()),
+                )
+            })
+        })
+        .collect();
+    let lo = client
+        .send_any(
+            &ListOffsetsRequest::default().with_replica_id((-1).into()).with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1)])]),
+            7,
+        )
+        .await
+        .unwrap();
+    Seen {
+        listed_in_metadata,
+        listed_in_describe,
+        metadata_named,
+        describe_named,
+        fetch,
+        list_offsets: lo.topics[0].partitions[0].error_code,
+    }
+}
+
+/// Pins the broker behaviour the guard imitates: a Kafka 4.1 broker with StandardAuthorizer
+/// and a DENY ALL ACL for the principal on one topic (ALLOW ALL on the others) answers exactly
+/// as mirrorgate answers for its state topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_answers_as_a_broker_denying_the_topic() {
+    use mirrorgate::client::ClientSecurity;
+    let dest = secure_cluster_with(
+        "deny",
+        "SASL_PLAINTEXT",
+        "none",
+        &["SCRAM-SHA-512:eve:eve-secret-deny"],
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:ANONYMOUS",
+        ],
+    );
+    let denied = unique_name("denied");
+    let create = |t: &str| {
+        kafka_tool_ok(
+            V,
+            "topics",
+            &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", t, "--partitions", "1"],
+            None,
+        )
+    };
+    create(&denied);
+    kafka_tool_ok(V, "console-producer", &["--bootstrap-server", &dest.bootstrap, "--topic", &denied], Some("x\n"));
+    let acl = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", dest.bootstrap.as_str(), "--add"];
+        all.extend(args);
+        kafka_tool_ok(V, "acls", &all, None);
+    };
+    acl(&["--allow-principal", "User:eve", "--operation", "All", "--topic", "*"]);
+    acl(&["--deny-principal", "User:eve", "--operation", "All", "--topic", &denied]);
+    let mut o = ClusterOptions::new(vec![dest.secure.clone().unwrap()]);
+    let p: BTreeMap<String, String> = [
+        ("security.protocol", "SASL_PLAINTEXT".to_string()),
+        ("sasl.mechanism", "SCRAM-SHA-512".into()),
+        (
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"eve\" password=\"eve-secret-deny\";"
+                .into(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    o.security = ClientSecurity::from_properties(&p).unwrap();
+    let eve = ClusterClient::connect(o).await.unwrap();
+    let broker = eventually(Duration::from_secs(20), || {
+        let s = block(seen(&eve, &denied));
+        (!s.listed_in_metadata).then_some(s).ok_or("the DENY ACL is not in force yet".to_string())
+    });
+
+    let state = unique_name("__mirror_state-pin");
+    let mg = Mirrorgate::start_in_front_of(
+        &dest.bootstrap,
+        FrontOptions::default(),
+        MirrorgateOptions { state_topic: Some(&state), ..Default::default() },
+    );
+    let through = ClusterClient::connect(ClusterOptions::new(vec![mg.bootstrap.clone()])).await.unwrap();
+    let guard = seen(&through, &state).await;
+    assert_eq!(guard, broker, "mirrorgate's answers for its state topic differ from a broker's denying a topic");
+    assert_eq!(broker.metadata_named.0, DENIED);
+}
