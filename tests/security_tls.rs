@@ -406,7 +406,9 @@ fn an_expired_destination_certificate_stops_mirrorgate_at_startup() {
     assert!(!out.status.success(), "mirrorgate started against an expired destination certificate: {t}");
     assert!(started.elapsed() < Duration::from_secs(80), "mirrorgate was killed by the test timeout: {t}");
     assert!(
-        t.contains("the broker's certificate expired on Thu, 01 Feb 2024") && !t.contains("mirrorgate ready"),
+        t.contains("the broker's certificate expired on Thu, 01 Feb 2024")
+            && t.contains("refused mirrorgate's TLS or SASL connection")
+            && !t.contains("mirrorgate ready"),
         "the error does not name the expiry: {}",
         tail(&t, 20)
     );

@@ -219,7 +219,8 @@ pub async fn run(
                 }
             }
             Err(e) => anyhow::bail!(
-                "destination cluster unreachable at `{}` after {} s: {e}",
+                "destination cluster {} at `{}` after {} s: {e}",
+                if e.is_security() { "refused mirrorgate's TLS or SASL connection" } else { "unreachable" },
                 settings.destination_bootstrap.join(","),
                 deadline.as_secs()
             ),
