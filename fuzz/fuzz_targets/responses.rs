@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
             topic: TopicRef::Name(TopicName(StrBytes::from_static_str("mirrored"))),
             partition: 0,
             message: "read-only mirror topic".into(),
+            code: 44,
         }])),
         ApiKey::Produce => ResponseAction::Produce,
         ApiKey::Fetch => ResponseAction::Fetch,

@@ -88,6 +88,9 @@ impl ClientError {
                 }
                 _ => "",
             };
+            if let Some(validity) = crate::client::stream::validity_hint(tls) {
+                return Self::Tls { addr: addr.into(), reason: format!("{validity} ({tls})") };
+            }
             return Self::Tls { addr: addr.into(), reason: format!("{tls}{hint}") };
         }
         Self::Io { addr: addr.into(), source }

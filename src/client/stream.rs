@@ -67,13 +67,41 @@ pub fn host_of(addr: &str) -> &str {
 
 fn tls_reason(e: &std::io::Error) -> String {
     let inner = e.get_ref().map(ToString::to_string).unwrap_or_else(|| e.to_string());
-    if e.kind() == std::io::ErrorKind::InvalidData && inner.contains("corrupt message") {
+    if let Some(hint) = e.get_ref().and_then(|r| r.downcast_ref::<rustls::Error>()).and_then(validity_hint) {
+        format!("{hint} ({inner})")
+    } else if e.kind() == std::io::ErrorKind::InvalidData && inner.contains("corrupt message") {
         format!("{inner} (is this a plaintext listener? check security.protocol)")
     } else if e.kind() == std::io::ErrorKind::UnexpectedEof {
         format!("{e}: the broker closed the connection during the TLS handshake (plaintext listener, or it refused our certificate?)")
     } else {
         inner
     }
+}
+
+/// A clear sentence for a broker certificate outside its validity period, with the dates
+/// (rustls gives them as UNIX seconds only); `None` for any other TLS error.
+pub fn validity_hint(e: &rustls::Error) -> Option<String> {
+    use rustls::CertificateError as C;
+    let date = |t: &rustls::pki_types::UnixTime| {
+        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(t.as_secs()))
+    };
+    let rustls::Error::InvalidCertificate(c) = e else { return None };
+    Some(match c {
+        C::ExpiredContext { time, not_after } => format!(
+            "the broker's certificate expired on {} ({} days ago): renew the broker's certificate",
+            date(not_after),
+            time.as_secs().saturating_sub(not_after.as_secs()) / 86_400
+        ),
+        C::Expired => "the broker's certificate has expired: renew the broker's certificate".into(),
+        C::NotValidYetContext { not_before, .. } => format!(
+            "the broker's certificate is not valid before {}: check the broker's certificate and this machine's clock",
+            date(not_before)
+        ),
+        C::NotValidYet => {
+            "the broker's certificate is not valid yet: check the broker's certificate and this machine's clock".into()
+        }
+        _ => return None,
+    })
 }
 
 impl AsyncRead for BrokerStream {
@@ -135,5 +163,31 @@ mod tests {
         assert_eq!(host_of("broker-1.example:9093"), "broker-1.example");
         assert_eq!(host_of("[::1]:9093"), "::1");
         assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
+    }
+}
+
+#[cfg(test)]
+mod validity_tests {
+    use rustls::pki_types::UnixTime;
+    use rustls::CertificateError;
+
+    use super::*;
+
+    #[test]
+    fn expired_and_not_yet_valid_certificates_get_dates_in_the_reason() {
+        let expired = rustls::Error::InvalidCertificate(CertificateError::ExpiredContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(1_706_745_600 + 10 * 86_400)),
+            not_after: UnixTime::since_unix_epoch(Duration::from_secs(1_706_745_600)),
+        });
+        assert_eq!(
+            validity_hint(&expired).unwrap(),
+            "the broker's certificate expired on Thu, 01 Feb 2024 00:00:00 GMT (10 days ago): renew the broker's certificate"
+        );
+        let early = rustls::Error::InvalidCertificate(CertificateError::NotValidYetContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(0)),
+            not_before: UnixTime::since_unix_epoch(Duration::from_secs(1_706_745_600)),
+        });
+        assert!(validity_hint(&early).unwrap().contains("not valid before Thu, 01 Feb 2024"));
+        assert!(validity_hint(&rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)).is_none());
     }
 }

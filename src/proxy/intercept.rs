@@ -41,6 +41,10 @@ pub fn apply(
     if matches!(action, ResponseAction::Forward) {
         return Ok(frame);
     }
+    if let ResponseAction::Merged(inner, merge) = action {
+        let frame = apply(*inner, api_key, api_version, frame, map, directory, extra_apis, gate)?;
+        return merge.apply(&frame);
+    }
     let key = ApiKey::try_from(api_key).map_err(|_| format!("api key {api_key} not decodable"))?;
     let (decode_version, header_version) = match &action {
         ResponseAction::ApiVersions { fallback: true } => (0, 0),
@@ -53,7 +57,7 @@ pub fn apply(
     let mut out = BytesMut::with_capacity(body.len() + 64);
     header::put_response_header(&mut out, correlation_id, header_version);
     match action {
-        ResponseAction::Forward => unreachable!("handled above"),
+        ResponseAction::Forward | ResponseAction::Merged(..) => unreachable!("handled above"),
         ResponseAction::ApiVersions { fallback } => {
             // KIP-511: a broker that does not know the requested version answers in the v0
             // schema with UNSUPPORTED_VERSION; its first field is the error code either way.
@@ -73,6 +77,7 @@ pub fn apply(
                 directory.observe(node_id, &host, port);
             }
             if let Some(gate) = gate {
+                gate.state.hide_in_metadata(&mut resp);
                 for t in &resp.topics {
                     if let Some(name) = &t.name {
                         gate.learn_topic_id(t.topic_id.as_bytes(), name);
@@ -234,7 +239,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let d = BrokerDirectory::new(vec!["b:9092".into()], tx);
         let produce_max = ApiKey::Produce.valid_versions().max;
-        d.set_api_ranges(HashMap::from([(0, (3, produce_max + 3)), (18, (0, 4)), (94, (0, 7)), (8, (0, 9))]));
+        d.set_api_ranges(HashMap::from([(0, (3, produce_max + 3)), (18, (0, 4)), (94, (0, 7)), (11, (0, 9))]));
         d
     }
 
@@ -251,7 +256,7 @@ mod tests {
         assert_eq!(resp.error_code, 0);
         let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
         let produce = intercepted_produce_range();
-        assert_eq!(got, vec![(0, produce.0, produce.1), (8, 0, 9), (18, 0, 4), (94, 0, 0)]);
+        assert_eq!(got, vec![(0, produce.0, produce.1), (11, 0, 9), (18, 0, 4), (94, 0, 0)]);
     }
 
     #[test]

@@ -38,6 +38,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::authz::{AclCache, ClientIdentity, Operation, CLUSTER_AUTHORIZATION_FAILED};
+use super::state_guard::{Guarded, StateTopicGuard};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{base64_uuid, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
@@ -59,6 +60,9 @@ pub struct Rejected {
     pub partition: i32,
     /// The message returned to the client.
     pub message: String,
+    /// The error code: POLICY_VIOLATION (44) for a mirror topic, TOPIC_AUTHORIZATION_FAILED
+    /// (29) for the state topic.
+    pub code: i16,
 }
 
 /// What the proxy does with a request after the gate looked at it.
@@ -70,6 +74,14 @@ pub enum GateDecision {
     Local(Bytes),
     /// Nothing is sent upstream and no response is due (Produce acks=0, all refused).
     Drop,
+    /// Send `frame` (a request without the state topic's entries) and pass the answer
+    /// through `merge` ([`super::state_guard`]).
+    ForwardMerge {
+        /// The filtered request frame.
+        frame: Bytes,
+        /// Adds the refused entries to the answer.
+        merge: super::state_guard::ResponseMerge,
+    },
     /// Send `frame` (the request without the refused partitions) and add `rejected` to the
     /// broker's Produce response.
     ForwardProduce {
@@ -93,6 +105,8 @@ pub struct MirrorGate {
     topic_names: DashMap<String, String>,
     /// The destination's CLUSTER ACLs, for authorizing what mirrorgate answers itself.
     acls: AclCache,
+    /// Keeps clients away from the state topic.
+    pub state: StateTopicGuard,
 }
 
 impl std::fmt::Debug for MirrorGate {
@@ -118,8 +132,16 @@ impl MirrorGate {
         destination: ClusterAccess,
         acl_client: crate::client::cluster::ClusterClient,
         super_users: Vec<String>,
+        state: StateTopicGuard,
     ) -> Self {
-        Self { control, table, destination, topic_names: DashMap::new(), acls: AclCache::new(acl_client, super_users) }
+        Self {
+            control,
+            table,
+            destination,
+            topic_names: DashMap::new(),
+            acls: AclCache::new(acl_client, super_users),
+            state,
+        }
     }
 
     /// `(api_key, min_version, max_version)` of the mirror RPCs, for ApiVersions.
@@ -140,6 +162,7 @@ impl MirrorGate {
     /// Records a topic id seen in a Metadata response.
     pub fn learn_topic_id(&self, id: &[u8; 16], name: &str) {
         if *id != [0; 16] {
+            self.state.learn(id, name);
             self.topic_names.insert(base64_uuid(id), name.to_string());
         }
     }
@@ -154,7 +177,11 @@ impl MirrorGate {
                 self.topic_names.insert(t.topic_id.clone(), t.name.clone());
             }
         }
-        self.topic_names.get(&key).map(|n| n.clone())
+        let name = self.topic_names.get(&key).map(|n| n.clone());
+        if let Some(n) = &name {
+            self.state.learn(&id.0, n);
+        }
+        name
     }
 
     async fn resolve(&self, topic: &TopicRef) -> Option<String> {
@@ -180,6 +207,11 @@ impl MirrorGate {
             return self.mirror_admin(api, prefix, frame, admin_listener, identity).await.map(GateDecision::Local);
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
+        if key != ApiKey::DescribeConfigs {
+            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame)? {
+                return Ok(GateDecision::ForwardMerge { frame, merge });
+            }
+        }
         let bad = |e: scan::ScanError| format!("malformed {key:?} v{} request: {e}", prefix.api_version);
         // ApiVersions advertises only the versions the walker covers for these APIs; a client
         // that sends another one anyway is closed rather than let past the read-only check.
@@ -197,7 +229,10 @@ impl MirrorGate {
                 let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if !any {
-                    return Ok(GateDecision::Pass);
+                    return Ok(match self.state.check(prefix, frame)? {
+                        Guarded::Forward { frame, merge } => GateDecision::ForwardMerge { frame, merge },
+                        Guarded::Pass => GateDecision::Pass,
+                    });
                 }
                 let req: DescribeConfigsRequest = decode_body(key, prefix, frame)?;
                 let resp = match self.acls.authorize(identity, Operation::Describe).await {
@@ -336,18 +371,18 @@ impl MirrorGate {
                 let txns = scan::add_partitions_to_txn_topics(frame, prefix.api_version).map_err(bad)?;
                 let mut hit = None;
                 for t in txns.iter().flat_map(|t| &t.topics) {
-                    if let Some(m) = self.control.read_only_mirror(&t.name.0) {
+                    if let Some((_, m)) = self.refusal(&t.name.0) {
                         hit = Some((t.name.0.to_string(), m));
                         break;
                     }
                 }
-                let Some((topic, mirror)) = hit else { return Ok(GateDecision::Pass) };
-                tracing::warn!(topic = %topic, mirror = %mirror, "AddPartitionsToTxn refused: mirror topics are read-only");
+                let Some((topic, reason)) = hit else { return Ok(GateDecision::Pass) };
+                tracing::warn!(topic = %topic, "AddPartitionsToTxn refused: {reason}");
                 let topic_results = |t: &scan::TxnTopics| -> Vec<AddPartitionsToTxnTopicResult> {
                     t.topics
                         .iter()
                         .map(|tp| {
-                            let code = if self.control.read_only_mirror(&tp.name.0).is_some() {
+                            let code = if self.refusal(&tp.name.0).is_some() {
                                 TOPIC_AUTHORIZATION_FAILED
                             } else {
                                 OPERATION_NOT_ATTEMPTED
@@ -386,21 +421,30 @@ impl MirrorGate {
         }
     }
 
-    /// `None` when no topic is a read-only mirror topic; otherwise one `(name, code, message)`
-    /// per topic in request order.
+    /// Why a request may not change `topic`: POLICY_VIOLATION (44) with the read-only
+    /// message for a mirror topic, TOPIC_AUTHORIZATION_FAILED (29) for the state topic.
+    fn refusal(&self, topic: &str) -> Option<(i16, String)> {
+        if self.state.is_state_topic(topic) {
+            return Some((TOPIC_AUTHORIZATION_FAILED, self.state.message()));
+        }
+        self.control.read_only_mirror(topic).map(|m| (POLICY_VIOLATION, read_only_message(topic, &m)))
+    }
+
+    /// `None` when no topic is a read-only mirror topic or the state topic; otherwise one
+    /// `(name, code, message)` per topic in request order.
     fn refusals(&self, topics: &[String], verb: &str) -> Option<Vec<(String, i16, String)>> {
-        let mirrors: Vec<Option<String>> = topics.iter().map(|t| self.control.read_only_mirror(t)).collect();
-        let first = mirrors.iter().zip(topics).find_map(|(m, t)| m.as_ref().map(|m| (t.clone(), m.clone())))?;
+        let refused: Vec<Option<(i16, String)>> = topics.iter().map(|t| self.refusal(t)).collect();
+        let first = refused.iter().zip(topics).find_map(|(r, t)| r.as_ref().map(|_| t.clone()))?;
         Some(
             topics
                 .iter()
-                .zip(mirrors)
-                .map(|(t, m)| match m {
-                    Some(m) => (t.clone(), POLICY_VIOLATION, format!("cannot {verb} topic {t}: {}", read_only_message(t, &m))),
+                .zip(refused)
+                .map(|(t, r)| match r {
+                    Some((code, why)) => (t.clone(), code, format!("cannot {verb} topic {t}: {why}")),
                     None => (
                         t.clone(),
                         config_rpc::INVALID_REQUEST,
-                        format!("not attempted: the same request names mirror topic {} of mirror {}; send requests for other topics separately", first.0, first.1),
+                        format!("not attempted: the same request names topic {first}, which clients cannot change through mirrorgate; send requests for other topics separately"),
                     ),
                 })
                 .collect(),
@@ -433,12 +477,13 @@ impl MirrorGate {
         let mut rejected = Vec::new();
         for t in &scan.topics {
             let Some(name) = self.resolve(&t.topic).await else { continue };
-            if let Some(mirror) = self.control.read_only_mirror(&name) {
+            if let Some((code, message)) = self.refusal(&name) {
                 for p in &t.partitions {
                     rejected.push(Rejected {
                         topic: t.topic.clone(),
                         partition: p.index,
-                        message: read_only_message(&name, &mirror),
+                        message: message.clone(),
+                        code,
                     });
                 }
             }
@@ -448,11 +493,13 @@ impl MirrorGate {
         }
         // One line per refused request (not per partition): operators see who writes to a
         // mirror topic, and tests count the Produce requests a client sent (no retries).
+        let code_name =
+            if rejected[0].code == POLICY_VIOLATION { "POLICY_VIOLATION" } else { "TOPIC_AUTHORIZATION_FAILED" };
         tracing::info!(
             client_id = header::request_client_id(frame, 1).unwrap_or(""),
             correlation_id = prefix.correlation_id,
             partitions = rejected.len(),
-            "Produce refused with POLICY_VIOLATION: {}",
+            "Produce refused with {code_name}: {}",
             rejected[0].message
         );
         let expect_response = scan.acks != 0;
@@ -527,8 +574,9 @@ fn uuid_of(u: &KafkaUuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(u.0)
 }
 
-/// Adds a POLICY_VIOLATION (44) entry with the refusal message for each of `rejected` to a
-/// Produce response. POLICY_VIOLATION is non-retriable in every client (Java's
+/// Adds an entry with the refusal's code (POLICY_VIOLATION (44) for a mirror topic,
+/// TOPIC_AUTHORIZATION_FAILED (29) for the state topic) and message for each of `rejected`
+/// to a Produce response. POLICY_VIOLATION is non-retriable in every client (Java's
 /// `PolicyViolationException` is an `ApiException`, not a `RetriableException`; librdkafka,
 /// franz-go and sarama fail the batch at once), and Java clients and librdkafka show the
 /// message (Produce v8+, KIP-467).
@@ -536,7 +584,7 @@ pub fn produce_rejections(mut resp: ProduceResponse, rejected: &[Rejected]) -> P
     for r in rejected {
         let part = PartitionProduceResponse::default()
             .with_index(r.partition)
-            .with_error_code(POLICY_VIOLATION)
+            .with_error_code(r.code)
             .with_base_offset(-1)
             .with_log_append_time_ms(-1)
             .with_log_start_offset(-1)

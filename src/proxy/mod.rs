@@ -11,6 +11,7 @@ pub mod listener;
 pub mod mirror_gate;
 pub mod rewrite;
 pub mod route;
+pub mod state_guard;
 pub mod versions;
 
 use std::collections::HashMap;
@@ -173,6 +174,13 @@ async fn open_mirror_gate(
         crate::telemetry::metrics::install(addr)?;
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
     }
+    let state = state_guard::StateTopicGuard::new(&settings.mirror_state.topic);
+    // Fetch v13+ and Produce v13 name topics by id: know the state topic's id before the
+    // first client does (it is also learned from every Metadata answer).
+    match data_client.topic(&settings.mirror_state.topic).await {
+        Ok(t) => state.learn(&t.topic_id.0, &t.name),
+        Err(e) => tracing::warn!(topic = %settings.mirror_state.topic, "cannot read the state topic's id: {e}"),
+    }
     let acl_client = data_client.clone();
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
     tokio::spawn(data_plane.run(shutdown.clone()));
@@ -182,6 +190,7 @@ async fn open_mirror_gate(
         destination,
         acl_client,
         settings.super_users.clone(),
+        state,
     )))
 }
 
@@ -210,7 +219,8 @@ pub async fn run(
                 }
             }
             Err(e) => anyhow::bail!(
-                "destination cluster unreachable at `{}` after {} s: {e}",
+                "destination cluster {} at `{}` after {} s: {e}",
+                if e.is_security() { "refused mirrorgate's TLS or SASL connection" } else { "unreachable" },
                 settings.destination_bootstrap.join(","),
                 deadline.as_secs()
             ),

@@ -26,10 +26,12 @@ pub const UNSUPPORTED_VERSION: i16 = 35;
 /// Versions of `api_key` mirrorgate can decode, `None` if it does not intercept that API.
 /// APIs that can write to a topic (Produce, DeleteRecords, CreatePartitions, DeleteTopics,
 /// AlterConfigs, IncrementalAlterConfigs, DescribeConfigs, AddPartitionsToTxn) are limited to
-/// the versions `wire::scan` walks, so the read-only check sees every such request.
+/// the versions `wire::scan` walks, so the read-only check sees every such request. The
+/// APIs the state topic guard decodes ([`super::state_guard::GUARDED`]) are limited to
+/// what kafka-protocol decodes.
 pub fn intercepted_range(api_key: i16) -> Option<(i16, i16)> {
     let key = ApiKey::try_from(api_key).ok()?;
-    let decoded = INTERCEPTED.contains(&key).then(|| {
+    let decoded = (INTERCEPTED.contains(&key) || super::state_guard::GUARDED.contains(&key)).then(|| {
         let r = key.valid_versions();
         (r.min, r.max)
     });
@@ -80,10 +82,10 @@ mod tests {
     fn intersects_intercepted_and_keeps_passthrough_ranges() {
         let mut resp = ApiVersionsResponse::default();
         let fetch_max = ApiKey::Fetch.valid_versions().max;
-        resp.api_keys = vec![v(1, 4, fetch_max + 5), v(8, 0, 99), v(9999, 0, 3), v(94, 0, 0)];
+        resp.api_keys = vec![v(1, 4, fetch_max + 5), v(11, 0, 99), v(9999, 0, 3), v(94, 0, 0)];
         negotiate(&mut resp, &[94], &[(94, 0, 0), (95, 0, 1)]);
         let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
-        assert_eq!(got, vec![(1, 4, fetch_max), (8, 0, 99), (9999, 0, 3), (94, 0, 0), (95, 0, 1)]);
+        assert_eq!(got, vec![(1, 4, fetch_max), (11, 0, 99), (9999, 0, 3), (94, 0, 0), (95, 0, 1)]);
     }
 
     #[test]

@@ -1,0 +1,671 @@
+//! Clients cannot read, write or change mirrorgate's state topic (`mirror_state.topic`,
+//! default `__mirror_state`) through the proxy: the proxy answers as a destination broker
+//! would if an ACL denied every operation on that topic to the client's principal
+//! (Kafka's `AuthHelper` / `KafkaApis` rules, Kafka 4.1):
+//!
+//! - **Listing.** Metadata and DescribeTopicPartitions answers for all topics leave the state
+//!   topic out (a broker lists only the topics the principal may DESCRIBE); a request that
+//!   names it gets TOPIC_AUTHORIZATION_FAILED (29) for it, with no partitions and a zero
+//!   topic id.
+//! - **Reads and per-partition requests.** Fetch (by name, and by topic id from v13),
+//!   ListOffsets, OffsetForLeaderEpoch, OffsetCommit, TxnOffsetCommit, CreateTopics and
+//!   DescribeConfigs: the state topic's entries are taken out of the request, the rest is
+//!   forwarded, and each taken entry is added to the broker's answer with
+//!   TOPIC_AUTHORIZATION_FAILED, as a broker answers a mix of allowed and denied topics.
+//! - Produce, DeleteRecords, DeleteTopics, CreatePartitions, AlterConfigs,
+//!   IncrementalAlterConfigs and AddPartitionsToTxn are refused by
+//!   [`super::mirror_gate::MirrorGate`] with the machinery that makes mirror topics
+//!   read-only (the state topic gets TOPIC_AUTHORIZATION_FAILED there).
+//!
+//! **Cost.** A request is decoded only when its bytes contain the state topic's name or one
+//! of its topic ids (a `memchr::memmem` search over the frame); every other request passes
+//! as the client's own bytes. Decoding is safe on client bytes: the vendored kafka-protocol
+//! refuses array counts larger than the bytes left (vendor/kafka-protocol/PATCHED.md), and
+//! ApiVersions advertises only the versions it decodes for these APIs
+//! ([`super::versions::intercepted_range`]).
+//!
+//! mirrorgate's own state store connects to the destination directly and is not affected.
+
+use std::sync::{Arc, RwLock};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, FetchRequest, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use memchr::memmem;
+use uuid::Uuid;
+
+use crate::wire::header::{self, RequestPrefix};
+
+/// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// `ConfigResource.Type.TOPIC`.
+const TOPIC_RESOURCE: i8 = 2;
+
+/// APIs whose requests the guard looks into when they mention the state topic (besides
+/// DescribeTopicPartitions, whose answers are always filtered). Their versions are limited
+/// in ApiVersions to what kafka-protocol decodes.
+pub const GUARDED: &[ApiKey] = &[
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetForLeaderEpoch,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::CreateTopics,
+    ApiKey::DescribeConfigs,
+    ApiKey::DescribeTopicPartitions,
+];
+
+/// A rewrite of a whole response frame (header and body), applied after the usual
+/// response action.
+#[derive(Clone)]
+pub struct ResponseMerge(Arc<MergeFn>);
+
+/// Response frame in, rewritten response frame out.
+type MergeFn = dyn Fn(&Bytes) -> Result<Bytes, String> + Send + Sync;
+
+impl std::fmt::Debug for ResponseMerge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseMerge")
+    }
+}
+
+impl ResponseMerge {
+    /// Applies the rewrite to a response `frame` (header + body, no length prefix).
+    ///
+    /// # Errors
+    /// The response cannot be decoded or encoded.
+    pub fn apply(&self, frame: &Bytes) -> Result<Bytes, String> {
+        (self.0)(frame)
+    }
+}
+
+/// What the guard does with a request.
+#[derive(Debug)]
+pub enum Guarded {
+    /// Not the guard's business.
+    Pass,
+    /// Forward `frame` (the request without the state topic) and pass the answer through
+    /// `merge`, which adds the refusals.
+    Forward {
+        /// The request frame to send.
+        frame: Bytes,
+        /// Adds TOPIC_AUTHORIZATION_FAILED entries to the answer.
+        merge: ResponseMerge,
+    },
+}
+
+/// A topic entry taken out of a request: its name (empty when named by id), its id (zero
+/// when named by name) and its partitions.
+#[derive(Debug, Clone)]
+struct Taken {
+    name: TopicName,
+    id: Uuid,
+    partitions: Vec<i32>,
+}
+
+/// The state topic's name and the topic ids it is known under.
+#[derive(Debug)]
+pub struct StateTopicGuard {
+    name: String,
+    ids: RwLock<Vec<[u8; 16]>>,
+}
+
+fn refusal_message(topic: &str) -> String {
+    format!("Not authorized to access topic {topic}: it is mirrorgate's state topic, which clients cannot read, write or change through mirrorgate")
+}
+
+impl StateTopicGuard {
+    /// A guard for the state topic `name`.
+    pub fn new(name: &str) -> Self {
+        Self { name: name.to_string(), ids: RwLock::new(Vec::new()) }
+    }
+
+    /// The state topic's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether `topic` is the state topic.
+    pub fn is_state_topic(&self, topic: &str) -> bool {
+        topic == self.name
+    }
+
+    /// Whether `id` is a topic id the state topic is known under.
+    pub fn is_state_topic_id(&self, id: &[u8; 16]) -> bool {
+        *id != [0; 16] && self.ids.read().unwrap_or_else(|e| e.into_inner()).contains(id)
+    }
+
+    /// Records a topic id seen for `topic` (ignored unless `topic` is the state topic or
+    /// the id is zero). Ids are kept for the life of the process, so a re-created state
+    /// topic's old id stays refused too.
+    pub fn learn(&self, id: &[u8; 16], topic: &str) {
+        if *id == [0; 16] || !self.is_state_topic(topic) || self.is_state_topic_id(id) {
+            return;
+        }
+        self.ids.write().unwrap_or_else(|e| e.into_inner()).push(*id);
+    }
+
+    /// The message a refusal carries.
+    pub fn message(&self) -> String {
+        refusal_message(&self.name)
+    }
+
+    fn mentions(&self, frame: &[u8]) -> bool {
+        memmem::find(frame, self.name.as_bytes()).is_some()
+            || self.ids.read().unwrap_or_else(|e| e.into_inner()).iter().any(|id| memmem::find(frame, id).is_some())
+    }
+
+    fn named(&self, name: &TopicName, id: &Uuid) -> bool {
+        (!name.0.is_empty() && self.is_state_topic(&name.0)) || self.is_state_topic_id(id.as_bytes())
+    }
+
+    /// Removes the state topic from a Metadata answer, learning its id first. Returns
+    /// whether anything was removed.
+    pub fn hide_in_metadata(&self, resp: &mut MetadataResponse) -> bool {
+        let before = resp.topics.len();
+        resp.topics.retain(|t| match &t.name {
+            Some(n) if self.is_state_topic(&n.0) => {
+                self.learn(t.topic_id.as_bytes(), &n.0);
+                false
+            }
+            _ => !self.is_state_topic_id(t.topic_id.as_bytes()),
+        });
+        resp.topics.len() != before
+    }
+
+    /// Looks at one client request.
+    ///
+    /// # Errors
+    /// The request mentions the state topic and cannot be decoded or re-encoded (the
+    /// caller closes the connection with the reason).
+    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+        let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(Guarded::Pass) };
+        if key == ApiKey::DescribeTopicPartitions {
+            return self.describe_topic_partitions(prefix, frame);
+        }
+        if !GUARDED.contains(&key) || !self.mentions(frame) {
+            return Ok(Guarded::Pass);
+        }
+        let v = prefix.api_version;
+        match key {
+            ApiKey::Fetch => filter(
+                key,
+                prefix,
+                frame,
+                |req: &mut FetchRequest| {
+                    let taken = take(
+                        &mut req.topics,
+                        |t| self.named(&t.topic, &t.topic_id),
+                        |t| Taken {
+                            name: t.topic.clone(),
+                            id: t.topic_id,
+                            partitions: t.partitions.iter().map(|p| p.partition).collect(),
+                        },
+                    );
+                    req.forgotten_topics_data.retain(|t| !self.named(&t.topic, &t.topic_id));
+                    taken
+                },
+                |resp: &mut FetchResponse, taken| {
+                    for t in taken {
+                        resp.responses.push(
+                            FetchableTopicResponse::default()
+                                .with_topic(t.name.clone())
+                                .with_topic_id(t.id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionData::default()
+                                                .with_partition_index(*p)
+                                                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                                .with_high_watermark(-1)
+                                                .with_last_stable_offset(-1)
+                                                .with_log_start_offset(-1)
+                                                .with_preferred_read_replica((-1).into())
+                                                .with_records(Some(Bytes::new()))
+                                        })
+                                        .collect(),
+                                ),
+                        );
+                    }
+                },
+            ),
+            ApiKey::ListOffsets => filter(
+                key,
+                prefix,
+                frame,
+                |req: &mut ListOffsetsRequest| {
+                    take(
+                        &mut req.topics,
+                        |t| self.named(&t.name, &Uuid::nil()),
+                        |t| Taken {
+                            name: t.name.clone(),
+                            id: Uuid::nil(),
+                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+                        },
+                    )
+                },
+                |resp: &mut ListOffsetsResponse, taken| {
+                    for t in taken {
+                        resp.topics.push(
+                            ListOffsetsTopicResponse::default().with_name(t.name.clone()).with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        ListOffsetsPartitionResponse::default()
+                                            .with_partition_index(*p)
+                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                            .with_timestamp(-1)
+                                            .with_offset(-1)
+                                            .with_leader_epoch(-1)
+                                    })
+                                    .collect(),
+                            ),
+                        );
+                    }
+                },
+            ),
+            ApiKey::OffsetForLeaderEpoch => filter(
+                key,
+                prefix,
+                frame,
+                |req: &mut OffsetForLeaderEpochRequest| {
+                    take(
+                        &mut req.topics,
+                        |t| self.named(&t.topic, &Uuid::nil()),
+                        |t| Taken {
+                            name: t.topic.clone(),
+                            id: Uuid::nil(),
+                            partitions: t.partitions.iter().map(|p| p.partition).collect(),
+                        },
+                    )
+                },
+                |resp: &mut OffsetForLeaderEpochResponse, taken| {
+                    for t in taken {
+                        resp.topics.push(
+                            OffsetForLeaderTopicResult::default().with_topic(t.name.clone()).with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        EpochEndOffset::default()
+                                            .with_partition(*p)
+                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                            .with_leader_epoch(-1)
+                                            .with_end_offset(-1)
+                                    })
+                                    .collect(),
+                            ),
+                        );
+                    }
+                },
+            ),
+            ApiKey::OffsetCommit => filter(
+                key,
+                prefix,
+                frame,
+                |req: &mut OffsetCommitRequest| {
+                    take(
+                        &mut req.topics,
+                        |t| self.named(&t.name, &t.topic_id),
+                        |t| Taken {
+                            name: t.name.clone(),
+                            id: t.topic_id,
+                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+                        },
+                    )
+                },
+                |resp: &mut OffsetCommitResponse, taken| {
+                    for t in taken {
+                        resp.topics.push(
+                            OffsetCommitResponseTopic::default()
+                                .with_name(t.name.clone())
+                                .with_topic_id(t.id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            OffsetCommitResponsePartition::default()
+                                                .with_partition_index(*p)
+                                                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                        })
+                                        .collect(),
+                                ),
+                        );
+                    }
+                },
+            ),
+            ApiKey::TxnOffsetCommit => filter(
+                key,
+                prefix,
+                frame,
+                |req: &mut TxnOffsetCommitRequest| {
+                    take(
+                        &mut req.topics,
+                        |t| self.named(&t.name, &Uuid::nil()),
+                        |t| Taken {
+                            name: t.name.clone(),
+                            id: Uuid::nil(),
+                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+                        },
+                    )
+                },
+                |resp: &mut TxnOffsetCommitResponse, taken| {
+                    for t in taken {
+                        resp.topics.push(
+                            TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        TxnOffsetCommitResponsePartition::default()
+                                            .with_partition_index(*p)
+                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                    })
+                                    .collect(),
+                            ),
+                        );
+                    }
+                },
+            ),
+            ApiKey::CreateTopics => {
+                let message = self.message();
+                filter(
+                    key,
+                    prefix,
+                    frame,
+                    |req: &mut CreateTopicsRequest| {
+                        take(
+                            &mut req.topics,
+                            |t| self.named(&t.name, &Uuid::nil()),
+                            |t| Taken { name: t.name.clone(), id: Uuid::nil(), partitions: Vec::new() },
+                        )
+                    },
+                    move |resp: &mut CreateTopicsResponse, taken| {
+                        for t in taken {
+                            resp.topics.push(
+                                CreatableTopicResult::default()
+                                    .with_name(t.name.clone())
+                                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                    .with_error_message(Some(StrBytes::from_string(message.clone())))
+                                    .with_num_partitions(-1)
+                                    .with_replication_factor(-1),
+                            );
+                        }
+                    },
+                )
+            }
+            ApiKey::DescribeConfigs => {
+                let message = self.message();
+                filter(
+                    key,
+                    prefix,
+                    frame,
+                    |req: &mut DescribeConfigsRequest| {
+                        take(
+                            &mut req.resources,
+                            |r| r.resource_type == TOPIC_RESOURCE && self.is_state_topic(&r.resource_name),
+                            |r| Taken {
+                                name: TopicName(r.resource_name.clone()),
+                                id: Uuid::nil(),
+                                partitions: Vec::new(),
+                            },
+                        )
+                    },
+                    move |resp: &mut DescribeConfigsResponse, taken| {
+                        for t in taken {
+                            resp.results.push(
+                                DescribeConfigsResult::default()
+                                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                                    .with_error_message(Some(StrBytes::from_string(message.clone())))
+                                    .with_resource_type(TOPIC_RESOURCE)
+                                    .with_resource_name(t.name.0.clone()),
+                            );
+                        }
+                    },
+                )
+            }
+            ApiKey::Metadata => {
+                // The request goes as it is (an emptied topic list means "all topics" in
+                // v0); the answer's entry is dropped by `hide_in_metadata` and replaced here.
+                let hv = key.request_header_version(v);
+                let start =
+                    header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+                let req = MetadataRequest::decode(&mut frame.slice(start..), v)
+                    .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+                let named = req.topics.iter().flatten().any(|t| {
+                    t.name.as_ref().is_some_and(|n| self.is_state_topic(&n.0))
+                        || self.is_state_topic_id(t.topic_id.as_bytes())
+                });
+                if !named {
+                    return Ok(Guarded::Pass);
+                }
+                let name = self.name.clone();
+                tracing::info!(topic = %self.name, "Metadata for the state topic answered with TOPIC_AUTHORIZATION_FAILED");
+                let merge = response_merge(key, v, move |resp: &mut MetadataResponse| {
+                    resp.topics.push(
+                        MetadataResponseTopic::default()
+                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                            .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
+                    );
+                });
+                Ok(Guarded::Forward { frame: frame.clone(), merge })
+            }
+            _ => Ok(Guarded::Pass),
+        }
+    }
+
+    /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
+    /// are always filtered, as for Metadata.
+    fn describe_topic_partitions(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+        let key = ApiKey::DescribeTopicPartitions;
+        let v = prefix.api_version;
+        let named = if self.mentions(frame) {
+            let hv = key.request_header_version(v);
+            let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+            let req = DescribeTopicPartitionsRequest::decode(&mut frame.slice(start..), v)
+                .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+            req.topics.iter().any(|t| self.is_state_topic(&t.name.0))
+        } else {
+            false
+        };
+        let name = self.name.clone();
+        let ids = self.ids.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let merge = response_merge(key, v, move |resp: &mut DescribeTopicPartitionsResponse| {
+            resp.topics.retain(|t| {
+                t.name.as_ref().is_none_or(|n| n.0.as_str() != name) && !ids.contains(t.topic_id.as_bytes())
+            });
+            if named {
+                resp.topics.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                        .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
+                );
+            }
+        });
+        Ok(Guarded::Forward { frame: frame.clone(), merge })
+    }
+}
+
+/// Takes the entries matching `hit` out of `items`, describing each with `describe`.
+fn take<T>(items: &mut Vec<T>, hit: impl Fn(&T) -> bool, describe: impl Fn(&T) -> Taken) -> Vec<Taken> {
+    let mut taken = Vec::new();
+    items.retain(|t| {
+        if hit(t) {
+            taken.push(describe(t));
+            false
+        } else {
+            true
+        }
+    });
+    taken
+}
+
+/// Decodes the request, takes the state topic's entries out with `take_out`; if there were
+/// any, re-encodes the rest behind the client's own header and returns a merge that adds
+/// them to the answer with `add`.
+fn filter<Req, Resp>(
+    key: ApiKey,
+    prefix: &RequestPrefix,
+    frame: &Bytes,
+    take_out: impl FnOnce(&mut Req) -> Vec<Taken>,
+    add: impl Fn(&mut Resp, &[Taken]) + Send + Sync + 'static,
+) -> Result<Guarded, String>
+where
+    Req: Decodable + Encodable,
+    Resp: Decodable + Encodable + 'static,
+{
+    let v = prefix.api_version;
+    let hv = key.request_header_version(v);
+    let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+    let mut req =
+        Req::decode(&mut frame.slice(start..), v).map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+    let taken = take_out(&mut req);
+    if taken.is_empty() {
+        return Ok(Guarded::Pass);
+    }
+    tracing::info!(
+        api = ?key,
+        client_id = header::request_client_id(frame, 1).unwrap_or(""),
+        partitions = taken.iter().map(|t| t.partitions.len()).sum::<usize>(),
+        "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED"
+    );
+    let mut out = BytesMut::with_capacity(frame.len());
+    out.extend_from_slice(&frame[..start]);
+    req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
+    let merge = response_merge(key, v, move |resp: &mut Resp| add(resp, &taken));
+    Ok(Guarded::Forward { frame: out.freeze(), merge })
+}
+
+fn response_merge<Resp>(key: ApiKey, v: i16, edit: impl Fn(&mut Resp) + Send + Sync + 'static) -> ResponseMerge
+where
+    Resp: Decodable + Encodable + 'static,
+{
+    ResponseMerge(Arc::new(move |frame: &Bytes| {
+        let hv = key.response_header_version(v);
+        let cid = header::response_correlation_id(frame).map_err(|e| e.to_string())?;
+        let start = header::response_header_len(frame, hv).map_err(|e| e.to_string())?;
+        let mut resp = Resp::decode(&mut frame.slice(start..), v).map_err(|e| format!("{key:?} v{v} response: {e}"))?;
+        edit(&mut resp);
+        let mut out = BytesMut::with_capacity(frame.len() + 64);
+        header::put_response_header(&mut out, cid, hv);
+        resp.encode(&mut out, v).map_err(|e| format!("{key:?} v{v} response: {e}"))?;
+        Ok(out.freeze())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::RequestHeader;
+
+    use super::*;
+
+    const ID: [u8; 16] = [7; 16];
+
+    fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes) {
+        let mut out = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(v)
+            .with_correlation_id(5)
+            .with_client_id(Some(StrBytes::from_static_str("t")))
+            .encode(&mut out, key.request_header_version(v))
+            .unwrap();
+        body.encode(&mut out, v).unwrap();
+        let frame = out.freeze();
+        (RequestPrefix::parse(&frame).unwrap(), frame)
+    }
+
+    fn fetch_topic(name: &str, id: [u8; 16]) -> FetchTopic {
+        FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(name.into())))
+            .with_topic_id(Uuid::from_bytes(id))
+            .with_partitions(vec![
+                FetchPartition::default().with_partition(0),
+                FetchPartition::default().with_partition(1),
+            ])
+    }
+
+    #[test]
+    fn fetch_by_id_loses_the_state_topic_and_its_answer_gets_29() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        guard.learn(&ID, "__mirror_state");
+        guard.learn(&[9; 16], "other");
+        assert!(!guard.is_state_topic_id(&[9; 16]));
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("", ID), fetch_topic("", [3; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 16, &req);
+        let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame).unwrap() else { panic!("passed") };
+        let body = sent.slice(header::request_header_len(&sent, 2).unwrap()..);
+        let forwarded = FetchRequest::decode(&mut body.clone(), 16).unwrap();
+        assert_eq!(forwarded.topics.len(), 1);
+        assert_eq!(forwarded.topics[0].topic_id, Uuid::from_bytes([3; 16]));
+        // The broker's answer for the other topic, then the merge.
+        let mut answer = BytesMut::new();
+        header::put_response_header(&mut answer, 5, 1);
+        FetchResponse::default().encode(&mut answer, 16).unwrap();
+        let merged = merge.apply(&answer.freeze()).unwrap();
+        let resp =
+            FetchResponse::decode(&mut merged.slice(header::response_header_len(&merged, 1).unwrap()..), 16).unwrap();
+        assert_eq!(resp.responses.len(), 1);
+        assert_eq!(resp.responses[0].topic_id, Uuid::from_bytes(ID));
+        let codes: Vec<(i32, i16)> =
+            resp.responses[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+        assert_eq!(codes, vec![(0, 29), (1, 29)]);
+    }
+
+    #[test]
+    fn requests_not_naming_the_state_topic_pass_untouched() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        guard.learn(&ID, "__mirror_state");
+        // A longer name that starts with the state topic's passes the byte search, not the check.
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state_x", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("orders", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        // By name at v12.
+        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state", [0; 16])]);
+        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
+        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Forward { .. }));
+    }
+
+    #[test]
+    fn metadata_answers_never_list_the_state_topic() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        let mut resp = MetadataResponse::default().with_topics(vec![
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("__mirror_state"))))
+                .with_topic_id(Uuid::from_bytes(ID)),
+            MetadataResponseTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("orders")))),
+        ]);
+        assert!(guard.hide_in_metadata(&mut resp));
+        assert_eq!(resp.topics.len(), 1);
+        assert!(guard.is_state_topic_id(&ID), "the id is learned before the entry is dropped");
+    }
+
+    #[test]
+    fn guarded_apis_are_limited_to_decodable_versions() {
+        for key in GUARDED {
+            assert!(super::super::versions::intercepted_range(*key as i16).is_some(), "{key:?}");
+        }
+    }
+}
