@@ -53,14 +53,17 @@ impl SaslTransport for BrokerConnection {
     }
 
     async fn sasl_handshake(&mut self, req: &SaslHandshakeRequest) -> Result<SaslHandshakeResponse, ClientError> {
-        self.send(req, 1).await
+        self.send_now(req, 1).await
     }
 
     async fn sasl_authenticate(
         &mut self,
         req: &SaslAuthenticateRequest,
     ) -> Result<SaslAuthenticateResponse, ClientError> {
-        self.send(req, 1).await
+        let resp: SaslAuthenticateResponse = self.send_now(req, 1).await?;
+        // KIP-368: the session lifetime, for re-authentication (`crate::client::reauth`).
+        self.note_session_lifetime(resp.session_lifetime_ms);
+        Ok(resp)
     }
 }
 
