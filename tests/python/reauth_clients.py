@@ -44,11 +44,14 @@ def steady(args):
             delivered[0] += 1
 
     n = 0
-    end = time.time() + args.seconds
+    start = time.time()
+    end = start + args.seconds
     while time.time() < end:
         p.produce(args.topic, value=f"v-{n}".encode(), key=f"k-{n}".encode(), on_delivery=on_delivery)
         n += 1
-        p.poll(args.interval_ms / 1000.0)
+        p.poll(0)
+        # Paced by the clock: poll() returns early when a delivery report is served.
+        time.sleep(max(0.0, start + n * args.interval_ms / 1000.0 - time.time()))
     p.flush(30)
     for e in errors[:10]:
         print(f"ERROR {e}", file=sys.stderr)
@@ -88,12 +91,15 @@ def roundtrip(args):
         got.append((m.offset(), m.value().decode()))
 
     n = 0
-    end = time.time() + args.seconds
+    start = time.time()
+    end = start + args.seconds
     while time.time() < end:
         p.produce(args.topic, value=f"v-{n}".encode(), partition=0, on_delivery=on_delivery)
         n += 1
         p.poll(0)
-        consume(args.interval_ms / 1000.0)
+        next_at = start + n * args.interval_ms / 1000.0
+        while time.time() < next_at:
+            consume(max(0.0, next_at - time.time()))
     p.flush(30)
     deadline = time.time() + 30
     while len(got) < n and time.time() < deadline:
