@@ -1477,9 +1477,8 @@ async fn plain_exchange(
         return Ok((hs.error_code, None, 0));
     }
     let token = format!("\0{user}\0{password}");
-    let resp = conn
-        .send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token.into_bytes())), 1)
-        .await?;
+    let resp =
+        conn.send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token.into_bytes())), 1).await?;
     Ok((resp.error_code, resp.error_message.map(|m| m.to_string()), resp.session_lifetime_ms))
 }
 
@@ -1512,7 +1511,10 @@ async fn sasl_sessions_expire_and_reauthenticate_in_band_with_the_same_principal
     tokio::time::sleep(Duration::from_millis(3500).saturating_sub(t0.elapsed())).await;
     let after = api_versions(&mut a).await;
     assert!(
-        matches!(after, Err(mirrorgate::client::ClientError::Closed { .. } | mirrorgate::client::ClientError::Io { .. })),
+        matches!(
+            after,
+            Err(mirrorgate::client::ClientError::Closed { .. } | mirrorgate::client::ClientError::Io { .. })
+        ),
         "a request after the session expired: {after:?}"
     );
     // In-band re-authentication before the expiry extends the session.

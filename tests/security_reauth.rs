@@ -33,7 +33,9 @@ const REAUTH_5S: &str = "connections.max.reauth.ms=5000";
 const STREAM: Duration = Duration::from_secs(26);
 
 fn jaas(user: &str, password: &str) -> String {
-    format!(r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#)
+    format!(
+        r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+    )
 }
 
 fn plain_client(bootstrap: &str) -> ClusterClient {
@@ -42,8 +44,17 @@ fn plain_client(bootstrap: &str) -> ClusterClient {
 
 fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     let p = partitions.to_string();
-    let args =
-        ["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", &p, "--replication-factor", "1"];
+    let args = [
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        &p,
+        "--replication-factor",
+        "1",
+    ];
     kafka_tool_ok(V, "topics", &args, None);
 }
 
@@ -95,7 +106,8 @@ fn wait_identical(source: &Cluster, dest: &Cluster, topic: &str, partitions: i32
 /// closed it at its first request after the expiry).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_without_reconnecting() {
-    let source = secure_cluster_with("reauth-src", "SASL_PLAINTEXT", "none", &["SCRAM-SHA-512:src:src-pw"], &[REAUTH_5S]);
+    let source =
+        secure_cluster_with("reauth-src", "SASL_PLAINTEXT", "none", &["SCRAM-SHA-512:src:src-pw"], &[REAUTH_5S]);
     let dest = secure_cluster_with("reauth-dst", "SASL_PLAINTEXT", "none", &["SCRAM-SHA-512:mg:mg-pw"], &[REAUTH_5S]);
     let (source_addr, dest_addr) = (source.secure.clone().unwrap(), dest.secure.clone().unwrap());
     let metrics_port = free_port_range(1);
@@ -127,7 +139,10 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
     )
     .unwrap();
     let mirror = unique_name("m");
-    ok(mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
 
     // A steady stream into the source (its PLAINTEXT listener): 20 records a second.
@@ -156,9 +171,13 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
     let mut wrong = Vec::new();
     for (side, addr) in [("source", &source_addr), ("destination", &dest_addr)] {
         let broker = format!("broker=\"{addr}\"");
-        let reauth_ok =
-            sample(&after, "mirrorgate_broker_reauthentications_total", &[&broker, "result=\"success\"", "SCRAM-SHA-512"]);
-        let reauth_failed = sample(&after, "mirrorgate_broker_reauthentications_total", &[&broker, "result=\"failure\""]);
+        let reauth_ok = sample(
+            &after,
+            "mirrorgate_broker_reauthentications_total",
+            &[&broker, "result=\"success\"", "SCRAM-SHA-512"],
+        );
+        let reauth_failed =
+            sample(&after, "mirrorgate_broker_reauthentications_total", &[&broker, "result=\"failure\""]);
         let created = |text: &str| sample(text, "mirrorgate_broker_connections_created_total", &[&broker]);
         let closed = |text: &str| sample(text, "mirrorgate_broker_connections_closed_total", &[&broker]);
         let (new, gone) = (created(&after) - created(&before), closed(&after) - closed(&before));
@@ -168,7 +187,9 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
             "{side} {addr}: re-authentications {reauth_ok} ok, {reauth_failed} failed; connections over the stream: {new} created, {gone} closed"
         );
         if new > 2.0 || gone > 2.0 {
-            wrong.push(format!("{side}: connections dropped and made again: {new} created, {gone} closed in {window:?}"));
+            wrong.push(format!(
+                "{side}: connections dropped and made again: {new} created, {gone} closed in {window:?}"
+            ));
         }
         if reauth_ok < 3.0 {
             wrong.push(format!("{side}: {reauth_ok} re-authentications in {window:?}"));
@@ -223,7 +244,16 @@ async fn clients_reauthenticate_through_mirrorgate_and_keep_their_principal() {
     kafka_tool_ok(
         V,
         "acls",
-        &["--bootstrap-server", &dest.bootstrap, "--add", "--allow-principal", "User:frank", "--operation", "Describe", "--cluster"],
+        &[
+            "--bootstrap-server",
+            &dest.bootstrap,
+            "--add",
+            "--allow-principal",
+            "User:frank",
+            "--operation",
+            "Describe",
+            "--cluster",
+        ],
         None,
     );
     // A mirror to read and (try to) change; created by the CLI as ANONYMOUS, a super user.
@@ -284,7 +314,8 @@ async fn clients_reauthenticate_through_mirrorgate_and_keep_their_principal() {
         assert_eq!(alter, 31, "{when}: frank (no ALTER) changing the mirror's configs: CLUSTER_AUTHORIZATION_FAILED");
     };
     check("first authentication");
-    let client_reauths = |text: &str| sample(text, "mirrorgate_client_reauthentications_total", &["result=\"success\""]);
+    let client_reauths =
+        |text: &str| sample(text, "mirrorgate_client_reauthentications_total", &["result=\"success\""]);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(14) {
         std::thread::sleep(Duration::from_millis(1500));

@@ -233,7 +233,11 @@ impl BrokerConnection {
     /// of the exchange as for any request.
     async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
         if let Some((error, message)) = &self.failed {
-            return Err(ClientError::Authentication { addr: self.addr.clone(), error: *error, message: message.clone() });
+            return Err(ClientError::Authentication {
+                addr: self.addr.clone(),
+                error: *error,
+                message: message.clone(),
+            });
         }
         let now = std::time::Instant::now();
         let Some((security, _)) = self.reauth.as_ref().filter(|(_, s)| s.is_due(now)) else { return Ok(()) };
@@ -256,7 +260,9 @@ impl BrokerConnection {
                 tracing::warn!(broker = %self.addr, mechanism, error = %e, "SASL re-authentication failed (KIP-368): closing the connection");
                 let (error, message) = match &e {
                     ClientError::Authentication { error, message, .. } => (*error, message.clone()),
-                    other => (crate::client::sasl::SASL_AUTHENTICATION_FAILED, format!("re-authentication failed: {other}")),
+                    other => {
+                        (crate::client::sasl::SASL_AUTHENTICATION_FAILED, format!("re-authentication failed: {other}"))
+                    }
                 };
                 security.remember_failure(&self.addr, &e);
                 self.failed = Some((error, message));

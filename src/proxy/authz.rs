@@ -529,46 +529,46 @@ mod tests {
         assert_eq!(id.principal(), "User:CN=x");
     }
 
-    /// Frames of a client's SASL requests and the broker's SaslAuthenticate responses, as
-    /// the proxy sees them (without the length prefix).
-    fn sasl_frames() -> (impl Fn(&str) -> (RequestPrefix, Bytes), impl Fn(&[u8]) -> (RequestPrefix, Bytes), impl Fn(i16) -> Bytes)
-    {
-        use bytes::BytesMut;
-        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    /// A client request frame as the proxy sees it (without the length prefix).
+    fn request_frame<R: kafka_protocol::protocol::Encodable>(
+        key: ApiKey,
+        version: i16,
+        req: &R,
+    ) -> (RequestPrefix, Bytes) {
         use kafka_protocol::protocol::Encodable;
-        fn frame<R: Encodable>(key: ApiKey, version: i16, req: &R) -> (RequestPrefix, Bytes) {
-            let mut b = BytesMut::new();
-            let mut h = RequestHeader::default();
-            h.request_api_key = key as i16;
-            h.request_api_version = version;
-            h.correlation_id = 7;
-            h.encode(&mut b, key.request_header_version(version)).unwrap();
-            req.encode(&mut b, version).unwrap();
-            let b = b.freeze();
-            (RequestPrefix::parse(&b).unwrap(), b)
-        }
-        let handshake = |m: &str| {
-            frame(ApiKey::SaslHandshake, 1, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(m.into())))
-        };
-        let authenticate = |auth: &[u8]| {
-            frame(
-                ApiKey::SaslAuthenticate,
-                2,
-                &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(auth)),
-            )
-        };
-        let response = |error: i16| {
-            let mut b = BytesMut::new();
-            let mut h = ResponseHeader::default();
-            h.correlation_id = 7;
-            h.encode(&mut b, ApiKey::SaslAuthenticate.response_header_version(2)).unwrap();
-            let mut r = SaslAuthenticateResponse::default();
-            r.error_code = error;
-            r.session_lifetime_ms = 5000;
-            r.encode(&mut b, 2).unwrap();
-            b.freeze()
-        };
-        (handshake, authenticate, response)
+        let mut b = bytes::BytesMut::new();
+        let mut h = kafka_protocol::messages::RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = version;
+        h.correlation_id = 7;
+        h.encode(&mut b, key.request_header_version(version)).unwrap();
+        req.encode(&mut b, version).unwrap();
+        let b = b.freeze();
+        (RequestPrefix::parse(&b).unwrap(), b)
+    }
+
+    fn handshake(mechanism: &str) -> (RequestPrefix, Bytes) {
+        let req = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+        request_frame(ApiKey::SaslHandshake, 1, &req)
+    }
+
+    fn authenticate(auth: &[u8]) -> (RequestPrefix, Bytes) {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(auth));
+        request_frame(ApiKey::SaslAuthenticate, 2, &req)
+    }
+
+    /// The broker's SaslAuthenticate v2 response frame with `error`.
+    fn response(error: i16) -> Bytes {
+        use kafka_protocol::protocol::Encodable;
+        let mut b = bytes::BytesMut::new();
+        let mut h = kafka_protocol::messages::ResponseHeader::default();
+        h.correlation_id = 7;
+        h.encode(&mut b, ApiKey::SaslAuthenticate.response_header_version(2)).unwrap();
+        let mut r = SaslAuthenticateResponse::default();
+        r.error_code = error;
+        r.session_lifetime_ms = 5000;
+        r.encode(&mut b, 2).unwrap();
+        b.freeze()
     }
 
     /// KIP-368 re-authentication through the proxy: the principal stays the accepted one
@@ -576,7 +576,6 @@ mod tests {
     /// connection); a claimed user is never trusted before the broker accepted every round.
     #[test]
     fn reauthentication_keeps_the_accepted_principal() {
-        let (handshake, authenticate, response) = sasl_frames();
         let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), None);
         let step = |req: (RequestPrefix, Bytes)| id.on_request(&req.0, &req.1);
         step(handshake("SCRAM-SHA-512"));
