@@ -32,6 +32,17 @@ const REAUTH_5S: &str = "connections.max.reauth.ms=5000";
 /// How long the steady streams run: at least five session lifetimes.
 const STREAM: Duration = Duration::from_secs(26);
 
+/// The SCRAM source of the mirror tests (one per test binary; every test names all its users).
+fn scram_source() -> Arc<Cluster> {
+    secure_cluster_with(
+        "reauth-src",
+        "SASL_PLAINTEXT",
+        "none",
+        &["SCRAM-SHA-512:src:src-pw", "SCRAM-SHA-512:src2:src2-pw"],
+        &[REAUTH_5S],
+    )
+}
+
 fn jaas(user: &str, password: &str) -> String {
     format!(
         r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
@@ -368,4 +379,120 @@ fn frank_on_mirror_configs(frank: &ClusterClient, mirror: &str) -> (i16, i16) {
     req.resources = vec![res];
     let altered = block(frank.send_any(&req, 1)).unwrap();
     (described.results[0].error_code, altered.responses[0].error_code)
+}
+
+/// A password changed on the source broker while a mirror runs: the next re-authentication
+/// of each of mirrorgate's source connections is refused; the connection is closed and the
+/// refusal reported like a refused authentication (partitions FAILED naming
+/// SASL_AUTHENTICATION_FAILED, `result="failure"` counted), without a loop of attempts; the
+/// mirror's config set to the new password heals it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reauthentication_fails_the_mirror_like_a_refused_authentication() {
+    let source = scram_source();
+    let source_addr = source.secure.clone().unwrap();
+    let dest = cluster("dest");
+    let metrics_port = free_port_range(1);
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions {
+            extra_yaml: &format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n"),
+            ..MirrorgateOptions::default()
+        },
+    );
+    let topic = unique_name("reauth-refused");
+    create_topic(&source.bootstrap, &topic, 1);
+    let steady = |seconds: &str| {
+        let out = reauth_client(&["steady", "--bootstrap", &source.bootstrap, "--topic", &topic, "--seconds", seconds]);
+        let stdout = ok(out, "steady producer");
+        stdout.trim().strip_prefix("delivered ").and_then(|n| n.parse::<i64>().ok()).expect("delivered N")
+    };
+    let mut produced = steady("2");
+    let cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("reauth-refused")));
+    std::fs::write(
+        &cfg,
+        format!(
+            "bootstrap.servers={source_addr}\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\nmirror.metadata.refresh.interval.ms=2000\nmirror.failed.retry.max.backoff.ms=2000\n",
+            jaas("src2", "src2-pw")
+        ),
+    )
+    .unwrap();
+    let mirror = unique_name("m");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    wait_identical(&source, &dest, &topic, 1, produced);
+    // Sessions re-authenticate while the password holds.
+    produced += steady("7");
+    wait_identical(&source, &dest, &topic, 1, produced);
+    let broker = format!("broker=\"{source_addr}\"");
+    let reauths =
+        |result: &str| sample(&metrics(metrics_port), "mirrorgate_broker_reauthentications_total", &[&broker, result]);
+    assert!(reauths("result=\"success\"") >= 1.0, "no re-authentication before the password change");
+    assert_eq!(reauths("result=\"failure\""), 0.0);
+
+    kafka_tool_ok(
+        V,
+        "configs",
+        &[
+            "--bootstrap-server",
+            &source.bootstrap,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[iterations=8192,password=src2-new-pw]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "src2",
+        ],
+        None,
+    );
+    let changed = Instant::now();
+    produced += steady("3");
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        let failed = rows.len() == 1
+            && rows[0]["state"] == "FAILED"
+            && rows[0]["errorMessage"].as_str().is_some_and(|m| m.contains("SASL_AUTHENTICATION_FAILED"));
+        failed.then_some(()).ok_or(format!("{rows:?}"))
+    });
+    mg.wait_for_log("SASL re-authentication failed", Duration::from_secs(30));
+    // No loop: a refused re-authentication is not tried again on its connection, and new
+    // connections are held back by the remembered refusal.
+    std::thread::sleep(Duration::from_secs(10));
+    let failures = reauths("result=\"failure\"");
+    let window = changed.elapsed();
+    eprintln!("{failures} refused re-authentications in {window:?}");
+    assert!(failures >= 1.0, "the refused re-authentication was not counted");
+    assert!(failures <= 4.0, "{failures} refused re-authentications in {window:?}: a loop");
+
+    // The mirror's config gets the new password: it heals and copies what came meanwhile.
+    alter_jaas(&mg, &mirror, &jaas("src2", "src2-new-pw"));
+    wait_identical(&source, &dest, &topic, 1, produced);
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
+    });
+    for secret in ["src2-pw", "src2-new-pw"] {
+        assert!(!mg.log().contains(secret), "mirrorgate's log holds a password");
+    }
+}
+
+/// Sets the mirror's `sasl.jaas.config` (IncrementalAlterConfigs on CLUSTER_MIRROR, 64).
+fn alter_jaas(mg: &Mirrorgate, mirror: &str, jaas: &str) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let mut a = AlterableConfig::default();
+    a.name = StrBytes::from_static_str("sasl.jaas.config");
+    a.value = Some(StrBytes::from_string(jaas.to_string()));
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 64;
+    res.resource_name = StrBytes::from_string(mirror.to_string());
+    res.configs = vec![a];
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![res];
+    let resp = block(plain_client(&mg.bootstrap).send_any(&req, 1)).unwrap();
+    assert!(resp.responses.iter().all(|r| r.error_code == 0), "{resp:?}");
 }
