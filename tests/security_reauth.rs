@@ -1,8 +1,7 @@
-//! KIP-368 re-authentication against real Kafka 4.1 brokers whose SASL_PLAINTEXT listener
-//! has `connections.max.reauth.ms` = 5000 (a SASL session ends 5 s after it began; a request
+//! KIP-368 re-authentication against real Kafka 4.1 brokers whose SASL listener has `connections.max.reauth.ms` = 5000 (a SASL session ends 5 s after it began; a request
 //! read after that closes the connection, `tests/broker_behaviour.rs` pin 13):
 //!
-//! - a mirror from a SCRAM source into a SCRAM destination copies a steady stream for 25 s
+//! - a mirror from a SCRAM source (SASL_SSL) into a SCRAM destination (SASL_PLAINTEXT) copies a steady stream for 25 s
 //!   identically while mirrorgate's own connections re-authenticate in-band on both sides,
 //!   counted in `mirrorgate_broker_reauthentications_total`, without being dropped and made
 //!   again (`mirrorgate_broker_connections_created_total`);
@@ -32,14 +31,26 @@ const REAUTH_5S: &str = "connections.max.reauth.ms=5000";
 /// How long the steady streams run: at least five session lifetimes.
 const STREAM: Duration = Duration::from_secs(26);
 
-/// The SCRAM source of the mirror tests (one per test binary; every test names all its users).
+/// The SASL_SSL SCRAM source of the mirror tests (one per test binary; every test names all
+/// its users), so re-authentication runs inside TLS.
 fn scram_source() -> Arc<Cluster> {
     secure_cluster_with(
         "reauth-src",
-        "SASL_PLAINTEXT",
+        "SASL_SSL",
         "none",
         &["SCRAM-SHA-512:src:src-pw", "SCRAM-SHA-512:src2:src2-pw"],
         &[REAUTH_5S],
+    )
+}
+
+/// The mirror config lines that reach [`scram_source`] as `user`.
+fn source_security(source: &Cluster, user: &str, password: &str) -> String {
+    let ca = source.tls_dir.as_ref().expect("secure cluster").join("ca.pem");
+    format!(
+        "bootstrap.servers={}\nsecurity.protocol=SASL_SSL\nssl.truststore.location={}\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\n",
+        source.secure.as_ref().unwrap(),
+        ca.display(),
+        jaas(user, password)
     )
 }
 
@@ -109,7 +120,8 @@ fn wait_identical(source: &Cluster, dest: &Cluster, topic: &str, partitions: i32
     });
 }
 
-/// A mirror from a SCRAM-SHA-512 source into a SCRAM-SHA-512 destination, both ending SASL
+/// A mirror from a SASL_SSL SCRAM-SHA-512 source into a SASL_PLAINTEXT SCRAM-SHA-512
+/// destination, both ending SASL
 /// sessions after 5 s, copies a steady stream of 26 s identically (offsets and values).
 /// mirrorgate's own connections re-authenticate in-band on both clusters (≥ 3 successes
 /// each, no failure) and are not dropped and made again: over the stream, at most 2 new
@@ -117,8 +129,7 @@ fn wait_identical(source: &Cluster, dest: &Cluster, topic: &str, partitions: i32
 /// closed it at its first request after the expiry).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_without_reconnecting() {
-    let source =
-        secure_cluster_with("reauth-src", "SASL_PLAINTEXT", "none", &["SCRAM-SHA-512:src:src-pw"], &[REAUTH_5S]);
+    let source = scram_source();
     let dest = secure_cluster_with("reauth-dst", "SASL_PLAINTEXT", "none", &["SCRAM-SHA-512:mg:mg-pw"], &[REAUTH_5S]);
     let (source_addr, dest_addr) = (source.secure.clone().unwrap(), dest.secure.clone().unwrap());
     let metrics_port = free_port_range(1);
@@ -143,10 +154,7 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
     let cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("reauth-mirror")));
     std::fs::write(
         &cfg,
-        format!(
-            "bootstrap.servers={source_addr}\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\nmirror.metadata.refresh.interval.ms=60000\n",
-            jaas("src", "src-pw")
-        ),
+        format!("{}mirror.metadata.refresh.interval.ms=60000\n", source_security(&source, "src", "src-pw")),
     )
     .unwrap();
     let mirror = unique_name("m");
@@ -411,8 +419,8 @@ async fn a_refused_reauthentication_fails_the_mirror_like_a_refused_authenticati
     std::fs::write(
         &cfg,
         format!(
-            "bootstrap.servers={source_addr}\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\nmirror.metadata.refresh.interval.ms=2000\nmirror.failed.retry.max.backoff.ms=2000\n",
-            jaas("src2", "src2-pw")
+            "{}mirror.metadata.refresh.interval.ms=2000\nmirror.failed.retry.max.backoff.ms=2000\n",
+            source_security(&source, "src2", "src2-pw")
         ),
     )
     .unwrap();
