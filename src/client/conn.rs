@@ -2,6 +2,8 @@
 //! cluster's [`ClientSecurity`] says so): framed request/response with correlation ids and
 //! timeouts. Requests on a connection are answered in order (Kafka guarantees per-connection
 //! ordering), so a mismatched correlation id is a protocol error that ends the connection.
+//! When the broker limits SASL sessions (`connections.max.reauth.ms`), a request first
+//! re-authenticates in-band once the session is near its end ([`crate::client::reauth`]).
 
 use std::time::Duration;
 
@@ -266,7 +268,7 @@ impl BrokerConnection {
                 };
                 security.remember_failure(&self.addr, &e);
                 self.failed = Some((error, message));
-                let _ = self.stream.shutdown().await;
+                let _ = tokio::time::timeout(Duration::from_secs(1), self.stream.shutdown()).await;
                 Err(e)
             }
         }

@@ -67,7 +67,8 @@ impl SaslTransport for BrokerConnection {
     }
 }
 
-/// Authenticates `conn` with `creds`.
+/// Authenticates `conn` with `creds`: a new connection, or an authenticated one again
+/// (KIP-368 re-authentication, the same exchange; see [`crate::client::reauth`]).
 ///
 /// # Errors
 /// [`ClientError::Authentication`] with the broker's error (SASL_AUTHENTICATION_FAILED and
