@@ -220,6 +220,14 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
             wrong.push(format!("{side}: {latency_count} re-authentication latencies recorded"));
         }
     }
+    // The source Fetch session (KIP-227) lives on: no full Fetch after the first ones.
+    let full = |text: &str| sample(text, "mirrorgate_mirror_fetch_requests_total", &["kind=\"full\""]);
+    let incremental = sample(&after, "mirrorgate_mirror_fetch_requests_total", &["kind=\"incremental\""]);
+    let full_fetches = full(&after) - full(&before);
+    eprintln!("fetches over the stream: {full_fetches} full, {incremental} incremental in all");
+    if full_fetches > 1.0 {
+        wrong.push(format!("{full_fetches} full Fetch requests over the stream: the fetch session was lost"));
+    }
     assert!(wrong.is_empty(), "{wrong:#?}");
     let rows = describe_json(&mg, &mirror);
     assert!(rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
