@@ -1463,3 +1463,90 @@ async fn a_fetch_answer_over_the_quota_window_is_throttled_every_time() {
     }
     eprintln!("throttled {} times: {throttles:?} ms", throttles.len());
 }
+
+/// One PLAIN exchange (SaslHandshake v1, SaslAuthenticate v1) on `conn`: the broker's
+/// `(error_code, error_message, session_lifetime_ms)`, or the transport error.
+async fn plain_exchange(
+    conn: &mut BrokerConnection,
+    user: &str,
+    password: &str,
+) -> Result<(i16, Option<String>, i64), mirrorgate::client::ClientError> {
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    let hs = conn.send(&SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")), 1).await?;
+    if hs.error_code != NONE {
+        return Ok((hs.error_code, None, 0));
+    }
+    let token = format!("\0{user}\0{password}");
+    let resp =
+        conn.send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token.into_bytes())), 1).await?;
+    Ok((resp.error_code, resp.error_message.map(|m| m.to_string()), resp.session_lifetime_ms))
+}
+
+/// KIP-368 as the broker applies it with `connections.max.reauth.ms` = 3000 (what
+/// `client::reauth` rests on): SaslAuthenticate v1 answers `session_lifetime_ms` 3000; a
+/// request after the session's expiry closes the connection; a SaslHandshake + SaslAuthenticate
+/// on the authenticated connection re-authenticates it in-band and extends the session, even
+/// when sent after the expiry; a re-authentication as another user is refused with
+/// SASL_AUTHENTICATION_FAILED and the connection closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_sessions_expire_and_reauthenticate_in_band_with_the_same_principal() {
+    const SASL_AUTHENTICATION_FAILED: i16 = 58;
+    let cluster = support::secure_cluster_with(
+        "pin-reauth",
+        "SASL_PLAINTEXT",
+        "none",
+        &["PLAIN:pin:pin-secret", "PLAIN:other:other-secret"],
+        &["connections.max.reauth.ms=3000"],
+    );
+    let addr = cluster.secure.clone().unwrap();
+    let connect = || async {
+        BrokerConnection::connect(&addr, Duration::from_secs(10), Duration::from_secs(30), 1 << 20).await.unwrap()
+    };
+    // The lifetime, and the close after it.
+    let mut a = connect().await;
+    let t0 = std::time::Instant::now();
+    let (code, _, lifetime) = plain_exchange(&mut a, "pin", "pin-secret").await.unwrap();
+    assert_eq!((code, lifetime), (NONE, 3000), "first authentication");
+    assert_eq!(api_versions(&mut a).await.unwrap(), NONE);
+    tokio::time::sleep(Duration::from_millis(3500).saturating_sub(t0.elapsed())).await;
+    let after = api_versions(&mut a).await;
+    assert!(
+        matches!(
+            after,
+            Err(mirrorgate::client::ClientError::Closed { .. } | mirrorgate::client::ClientError::Io { .. })
+        ),
+        "a request after the session expired: {after:?}"
+    );
+    // In-band re-authentication before the expiry extends the session.
+    let mut b = connect().await;
+    let t0 = std::time::Instant::now();
+    assert_eq!(plain_exchange(&mut b, "pin", "pin-secret").await.unwrap().0, NONE);
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let (code, _, lifetime) = plain_exchange(&mut b, "pin", "pin-secret").await.unwrap();
+    assert_eq!((code, lifetime), (NONE, 3000), "re-authentication");
+    tokio::time::sleep(Duration::from_millis(4000).saturating_sub(t0.elapsed())).await;
+    assert_eq!(api_versions(&mut b).await.unwrap(), NONE, "past the first session's expiry, within the second");
+    // A re-authentication begun after the expiry is still accepted (the handshake is
+    // checked before the expiry).
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let (code, _, lifetime) = plain_exchange(&mut b, "pin", "pin-secret").await.unwrap();
+    assert_eq!((code, lifetime), (NONE, 3000), "re-authentication after the expiry");
+    assert_eq!(api_versions(&mut b).await.unwrap(), NONE);
+    // Another principal on re-authentication: refused, and the connection closed.
+    let mut c = connect().await;
+    assert_eq!(plain_exchange(&mut c, "pin", "pin-secret").await.unwrap().0, NONE);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let refused = plain_exchange(&mut c, "other", "other-secret").await;
+    eprintln!("re-authentication as another user: {refused:?}");
+    let (code, message, _) = refused.unwrap();
+    assert_eq!(code, SASL_AUTHENTICATION_FAILED, "{message:?}");
+    assert!(message.as_deref().unwrap_or_default().contains("principal"), "{message:?}");
+    assert!(api_versions(&mut c).await.is_err(), "the connection outlived a refused re-authentication");
+}
+
+async fn api_versions(c: &mut BrokerConnection) -> Result<i16, mirrorgate::client::ClientError> {
+    let req = kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("pin"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    c.send(&req, 3).await.map(|r| r.error_code)
+}

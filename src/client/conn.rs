@@ -2,6 +2,8 @@
 //! cluster's [`ClientSecurity`] says so): framed request/response with correlation ids and
 //! timeouts. Requests on a connection are answered in order (Kafka guarantees per-connection
 //! ordering), so a mismatched correlation id is a protocol error that ends the connection.
+//! When the broker limits SASL sessions (`connections.max.reauth.ms`), a request first
+//! re-authenticates in-band once the session is near its end ([`crate::client::reauth`]).
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::connect::{open_stream, SocketOptions};
+use crate::client::reauth::Session;
 use crate::client::security::ClientSecurity;
 use crate::client::stream::BrokerStream;
 
@@ -121,6 +124,13 @@ pub struct BrokerConnection {
     request_timeout: Duration,
     /// Longest wait for more bytes of an awaited response (`socket.timeout.ms`).
     read_timeout: Option<Duration>,
+    /// `session_lifetime_ms` of the last SaslAuthenticate response (0 = none or unlimited).
+    session_lifetime_ms: i64,
+    /// The security to re-authenticate with and the SASL session, when the broker limits
+    /// the session's lifetime (KIP-368, [`crate::client::reauth`]).
+    reauth: Option<(ClientSecurity, Session)>,
+    /// Set by a failed re-authentication: the connection is not used again.
+    failed: Option<(i16, String)>,
 }
 
 impl BrokerConnection {
@@ -193,12 +203,78 @@ impl BrokerConnection {
         let mut conn = Self::from_stream(addr, stream, request_timeout, max_frame_bytes, socket);
         crate::telemetry::metrics::broker_connection(addr, true);
         if let Some(creds) = &security.sasl {
+            let started = std::time::Instant::now();
             let result = crate::client::sasl::authenticate(&mut conn, creds).await;
             crate::telemetry::metrics::broker_authentication(addr, creds.mechanism.name(), result.is_ok());
             result?;
-            tracing::debug!(broker = addr, mechanism = creds.mechanism.name(), user = %creds.username, "SASL authenticated");
+            let session = Session::random(started, conn.session_lifetime_ms);
+            tracing::debug!(broker = addr, mechanism = creds.mechanism.name(), user = %creds.username, session_lifetime_ms = conn.session_lifetime_ms, "SASL authenticated");
+            conn.reauth = session.map(|s| (security.clone(), s));
         }
         Ok(conn)
+    }
+
+    /// Records the `session_lifetime_ms` of a SaslAuthenticate response (v1+; ms, 0 = the
+    /// broker does not limit the session), for [`crate::client::sasl::SaslTransport`].
+    pub(crate) fn note_session_lifetime(&mut self, session_lifetime_ms: i64) {
+        self.session_lifetime_ms = session_lifetime_ms;
+    }
+
+    /// The SASL session's lifetime the broker gave at the last authentication, if it limits
+    /// it (`connections.max.reauth.ms`, KIP-368), and when it expires at the earliest.
+    pub fn session_expiry(&self) -> Option<(Duration, std::time::Instant)> {
+        self.reauth.as_ref().map(|(_, s)| (s.lifetime, s.expires_at()))
+    }
+
+    /// Before a request: re-authenticates in-band (SaslHandshake + SaslAuthenticate with the
+    /// same credentials, on the same connection; KIP-368) when the session is in its
+    /// re-authentication window ([`crate::client::reauth`]). Counted in
+    /// `mirrorgate_broker_reauthentications_total` with its latency.
+    ///
+    /// # Errors
+    /// [`ClientError::Authentication`] when the broker refuses the re-authentication (or
+    /// refused an earlier one: the connection is then never used again, and connects with
+    /// the same settings are held back as after a failed authentication); transport errors
+    /// of the exchange as for any request.
+    async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
+        if let Some((error, message)) = &self.failed {
+            return Err(ClientError::Authentication {
+                addr: self.addr.clone(),
+                error: *error,
+                message: message.clone(),
+            });
+        }
+        let now = std::time::Instant::now();
+        let Some((security, _)) = self.reauth.as_ref().filter(|(_, s)| s.is_due(now)) else { return Ok(()) };
+        let security = security.clone();
+        let Some(creds) = security.sasl.as_ref() else { return Ok(()) };
+        let mechanism = creds.mechanism.name();
+        self.reauth = None;
+        self.session_lifetime_ms = 0;
+        let result = crate::client::sasl::authenticate(self, creds).await;
+        let latency = now.elapsed();
+        crate::telemetry::metrics::broker_reauthentication(&self.addr, mechanism, result.is_ok(), latency);
+        match result {
+            Ok(()) => {
+                let session = Session::random(now, self.session_lifetime_ms);
+                tracing::debug!(broker = %self.addr, mechanism, latency_ms = latency.as_millis() as u64, session_lifetime_ms = self.session_lifetime_ms, "SASL re-authenticated (KIP-368)");
+                self.reauth = session.map(|s| (security.clone(), s));
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(broker = %self.addr, mechanism, error = %e, "SASL re-authentication failed (KIP-368): closing the connection");
+                let (error, message) = match &e {
+                    ClientError::Authentication { error, message, .. } => (*error, message.clone()),
+                    other => {
+                        (crate::client::sasl::SASL_AUTHENTICATION_FAILED, format!("re-authentication failed: {other}"))
+                    }
+                };
+                security.remember_failure(&self.addr, &e);
+                self.failed = Some((error, message));
+                let _ = tokio::time::timeout(Duration::from_secs(1), self.stream.shutdown()).await;
+                Err(e)
+            }
+        }
     }
 
     fn from_stream(
@@ -217,6 +293,9 @@ impl BrokerConnection {
             client_id: StrBytes::from_static_str("mirrorgate"),
             request_timeout,
             read_timeout: socket.read_timeout,
+            session_lifetime_ms: 0,
+            reauth: None,
+            failed: None,
         }
     }
 
@@ -230,13 +309,21 @@ impl BrokerConnection {
         &self.addr
     }
 
-    /// Sends `request` at `version` and waits for its response (within the request timeout).
+    /// Sends `request` at `version` and waits for its response (within the request timeout),
+    /// re-authenticating first when the SASL session is about to expire (KIP-368).
     ///
     /// # Errors
     /// [`ClientError`] for I/O failures, timeouts, a closed connection or an undecodable or
-    /// mismatched response.
+    /// mismatched response; [`ClientError::Authentication`] for a refused re-authentication.
     pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
-        let frame = self.send_raw(request, version).await?;
+        self.reauthenticate_if_due().await?;
+        self.send_now(request, version).await
+    }
+
+    /// [`BrokerConnection::send`] without the re-authentication check: for the SASL
+    /// exchange itself.
+    pub(crate) async fn send_now<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+        let frame = self.exchange(request, version).await?;
         let addr = self.addr.clone();
         let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
         let resp_header_version = <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
@@ -246,11 +333,17 @@ impl BrokerConnection {
     }
 
     /// Sends `request` at `version` and returns the whole response frame (header and body,
-    /// without the length prefix), its correlation id already checked.
+    /// without the length prefix), its correlation id already checked; re-authenticates
+    /// first as [`BrokerConnection::send`] does.
     ///
     /// # Errors
     /// As [`BrokerConnection::send`].
     pub async fn send_raw<R: Request>(&mut self, request: &R, version: i16) -> Result<bytes::Bytes, ClientError> {
+        self.reauthenticate_if_due().await?;
+        self.exchange(request, version).await
+    }
+
+    async fn exchange<R: Request>(&mut self, request: &R, version: i16) -> Result<bytes::Bytes, ClientError> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
         let api_key = R::KEY;
@@ -313,6 +406,7 @@ impl BrokerConnection {
         /// Segments handed to one `writev` (well under Linux's `IOV_MAX` of 1024).
         const MAX_IOVECS: usize = 64;
 
+        self.reauthenticate_if_due().await?;
         let version = frame.api_version();
         let correlation_id = frame.correlation_id();
         let expects_response = frame.acks() != 0;

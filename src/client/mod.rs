@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod conn;
 pub mod connect;
 pub mod oauth;
+pub mod reauth;
 pub mod sasl;
 pub mod security;
 pub mod stream;

@@ -53,18 +53,22 @@ impl SaslTransport for BrokerConnection {
     }
 
     async fn sasl_handshake(&mut self, req: &SaslHandshakeRequest) -> Result<SaslHandshakeResponse, ClientError> {
-        self.send(req, 1).await
+        self.send_now(req, 1).await
     }
 
     async fn sasl_authenticate(
         &mut self,
         req: &SaslAuthenticateRequest,
     ) -> Result<SaslAuthenticateResponse, ClientError> {
-        self.send(req, 1).await
+        let resp: SaslAuthenticateResponse = self.send_now(req, 1).await?;
+        // KIP-368: the session lifetime, for re-authentication (`crate::client::reauth`).
+        self.note_session_lifetime(resp.session_lifetime_ms);
+        Ok(resp)
     }
 }
 
-/// Authenticates `conn` with `creds`.
+/// Authenticates `conn` with `creds`: a new connection, or an authenticated one again
+/// (KIP-368 re-authentication, the same exchange; see [`crate::client::reauth`]).
 ///
 /// # Errors
 /// [`ClientError::Authentication`] with the broker's error (SASL_AUTHENTICATION_FAILED and

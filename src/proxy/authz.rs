@@ -347,6 +347,9 @@ struct SaslProgress {
     rounds_ok: u8,
     /// `User:name` once an exchange completed.
     principal: Option<String>,
+    /// Whether an exchange completed on this connection before: the current one is a
+    /// KIP-368 re-authentication.
+    reauthenticating: bool,
 }
 
 fn rounds_needed(mechanism: &str) -> u8 {
@@ -381,6 +384,10 @@ impl ClientIdentity {
             Ok(ApiKey::SaslHandshake) => {
                 if let Some(req) = decode::<SaslHandshakeRequest>(ApiKey::SaslHandshake, prefix, frame) {
                     let mut s = self.lock();
+                    // A handshake after a completed exchange is a re-authentication
+                    // (KIP-368): the principal stays the one the broker accepted until the
+                    // new exchange completes (the broker refuses a change of principal).
+                    s.reauthenticating = s.principal.is_some();
                     s.mechanism = Some(req.mechanism.to_string());
                     s.claimed = None;
                     s.rounds_ok = 0;
@@ -404,13 +411,20 @@ impl ClientIdentity {
         let Ok(start) = header::response_header_len(frame, hv) else { return };
         let Ok(resp) = SaslAuthenticateResponse::decode(&mut frame.slice(start..), api_version) else { return };
         let mut s = self.lock();
+        let count = |ok: bool, reauthenticating: bool| {
+            if reauthenticating {
+                crate::telemetry::metrics::client_reauthentication(ok);
+            } else {
+                crate::telemetry::metrics::client_authentication(ok);
+            }
+        };
         // An OAUTHBEARER refusal comes as error 0 with a JSON error challenge; the client's
         // `\x01` then gets SASL_AUTHENTICATION_FAILED (RFC 7628 §3.2.2, Kafka's
         // `OAuthBearerSaslServer`). The token's `sub` is not trusted on such an answer.
         let challenge = s.mechanism.as_deref() == Some("OAUTHBEARER") && !resp.auth_bytes.is_empty();
         if resp.error_code != 0 || challenge {
             if !challenge {
-                crate::telemetry::metrics::client_authentication(false);
+                count(false, s.reauthenticating);
             }
             s.claimed = None;
             s.rounds_ok = 0;
@@ -419,11 +433,18 @@ impl ClientIdentity {
         s.rounds_ok = s.rounds_ok.saturating_add(1);
         let needed = s.mechanism.as_deref().map(rounds_needed).unwrap_or(u8::MAX);
         if s.rounds_ok == needed {
-            crate::telemetry::metrics::client_authentication(true);
+            count(true, s.reauthenticating);
         }
         if s.rounds_ok >= needed {
-            if let Some(user) = s.claimed.clone() {
-                s.principal = Some(format!("User:{user}"));
+            match (s.claimed.clone(), s.principal.clone()) {
+                (Some(user), Some(before)) if s.reauthenticating && before != format!("User:{user}") => {
+                    // The broker refuses a change of principal on re-authentication, so an
+                    // accepted one naming another user means our reading of the exchange is
+                    // not the broker's: keep the principal it accepted first.
+                    tracing::warn!(peer = %self.peer, principal = %before, claimed = %user, "a re-authentication the broker accepted names another user; the connection keeps its first principal");
+                }
+                (Some(user), _) => s.principal = Some(format!("User:{user}")),
+                (None, _) => {}
             }
         }
     }
@@ -512,6 +533,87 @@ mod tests {
         assert_eq!(tls_principal(b"not a certificate"), None);
         let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), Some("User:CN=x".into()));
         assert_eq!(id.principal(), "User:CN=x");
+    }
+
+    /// A client request frame as the proxy sees it (without the length prefix).
+    fn request_frame<R: kafka_protocol::protocol::Encodable>(
+        key: ApiKey,
+        version: i16,
+        req: &R,
+    ) -> (RequestPrefix, Bytes) {
+        use kafka_protocol::protocol::Encodable;
+        let mut b = bytes::BytesMut::new();
+        let mut h = kafka_protocol::messages::RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = version;
+        h.correlation_id = 7;
+        h.encode(&mut b, key.request_header_version(version)).unwrap();
+        req.encode(&mut b, version).unwrap();
+        let b = b.freeze();
+        (RequestPrefix::parse(&b).unwrap(), b)
+    }
+
+    fn handshake(mechanism: &str) -> (RequestPrefix, Bytes) {
+        let req = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+        request_frame(ApiKey::SaslHandshake, 1, &req)
+    }
+
+    fn authenticate(auth: &[u8]) -> (RequestPrefix, Bytes) {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(auth));
+        request_frame(ApiKey::SaslAuthenticate, 2, &req)
+    }
+
+    /// The broker's SaslAuthenticate v2 response frame with `error`.
+    fn response(error: i16) -> Bytes {
+        use kafka_protocol::protocol::Encodable;
+        let mut b = bytes::BytesMut::new();
+        let mut h = kafka_protocol::messages::ResponseHeader::default();
+        h.correlation_id = 7;
+        h.encode(&mut b, ApiKey::SaslAuthenticate.response_header_version(2)).unwrap();
+        let mut r = SaslAuthenticateResponse::default();
+        r.error_code = error;
+        r.session_lifetime_ms = 5000;
+        r.encode(&mut b, 2).unwrap();
+        b.freeze()
+    }
+
+    /// KIP-368 re-authentication through the proxy: the principal stays the accepted one
+    /// while a re-authentication runs and after one the broker refuses (it then closes the
+    /// connection); a claimed user is never trusted before the broker accepted every round.
+    #[test]
+    fn reauthentication_keeps_the_accepted_principal() {
+        let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), None);
+        let step = |req: (RequestPrefix, Bytes)| id.on_request(&req.0, &req.1);
+        step(handshake("SCRAM-SHA-512"));
+        step(authenticate(b"n,,n=frank,r=abc"));
+        id.on_authenticate_response(&response(0), 2);
+        assert_eq!(id.principal(), ANONYMOUS, "one SCRAM round of two");
+        step(authenticate(b"c=biws,r=abcdef,p=xyz"));
+        id.on_authenticate_response(&response(0), 2);
+        assert_eq!(id.principal(), "User:frank");
+        // Re-authentication as another user: while it runs, and after the broker refuses
+        // it, the principal is still frank's.
+        step(handshake("SCRAM-SHA-512"));
+        step(authenticate(b"n,,n=admin,r=abc"));
+        assert_eq!(id.principal(), "User:frank");
+        id.on_authenticate_response(&response(0), 2);
+        assert_eq!(id.principal(), "User:frank", "first round only");
+        step(authenticate(b"c=biws,r=abcdef,p=xyz"));
+        id.on_authenticate_response(&response(58), 2);
+        assert_eq!(id.principal(), "User:frank");
+        // A re-authentication the broker accepts keeps frank.
+        step(handshake("SCRAM-SHA-512"));
+        step(authenticate(b"n,,n=frank,r=abc"));
+        id.on_authenticate_response(&response(0), 2);
+        step(authenticate(b"c=biws,r=abcdef,p=xyz"));
+        id.on_authenticate_response(&response(0), 2);
+        assert_eq!(id.principal(), "User:frank");
+        // Even an accepted one naming another user (our reading differs from the broker's)
+        // does not change it.
+        step(handshake("PLAIN"));
+        step(authenticate(b"\0admin\0pw"));
+        id.on_authenticate_response(&response(0), 2);
+        assert_eq!(id.principal(), "User:frank");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! | `mirrorgate_client_connections` | connection-count |
 //! | `mirrorgate_broker_connections_created_total{broker}` / `..._closed_total{broker}` | connection-creation-total / connection-close-total (mirrorgate's own connections to source and destination brokers; rates by `rate()`) |
 //! | `mirrorgate_broker_authentications_total{broker,mechanism,result}` | successful-authentication-total / failed-authentication-total (`result` = `success` / `failure`) |
+//! | `mirrorgate_broker_reauthentications_total{broker,mechanism,result}` | successful-reauthentication-total / failed-reauthentication-total (KIP-368 in-band re-authentications) |
+//! | `mirrorgate_broker_reauthentication_latency_seconds{broker,mechanism}` (summary) | reauthentication-latency-avg (`_sum` / `_count`) / reauthentication-latency-max (`quantile="1"`, over the summary's recent window) |
+//! | `mirrorgate_client_reauthentications_total{result}` | clients' KIP-368 re-authentications through mirrorgate, as the destination answered |
 //! | `mirrorgate_client_authentications_total{result}` | clients' SASL exchanges through mirrorgate, as the destination answered (failed client authentications) |
 //! | `mirrorgate_client_connections_refused_total{listener,reason}` | connections closed at accept by `max_connections` / `max_connections_per_ip` |
 //! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`) or `client_frame_timeout_ms` (`partial_frame`) |
@@ -94,6 +97,26 @@ pub fn broker_authentication(broker: &str, mechanism: &'static str, ok: bool) {
     let result = if ok { "success" } else { "failure" };
     metrics::counter!("mirrorgate_broker_authentications_total", "broker" => broker.to_string(), "mechanism" => mechanism, "result" => result)
         .increment(1);
+}
+
+/// An in-band re-authentication (KIP-368) of mirrorgate's own connection to `broker` ended
+/// (`ok` or not) after `latency`; KIP-1279 `successful-reauthentication-total` /
+/// `failed-reauthentication-total` and `reauthentication-latency-avg` / `-max` per source
+/// broker (the latency is a summary in seconds: avg = `_sum` / `_count`, max =
+/// `quantile="1"`).
+pub fn broker_reauthentication(broker: &str, mechanism: &'static str, ok: bool, latency: Duration) {
+    let result = if ok { "success" } else { "failure" };
+    metrics::counter!("mirrorgate_broker_reauthentications_total", "broker" => broker.to_string(), "mechanism" => mechanism, "result" => result)
+        .increment(1);
+    metrics::histogram!("mirrorgate_broker_reauthentication_latency_seconds", "broker" => broker.to_string(), "mechanism" => mechanism)
+        .record(latency.as_secs_f64());
+}
+
+/// A client's re-authentication (KIP-368) through mirrorgate ended, as the destination
+/// broker answered (`ok` or not): `mirrorgate_client_reauthentications_total{result}`.
+pub fn client_reauthentication(ok: bool) {
+    let result = if ok { "success" } else { "failure" };
+    metrics::counter!("mirrorgate_client_reauthentications_total", "result" => result).increment(1);
 }
 
 /// A client's SASL exchange through mirrorgate ended, as the destination broker answered
