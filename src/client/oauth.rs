@@ -68,6 +68,8 @@ pub const RELOGIN_DELAY: Duration = Duration::from_secs(10);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read timeout towards the token endpoint when `sasl.login.read.timeout.ms` is unset.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most characters of a token endpoint's error body shown in an error message.
+const MAX_ERROR_CHARS: usize = 1000;
 /// Largest token endpoint response read, bytes.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// HTTP statuses not retried (Kafka's `HttpAccessTokenRetriever.UNRETRYABLE_HTTP_CODES`).
@@ -628,12 +630,17 @@ fn error_body(body: &[u8]) -> String {
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
         for (code, desc) in [("error", "error_description"), ("errorCode", "errorSummary")] {
             if let Some(c) = v.get(code) {
-                return format!("{{{c} - {}}}", v.get(desc).cloned().unwrap_or(serde_json::Value::Null));
+                let d = v.get(desc).cloned().unwrap_or(serde_json::Value::Null);
+                return format!("{{{}}}", capped(&format!("{c} - {d}")));
             }
         }
     }
-    let t: String = text.chars().take(1000).collect();
-    format!("{{{t}}}")
+    format!("{{{}}}", capped(&text))
+}
+
+/// `text` cut to [`MAX_ERROR_CHARS`] characters.
+fn capped(text: &str) -> String {
+    text.chars().take(MAX_ERROR_CHARS).collect()
 }
 
 /// The OAUTHBEARER exchange on `conn` with a token from `login` (Kafka's
@@ -789,6 +796,8 @@ mod tests {
         );
         assert_eq!(error_body(b""), "{}");
         assert_eq!(error_body(b"oops"), "{oops}");
+        let long = format!(r#"{{"error":"x","error_description":"{}"}}"#, "d".repeat(5000));
+        assert_eq!(error_body(long.as_bytes()).chars().count(), MAX_ERROR_CHARS + 2);
     }
 
     #[test]
