@@ -377,6 +377,7 @@ pub struct OAuthBearerLogin {
     /// Token requests sent (each HTTP attempt).
     requests: std::sync::atomic::AtomicU64,
     key: String,
+    owner: String,
 }
 
 impl std::fmt::Debug for OAuthBearerLogin {
@@ -440,9 +441,15 @@ impl OAuthBearerLogin {
             state: tokio::sync::Mutex::new(LoginState::default()),
             requests: Default::default(),
             key: key.clone(),
+            owner: owner.to_string(),
         });
         reg.insert(key, Arc::downgrade(&login));
         Ok(login)
+    }
+
+    /// Whose token source it is (e.g. `mirror:<name>`).
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The settings.

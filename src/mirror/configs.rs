@@ -662,7 +662,10 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
 const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 type SecurityCache = std::sync::Mutex<
-    std::collections::HashMap<(String, BTreeMap<String, String>), (std::time::Instant, crate::client::ClientSecurity)>,
+    std::collections::HashMap<
+        (String, BTreeMap<String, String>),
+        (std::time::Instant, crate::client::security::WeakClientSecurity),
+    >,
 >;
 
 /// The TLS and SASL settings towards the source of mirror `mirror` with `configs` (effective
@@ -688,13 +691,15 @@ pub fn source_security(
     {
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < SECURITY_CACHE_TTL);
-        if let Some((_, built)) = c.get(&key) {
-            return Ok(built.clone());
+        // The cache does not keep an OAUTHBEARER token source alive: a deleted or
+        // reconfigured mirror's source dies with its clients and its refresher stops.
+        if let Some(built) = c.get(&key).and_then(|(_, w)| w.upgrade()) {
+            return Ok(built);
         }
     }
     // Only usable settings are kept: a fixed store file is seen at the next call.
     let built = crate::client::ClientSecurity::from_properties_for(&owner, &key.1)?;
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (std::time::Instant::now(), built.clone()));
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (std::time::Instant::now(), built.downgrade()));
     Ok(built)
 }
 
