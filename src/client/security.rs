@@ -452,7 +452,9 @@ pub fn registered_for(bootstrap: &[String]) -> ClientSecurity {
     if latest.oauth.is_some() && owners.iter().filter(|w| w.oauth_owner().is_some()).count() > 1 {
         return ClientSecurity::broken(sec_err(
             "sasl.jaas.config",
-            format!("several mirrors use OAUTHBEARER towards {list}: a lookup by address cannot tell whose token to use"),
+            format!(
+                "several mirrors use OAUTHBEARER towards {list}: a lookup by address cannot tell whose token to use"
+            ),
         ));
     }
     latest.upgrade().unwrap_or_else(|| {

@@ -328,14 +328,14 @@ pub const KEYS: &[ConfigKey] = &[
         default: None,
         kind: ConfigType::Long { min: 0, max: I32 },
         sensitive: false,
-        doc: "OAUTHBEARER: connect timeout towards the token endpoint, ms (unset: 10000).",
+        doc: "OAUTHBEARER: connect timeout towards the token endpoint, ms (unset: 10000; 0: none).",
     },
     ConfigKey {
         name: "sasl.login.read.timeout.ms",
         default: None,
         kind: ConfigType::Long { min: 0, max: I32 },
         sensitive: false,
-        doc: "OAUTHBEARER: read timeout towards the token endpoint, ms (unset: 30000).",
+        doc: "OAUTHBEARER: read timeout towards the token endpoint, ms (unset: 30000; 0: none).",
     },
     ConfigKey {
         name: "sasl.login.retry.backoff.ms",
@@ -623,8 +623,7 @@ pub fn validate_changes(
         };
     }
     let has_credentials = CREDENTIAL_KEYS.iter().any(|k| set_value(current, k).is_some());
-    let credentials_supplied =
-        changes.iter().any(|(k, v)| v.is_some() && CREDENTIAL_KEYS.contains(&canonical(k)));
+    let credentials_supplied = changes.iter().any(|(k, v)| v.is_some() && CREDENTIAL_KEYS.contains(&canonical(k)));
     for key in CREDENTIAL_DESTINATION_KEYS {
         let (before, now) = (set_value(current, key).map(str::trim), set_value(&after, key).map(str::trim));
         if has_credentials && before != now && now.is_some_and(|v| !v.is_empty()) && !credentials_supplied {
