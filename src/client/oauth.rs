@@ -57,6 +57,10 @@ pub const OAUTH_KEYS: &[&str] = &[
     "sasl.login.read.timeout.ms",
     "sasl.login.retry.backoff.ms",
     "sasl.login.retry.backoff.max.ms",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.jwt.retriever.class",
 ];
 
 /// Pause before another token request after one failed (Kafka's
@@ -214,13 +218,31 @@ impl OAuthSettings {
                 format!("login module `{module}` does not fit sasl.mechanism OAUTHBEARER; use {LOGIN_MODULE}"),
             ));
         }
+        if let Some(r) = get("sasl.oauthbearer.jwt.retriever.class") {
+            if !matches!(r.rsplit('.').next(), Some("ClientCredentialsJwtRetriever" | "DefaultJwtRetriever")) {
+                return Err(sec_err(
+                    "sasl.oauthbearer.jwt.retriever.class",
+                    format!("`{r}` is not supported; use org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever or leave it unset"),
+                ));
+            }
+        }
+        // Kafka 4.1 (KIP-1139, `ConfigOrJaas`): the client properties win over the
+        // deprecated JAAS options.
         let jaas_err = |reason: &str| sec_err("sasl.jaas.config", reason.to_string());
-        let client_id = options.remove("clientId").filter(|v| !v.trim().is_empty());
-        let client_id = client_id.ok_or_else(|| jaas_err("option `clientId` is missing or empty"))?.trim().to_string();
-        let secret = options.remove("clientSecret").filter(|v| !v.trim().is_empty());
+        let mut pick = |config: &str, option: &str| {
+            let from_jaas = options.remove(option).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+            get(config).map(str::to_string).or(from_jaas)
+        };
+        let client_id = pick("sasl.oauthbearer.client.credentials.client.id", "clientId").ok_or_else(|| {
+            jaas_err("option `clientId` is missing or empty (or set sasl.oauthbearer.client.credentials.client.id)")
+        })?;
         let client_secret =
-            Secret::new(secret.ok_or_else(|| jaas_err("option `clientSecret` is missing or empty"))?.trim());
-        let scope = options.remove("scope").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+            Secret::new(pick("sasl.oauthbearer.client.credentials.client.secret", "clientSecret").ok_or_else(|| {
+                jaas_err(
+                    "option `clientSecret` is missing or empty (or set sasl.oauthbearer.client.credentials.client.secret)",
+                )
+            })?);
+        let scope = pick("sasl.oauthbearer.scope", "scope");
         let extensions: BTreeMap<String, String> = options
             .iter()
             .filter_map(|(k, v)| k.strip_prefix("extension_").map(|name| (name.to_string(), v.clone())))
@@ -603,11 +625,13 @@ impl OAuthBearerLogin {
                 // A token already expired by this clock (Kafka's refreshing login gives up on
                 // it the same way): a failure, held for RELOGIN_DELAY, not a token to fetch
                 // again on every connect.
-                Ok(t) if t.expires_at_ms <= now_ms() => return Err(format!(
+                Ok(t) if t.expires_at_ms <= now_ms() => {
+                    return Err(format!(
                     "token endpoint {} issued a token that expired {} s ago by this host's clock (check the clocks)",
                     self.settings.shown_endpoint,
                     (now_ms() - t.expires_at_ms) / 1000
-                )),
+                ))
+                }
                 Ok(t) => return Ok(t),
                 Err((e, retryable)) => {
                     let e = first_error.get_or_insert(e).clone();

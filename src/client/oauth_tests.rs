@@ -278,3 +278,41 @@ async fn authenticate_sends_kafkas_bytes_and_answers_an_error_challenge_with_0x0
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn kafka_4_1_client_credentials_properties_win_over_the_jaas_options() {
+    let bare = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;";
+    let url = ("sasl.oauthbearer.token.endpoint.url", "http://h:1/t");
+    let s = OAuthSettings::from_properties(&props(&[
+        url,
+        ("sasl.jaas.config", bare),
+        ("sasl.oauthbearer.client.credentials.client.id", "new-id"),
+        ("sasl.oauthbearer.client.credentials.client.secret", "new-secret"),
+        ("sasl.oauthbearer.scope", "s1 s2"),
+        (
+            "sasl.oauthbearer.jwt.retriever.class",
+            "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+        ),
+    ]))
+    .unwrap();
+    assert_eq!((s.client_id.as_str(), s.scope.as_deref()), ("new-id", Some("s1 s2")));
+    assert_eq!(s.authorization().expose(), format!("Basic {}", B64.encode("new-id:new-secret")));
+    // Both given: the properties win (Kafka's ConfigOrJaas).
+    let both = OAuthSettings::from_properties(&props(&[
+        url,
+        ("sasl.jaas.config", JAAS),
+        ("sasl.oauthbearer.client.credentials.client.secret", "new-secret"),
+    ]))
+    .unwrap();
+    assert_eq!(both.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:new-secret")));
+    assert_eq!(both.scope.as_deref(), Some("kafka read"));
+    let e = OAuthSettings::from_properties(&props(&[url, ("sasl.jaas.config", bare)])).unwrap_err();
+    assert!(e.reason.contains("client.credentials.client.id"), "{e}");
+    let e = OAuthSettings::from_properties(&props(&[
+        url,
+        ("sasl.jaas.config", JAAS),
+        ("sasl.oauthbearer.jwt.retriever.class", "x.FileJwtRetriever"),
+    ]))
+    .unwrap_err();
+    assert_eq!(e.key, "sasl.oauthbearer.jwt.retriever.class");
+}

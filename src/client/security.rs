@@ -234,6 +234,10 @@ pub const SECURITY_KEYS: &[&str] = &[
     "sasl.login.read.timeout.ms",
     "sasl.login.retry.backoff.ms",
     "sasl.login.retry.backoff.max.ms",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.jwt.retriever.class",
 ];
 
 impl ClientSecurity {

@@ -275,6 +275,34 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "OAUTHBEARER: the OAuth token endpoint (http or https) of the client-credentials grant; required with OAUTHBEARER.",
     },
     ConfigKey {
+        name: "sasl.oauthbearer.client.credentials.client.id",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER (Kafka 4.1, KIP-1139): the client id of the client-credentials grant; wins over the JAAS option clientId.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.client.credentials.client.secret",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: true,
+        doc: "OAUTHBEARER (Kafka 4.1, KIP-1139): the client secret (secret); wins over the JAAS option clientSecret.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.scope",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER (Kafka 4.1, KIP-1139): the scope requested; wins over the JAAS option scope.",
+    },
+    ConfigKey {
+        name: "sasl.oauthbearer.jwt.retriever.class",
+        default: None,
+        kind: ConfigType::String,
+        sensitive: false,
+        doc: "OAUTHBEARER (Kafka 4.1): Kafka's ClientCredentialsJwtRetriever or DefaultJwtRetriever, or unset; any other retriever is refused.",
+    },
+    ConfigKey {
         name: "sasl.oauthbearer.scope.claim.name",
         default: Some("scope"),
         kind: ConfigType::String,
@@ -600,14 +628,15 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
 const CREDENTIAL_DESTINATION_KEYS: &[&str] = &["sasl.oauthbearer.token.endpoint.url"];
 
 /// Keys holding the credentials sent there.
-const CREDENTIAL_KEYS: &[&str] = &["sasl.jaas.config"];
+const CREDENTIAL_KEYS: &[&str] = &["sasl.jaas.config", "sasl.oauthbearer.client.credentials.client.secret"];
 
 /// Checks a config change (IncrementalAlterConfigs: `Some` sets, `None` deletes) against the
 /// mirror's `current` configs, beyond each value's own validity: changing
 /// `sasl.oauthbearer.token.endpoint.url` alone would send the client id and secret stored
 /// (encrypted, never shown) in `sasl.jaas.config` to a host chosen by whoever may alter
 /// configs, who need not know them (Kafka CVE-2025-27817 is the same risk for broker-side
-/// URLs). Such a change is refused unless the same request sets `sasl.jaas.config` too.
+/// URLs). Such a change is refused unless the same request also sets (or removes) each stored
+/// credential: `sasl.jaas.config`, `sasl.oauthbearer.client.credentials.client.secret`.
 ///
 /// # Errors
 /// [`ConfigValueError::Invalid`] on `sasl.oauthbearer.token.endpoint.url`.
@@ -622,16 +651,20 @@ pub fn validate_changes(
             None => after.remove(k),
         };
     }
-    let has_credentials = CREDENTIAL_KEYS.iter().any(|k| set_value(current, k).is_some());
-    let credentials_supplied = changes.iter().any(|(k, v)| v.is_some() && CREDENTIAL_KEYS.contains(&canonical(k)));
+    // Every stored credential must be set anew (or removed) by the request itself.
+    let stale: Vec<&str> = CREDENTIAL_KEYS
+        .iter()
+        .copied()
+        .filter(|k| set_value(current, k).is_some() && !changes.iter().any(|(c, _)| canonical(c) == *k))
+        .collect();
     for key in CREDENTIAL_DESTINATION_KEYS {
         let (before, now) = (set_value(current, key).map(str::trim), set_value(&after, key).map(str::trim));
-        if has_credentials && before != now && now.is_some_and(|v| !v.is_empty()) && !credentials_supplied {
+        if !stale.is_empty() && before != now && now.is_some_and(|v| !v.is_empty()) {
             return Err(ConfigValueError::Invalid {
                 key: key.to_string(),
                 reason: format!(
                     "changing it would send the mirror's stored client credentials to the new URL; set {} in the same request",
-                    CREDENTIAL_KEYS.join(" and ")
+                    stale.join(" and ")
                 ),
             });
         }
@@ -857,6 +890,10 @@ mod tests {
         // The same URL, other keys, or a mirror without stored credentials: allowed.
         assert!(validate_changes(&cur, &[set(url, "https://idp/token")]).is_ok());
         assert!(validate_changes(&cur, &[set("sasl.login.retry.backoff.ms", "5")]).is_ok());
+        let mut with_secret = cur.clone();
+        with_secret.insert("sasl.oauthbearer.client.credentials.client.secret".into(), "s".into());
+        let e = validate_changes(&with_secret, &[set(url, "https://evil/token"), set("sasl.jaas.config", jaas)]);
+        assert!(format!("{}", e.unwrap_err()).contains("client.credentials.client.secret"));
         let bare = map(&[("bootstrap.servers", "s:9092")]);
         assert!(validate_changes(&bare, &[set(url, "https://idp/token")]).is_ok());
     }
