@@ -694,10 +694,7 @@ pub fn displayed(name: &str, value: &str) -> Option<String> {
 const SECURITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 type SecurityCache = std::sync::Mutex<
-    std::collections::HashMap<
-        (String, BTreeMap<String, String>),
-        (std::time::Instant, crate::client::security::WeakClientSecurity),
-    >,
+    std::collections::HashMap<(String, BTreeMap<String, String>), (std::time::Instant, crate::client::ClientSecurity)>,
 >;
 
 /// The TLS and SASL settings towards the source of mirror `mirror` with `configs` (effective
@@ -723,15 +720,16 @@ pub fn source_security(
     {
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < SECURITY_CACHE_TTL);
-        // The cache does not keep an OAUTHBEARER token source alive: a deleted or
-        // reconfigured mirror's source dies with its clients and its refresher stops.
-        if let Some(built) = c.get(&key).and_then(|(_, w)| w.upgrade()) {
-            return Ok(built);
+        // Held for the TTL only: a deleted or reconfigured mirror's OAUTHBEARER token source
+        // (and its refresher) dies with its clients and this entry, while a failing one keeps
+        // its 10 s failure hold across connects.
+        if let Some((_, built)) = c.get(&key) {
+            return Ok(built.clone());
         }
     }
     // Only usable settings are kept: a fixed store file is seen at the next call.
     let built = crate::client::ClientSecurity::from_properties_for(&owner, &key.1)?;
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (std::time::Instant::now(), built.downgrade()));
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (std::time::Instant::now(), built.clone()));
     Ok(built)
 }
 
