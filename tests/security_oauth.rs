@@ -280,6 +280,10 @@ async fn mirror_from_an_oauthbearer_source_refreshes_its_token_and_copies_identi
     let requests = server().requests("mirror-refresh");
     let span = requests.last().unwrap().at.saturating_sub(first_at).as_secs_f64();
     assert!(requests.iter().all(|r| r.issued), "a token request failed: {requests:?}");
+    // The refresh came before the first token expired: at 0.8-0.85 of its 20 s lifetime
+    // (16-17 s), never after it (20 s).
+    let gap = requests[1].at.saturating_sub(requests[0].at).as_secs_f64();
+    assert!((15.5..20.0).contains(&gap), "the first refresh came {gap:.1} s after the first token (lifetime 20 s)");
     // One token per refresh (every ~16-17 s), not one per connection: 3 partitions' loops,
     // metadata and the restart's reconnects share it.
     assert!(
@@ -468,21 +472,35 @@ async fn a_token_the_broker_refuses_surfaces_the_brokers_error() {
     // The destination cluster of the client test: the refresh test requires that the source
     // broker logs no failed authentication.
     let source = oauth_destination();
-    server().add_client("expired-client", "expired-client-secret-2288", "expired", -120);
-    let props = oauth_props("expired-client", "expired-client-secret-2288")
-        .into_iter()
-        .map(|l| {
-            let (k, v) = l.split_once('=').unwrap();
-            (k.to_string(), v.to_string())
-        })
-        .collect();
-    let mut o = ClusterOptions::new(vec![source.secure.clone().unwrap()]);
-    o.security = mirrorgate::client::ClientSecurity::from_properties(&props).unwrap();
-    o.max_attempts = 1;
-    o.connect_timeout = Duration::from_secs(5);
-    let err = block(ClusterClient::connect(o)).map(|_| ()).unwrap_err().to_string();
+    // A token for another audience: valid to mirrorgate, refused by the broker.
+    server().add_client_for_audience("aud-client", "aud-client-secret-2288", "aud", 300, "another-audience");
+    server().add_client("expired-client", "expired-client-secret-2289", "expired", -120);
+    let options = |id: &str, secret: &str| {
+        let props = oauth_props(id, secret)
+            .into_iter()
+            .map(|l| {
+                let (k, v) = l.split_once('=').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        let mut o = ClusterOptions::new(vec![source.secure.clone().unwrap()]);
+        o.security = mirrorgate::client::ClientSecurity::from_properties(&props).unwrap();
+        o.max_attempts = 1;
+        o.connect_timeout = Duration::from_secs(5);
+        o
+    };
+    let err = block(ClusterClient::connect(options("aud-client", "aud-client-secret-2288"))).map(|_| ()).unwrap_err();
+    let err = err.to_string();
     assert!(err.contains("SASL_AUTHENTICATION_FAILED") && err.contains("invalid_token"), "{err}");
-    assert!(!err.contains("expired-client-secret-2288"), "{err}");
+    assert!(!err.contains("aud-client-secret-2288"), "{err}");
+    // A token already expired when issued: refused by mirrorgate itself, and the endpoint is
+    // not asked again by the next connect (held 10 s, as Kafka's refreshing login).
+    let expired = options("expired-client", "expired-client-secret-2289");
+    let e1 = block(ClusterClient::connect(expired.clone())).map(|_| ()).unwrap_err().to_string();
+    let e2 = block(ClusterClient::connect(expired)).map(|_| ()).unwrap_err().to_string();
+    assert!(e1.contains("expired 120 s ago") || e1.contains("expired 119 s ago"), "{e1}");
+    assert!(e2.contains("issued a token that expired"), "{e2}");
+    assert_eq!(server().requests("expired-client").len(), 1);
     for t in server().issued_tokens() {
         assert!(!err.contains(t.rsplit('.').next().unwrap()), "the error shows the token: {err}");
     }

@@ -57,6 +57,10 @@ pub const OAUTH_KEYS: &[&str] = &[
     "sasl.login.read.timeout.ms",
     "sasl.login.retry.backoff.ms",
     "sasl.login.retry.backoff.max.ms",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.jwt.retriever.class",
 ];
 
 /// Pause before another token request after one failed (Kafka's
@@ -68,6 +72,10 @@ pub const RELOGIN_DELAY: Duration = Duration::from_secs(10);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read timeout towards the token endpoint when `sasl.login.read.timeout.ms` is unset.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Least overall time allowed to one token request ([`OAuthBearerLogin`]'s attempt timeout).
+pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most characters of a token endpoint's error body shown in an error message.
+const MAX_ERROR_CHARS: usize = 1000;
 /// Largest token endpoint response read, bytes.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// HTTP statuses not retried (Kafka's `HttpAccessTokenRetriever.UNRETRYABLE_HTTP_CODES`).
@@ -134,10 +142,17 @@ pub struct OAuthSettings {
     pub urlencode_header: bool,
     /// `sasl.login.refresh.*`.
     pub refresh: RefreshConfig,
-    /// `sasl.login.connect.timeout.ms` (else [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub connect_timeout: Duration,
-    /// `sasl.login.read.timeout.ms` (else [`DEFAULT_READ_TIMEOUT`]).
-    pub read_timeout: Duration,
+    /// `sasl.login.connect.timeout.ms` (unset: [`DEFAULT_CONNECT_TIMEOUT`]; 0: none, as in
+    /// Java's `URLConnection.setConnectTimeout`).
+    pub connect_timeout: Option<Duration>,
+    /// `sasl.login.read.timeout.ms` (unset: [`DEFAULT_READ_TIMEOUT`]; 0: none).
+    pub read_timeout: Option<Duration>,
+    /// SASL extensions from the JAAS options `extension_<name>="<value>"` (Kafka's
+    /// `OAuthBearerLoginCallbackHandler.handleExtensionsCallback`), sent in the initial
+    /// response, by name.
+    pub extensions: BTreeMap<String, String>,
+    /// The endpoint as shown in messages: without `user:password@`.
+    pub shown_endpoint: String,
     /// `sasl.login.retry.backoff.ms` (default 100 ms).
     pub retry_backoff: Duration,
     /// `sasl.login.retry.backoff.max.ms` (default 10000 ms): the window in which one token
@@ -151,7 +166,7 @@ pub struct OAuthSettings {
 impl std::fmt::Debug for OAuthSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuthSettings")
-            .field("endpoint", &self.endpoint.as_str())
+            .field("endpoint", &self.shown_endpoint)
             .field("client_id", &self.client_id)
             .field("scope", &self.scope)
             .finish_non_exhaustive()
@@ -203,13 +218,36 @@ impl OAuthSettings {
                 format!("login module `{module}` does not fit sasl.mechanism OAUTHBEARER; use {LOGIN_MODULE}"),
             ));
         }
+        if let Some(r) = get("sasl.oauthbearer.jwt.retriever.class") {
+            if !matches!(r.rsplit('.').next(), Some("ClientCredentialsJwtRetriever" | "DefaultJwtRetriever")) {
+                return Err(sec_err(
+                    "sasl.oauthbearer.jwt.retriever.class",
+                    format!("`{r}` is not supported; use org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever or leave it unset"),
+                ));
+            }
+        }
+        // Kafka 4.1 (KIP-1139, `ConfigOrJaas`): the client properties win over the
+        // deprecated JAAS options.
         let jaas_err = |reason: &str| sec_err("sasl.jaas.config", reason.to_string());
-        let client_id = options.remove("clientId").filter(|v| !v.trim().is_empty());
-        let client_id = client_id.ok_or_else(|| jaas_err("option `clientId` is missing or empty"))?.trim().to_string();
-        let secret = options.remove("clientSecret").filter(|v| !v.trim().is_empty());
+        let mut pick = |config: &str, option: &str| {
+            let from_jaas = options.remove(option).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+            get(config).map(str::to_string).or(from_jaas)
+        };
+        let client_id = pick("sasl.oauthbearer.client.credentials.client.id", "clientId").ok_or_else(|| {
+            jaas_err("option `clientId` is missing or empty (or set sasl.oauthbearer.client.credentials.client.id)")
+        })?;
         let client_secret =
-            Secret::new(secret.ok_or_else(|| jaas_err("option `clientSecret` is missing or empty"))?.trim());
-        let scope = options.remove("scope").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+            Secret::new(pick("sasl.oauthbearer.client.credentials.client.secret", "clientSecret").ok_or_else(|| {
+                jaas_err(
+                    "option `clientSecret` is missing or empty (or set sasl.oauthbearer.client.credentials.client.secret)",
+                )
+            })?);
+        let scope = pick("sasl.oauthbearer.scope", "scope");
+        let extensions: BTreeMap<String, String> = options
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("extension_").map(|name| (name.to_string(), v.clone())))
+            .collect();
+        validate_extensions(&extensions)?;
         let tls = if endpoint.scheme() == "https" {
             let ssl = |k: &str| options.get(k).map(String::as_str);
             Some(Arc::new(crate::client::tls::client_config(&ssl).map_err(|e| {
@@ -255,6 +293,7 @@ impl OAuthSettings {
         };
         let claim = |k: &str, d: &str| get(k).unwrap_or(d).to_string();
         Ok(Self {
+            shown_endpoint: shown_url(&endpoint),
             endpoint,
             client_id,
             client_secret,
@@ -263,8 +302,10 @@ impl OAuthSettings {
             sub_claim: claim("sasl.oauthbearer.sub.claim.name", "sub"),
             urlencode_header,
             refresh,
-            connect_timeout: ms("sasl.login.connect.timeout.ms", DEFAULT_CONNECT_TIMEOUT)?,
-            read_timeout: ms("sasl.login.read.timeout.ms", DEFAULT_READ_TIMEOUT)?,
+            connect_timeout: Some(ms("sasl.login.connect.timeout.ms", DEFAULT_CONNECT_TIMEOUT)?)
+                .filter(|t| !t.is_zero()),
+            read_timeout: Some(ms("sasl.login.read.timeout.ms", DEFAULT_READ_TIMEOUT)?).filter(|t| !t.is_zero()),
+            extensions,
             retry_backoff,
             retry_backoff_max,
             tls,
@@ -297,6 +338,55 @@ impl OAuthSettings {
     }
 }
 
+/// `url` without its `user:password@`, for messages.
+fn shown_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.to_string()
+}
+
+/// Checks SASL extensions as Kafka's `OAuthBearerClientInitialResponse.validateExtensions`
+/// does: names `[A-Za-z]+` other than `auth`, values `[\x21-\x7E \t\r\n]+`.
+///
+/// # Errors
+/// [`SecurityError`] on `sasl.jaas.config` naming the extension (never its value).
+fn validate_extensions(extensions: &BTreeMap<String, String>) -> Result<(), SecurityError> {
+    for (name, value) in extensions {
+        if name == "auth" || name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(sec_err(
+                "sasl.jaas.config",
+                format!("SASL extension name `{name}` (option extension_{name}) is invalid: letters only, not `auth`"),
+            ));
+        }
+        if value.is_empty() || !value.bytes().all(|b| matches!(b, 0x21..=0x7E | b' ' | b'\t' | b'\r' | b'\n')) {
+            return Err(sec_err(
+                "sasl.jaas.config",
+                format!("the value of SASL extension `{name}` is invalid: printable ASCII, space, tab, CR or LF only"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `token` is an RFC 6750 §2.1 b64token, as Kafka's `OAuthBearerClientInitialResponse`
+/// requires (`[-_~+/.a-zA-Z0-9]+=*`).
+fn is_b64token(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_~+/.".contains(&b))
+}
+
+/// The GS2 client-first message (Kafka's `OAuthBearerClientInitialResponse.toBytes`, no
+/// authorization id): `n,,\x01auth=Bearer <token>[\x01<name>=<value>...]\x01\x01`.
+pub fn initial_response(token: &str, extensions: &BTreeMap<String, String>) -> Vec<u8> {
+    let mut m = format!("n,,\u{1}auth=Bearer {token}");
+    for (k, v) in extensions {
+        m.push_str(&format!("\u{1}{k}={v}"));
+    }
+    m.push_str("\u{1}\u{1}");
+    m.into_bytes()
+}
+
 /// An access token with what its JWT payload says (`Debug` hides the token).
 #[derive(Clone, Debug)]
 pub struct AccessToken {
@@ -316,6 +406,9 @@ impl AccessToken {
     /// # Errors
     /// What is wrong with the token (never the token itself).
     pub fn parse(token: &str, sub_claim: &str, scope_claim: &str) -> Result<Self, String> {
+        if !is_b64token(token.trim()) {
+            return Err("the access token has characters a bearer token may not have (RFC 6750 b64token)".into());
+        }
         let parts: Vec<&str> = token.trim().split('.').collect();
         if parts.len() != 3 || parts.iter().take(2).any(|p| p.is_empty()) {
             return Err(format!(
@@ -375,6 +468,7 @@ pub struct OAuthBearerLogin {
     /// Token requests sent (each HTTP attempt).
     requests: std::sync::atomic::AtomicU64,
     key: String,
+    owner: String,
 }
 
 impl std::fmt::Debug for OAuthBearerLogin {
@@ -421,11 +515,13 @@ impl OAuthBearerLogin {
         if let Some(login) = reg.get(&key).and_then(Weak::upgrade) {
             return Ok(login);
         }
-        let mut http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.read_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .http1_only();
+        let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).http1_only();
+        if let Some(t) = settings.connect_timeout {
+            http = http.connect_timeout(t);
+        }
+        if let Some(t) = settings.read_timeout {
+            http = http.read_timeout(t);
+        }
         if let Some(tls) = &settings.tls {
             http = http.use_preconfigured_tls((**tls).clone());
         }
@@ -438,9 +534,15 @@ impl OAuthBearerLogin {
             state: tokio::sync::Mutex::new(LoginState::default()),
             requests: Default::default(),
             key: key.clone(),
+            owner: owner.to_string(),
         });
         reg.insert(key, Arc::downgrade(&login));
         Ok(login)
+    }
+
+    /// Whose token source it is (e.g. `mirror:<name>`).
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The settings.
@@ -486,7 +588,7 @@ impl OAuthBearerLogin {
         let now = now_ms();
         st.refresh_at_ms = refresh_at_ms(&self.settings.refresh, now, t.issued_at_ms, t.expires_at_ms, rand::random());
         tracing::info!(
-            endpoint = %self.settings.endpoint,
+            endpoint = %self.settings.shown_endpoint,
             principal = %t.principal,
             expires_in_s = (t.expires_at_ms - now) / 1000,
             refresh_in_s = (st.refresh_at_ms - now) / 1000,
@@ -507,7 +609,29 @@ impl OAuthBearerLogin {
         let mut first_error = None;
         loop {
             attempt += 1;
-            match self.attempt().await {
+            let limit = self.attempt_timeout();
+            let result = match tokio::time::timeout(limit, self.attempt()).await {
+                Ok(r) => r,
+                Err(_) => Err((
+                    format!(
+                        "token endpoint {}: no complete answer within {} ms",
+                        self.settings.shown_endpoint,
+                        limit.as_millis()
+                    ),
+                    true,
+                )),
+            };
+            match result {
+                // A token already expired by this clock (Kafka's refreshing login gives up on
+                // it the same way): a failure, held for RELOGIN_DELAY, not a token to fetch
+                // again on every connect.
+                Ok(t) if t.expires_at_ms <= now_ms() => {
+                    return Err(format!(
+                    "token endpoint {} issued a token that expired {} s ago by this host's clock (check the clocks)",
+                    self.settings.shown_endpoint,
+                    (now_ms() - t.expires_at_ms) / 1000
+                ))
+                }
                 Ok(t) => return Ok(t),
                 Err((e, retryable)) => {
                     let e = first_error.get_or_insert(e).clone();
@@ -516,22 +640,34 @@ impl OAuthBearerLogin {
                     if !retryable || wait.is_zero() {
                         return Err(e);
                     }
-                    tracing::warn!(endpoint = %self.settings.endpoint, attempt, error = %e, wait_ms = wait.as_millis() as u64, "OAUTHBEARER token request failed; retrying");
+                    tracing::warn!(endpoint = %self.settings.shown_endpoint, attempt, error = %e, wait_ms = wait.as_millis() as u64, "OAUTHBEARER token request failed; retrying");
                     tokio::time::sleep(wait).await;
                 }
             }
         }
     }
 
+    /// The longest one token request may take, connect to last byte: the connect and read
+    /// timeouts together, at least [`MIN_ATTEMPT_TIMEOUT`] (a drip-feeding endpoint cannot
+    /// hold the login for ever).
+    fn attempt_timeout(&self) -> Duration {
+        let s = &self.settings;
+        (s.connect_timeout.unwrap_or_default() + s.read_timeout.unwrap_or_default()).max(MIN_ATTEMPT_TIMEOUT)
+    }
+
     /// One HTTP POST; the error says whether it may be retried.
     async fn attempt(&self) -> Result<AccessToken, (String, bool)> {
         let s = &self.settings;
-        let url = &s.endpoint;
+        let url = &s.shown_endpoint;
         self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut authorization = reqwest::header::HeaderValue::from_str(s.authorization().expose()).map_err(|_| {
+            (format!("token endpoint {url}: clientId or clientSecret cannot be sent in a header"), false)
+        })?;
+        authorization.set_sensitive(true);
         let req = self
             .http
-            .post(url.clone())
-            .header(reqwest::header::AUTHORIZATION, s.authorization().expose())
+            .post(s.endpoint.clone())
+            .header(reqwest::header::AUTHORIZATION, authorization)
             .header(reqwest::header::ACCEPT, "application/json")
             .header(reqwest::header::CACHE_CONTROL, "no-cache")
             .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -598,7 +734,7 @@ async fn refresher(login: Weak<OAuthBearerLogin>) {
                 l.install(&mut st, t);
             }
             Err(e) => {
-                tracing::warn!(endpoint = %l.settings.endpoint, error = %e, "OAUTHBEARER token refresh failed; the current token is kept and the refresh tried again in 10 s");
+                tracing::warn!(endpoint = %l.settings.shown_endpoint, error = %e, "OAUTHBEARER token refresh failed; the current token is kept and the refresh tried again in 10 s");
                 st.refresh_at_ms = now_ms() + RELOGIN_DELAY.as_millis() as i64;
                 if st.token.as_ref().is_none_or(|t| now_ms() >= t.expires_at_ms) {
                     st.failure = Some((Instant::now(), e));
@@ -628,12 +764,17 @@ fn error_body(body: &[u8]) -> String {
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
         for (code, desc) in [("error", "error_description"), ("errorCode", "errorSummary")] {
             if let Some(c) = v.get(code) {
-                return format!("{{{c} - {}}}", v.get(desc).cloned().unwrap_or(serde_json::Value::Null));
+                let d = v.get(desc).cloned().unwrap_or(serde_json::Value::Null);
+                return format!("{{{}}}", capped(&format!("{c} - {d}")));
             }
         }
     }
-    let t: String = text.chars().take(1000).collect();
-    format!("{{{t}}}")
+    format!("{{{}}}", capped(&text))
+}
+
+/// `text` cut to [`MAX_ERROR_CHARS`] characters.
+fn capped(text: &str) -> String {
+    text.chars().take(MAX_ERROR_CHARS).collect()
 }
 
 /// The OAUTHBEARER exchange on `conn` with a token from `login` (Kafka's
@@ -647,9 +788,9 @@ pub async fn authenticate<T: SaslTransport>(conn: &mut T, login: &Arc<OAuthBeare
     let addr = conn.peer();
     let fail = |error: i16, message: String| ClientError::Authentication { addr: addr.clone(), error, message };
     let (token, _principal) = login.token().await.map_err(|m| fail(SASL_AUTHENTICATION_FAILED, m))?;
-    let first = format!("n,,\u{1}auth=Bearer {}\u{1}\u{1}", token.expose());
+    let first = initial_response(token.expose(), &login.settings().extensions);
     let send = |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-    let resp = conn.sasl_authenticate(&send(first.into_bytes())).await?;
+    let resp = conn.sasl_authenticate(&send(first)).await?;
     let message =
         |m: Option<kafka_protocol::protocol::StrBytes>| m.map(|m| m.to_string()).unwrap_or_else(|| "no message".into());
     if resp.error_code != 0 {
@@ -678,127 +819,5 @@ pub async fn authenticate<T: SaslTransport>(conn: &mut T, login: &Arc<OAuthBeare
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    const JAAS: &str = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="mirror-a" clientSecret="s3cret:&=x" scope="kafka read";"#;
-
-    #[test]
-    fn request_matches_kafkas_http_access_token_retriever() {
-        let p =
-            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
-        let s = OAuthSettings::from_properties(&p).unwrap();
-        assert_eq!(s.body(), "grant_type=client_credentials&scope=kafka+read");
-        assert_eq!(s.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret:&=x")));
-        let mut p2 = p.clone();
-        p2.insert("sasl.oauthbearer.header.urlencode".into(), "true".into());
-        let s2 = OAuthSettings::from_properties(&p2).unwrap();
-        assert_eq!(s2.authorization().expose(), format!("Basic {}", B64.encode("mirror-a:s3cret%3A%26%3Dx")));
-        assert!(!format!("{s:?}").contains("s3cret"));
-        assert_eq!(
-            (s.refresh, s.retry_backoff, s.retry_backoff_max),
-            (RefreshConfig::default(), Duration::from_millis(100), Duration::from_secs(10))
-        );
-    }
-
-    #[test]
-    fn settings_errors_name_the_key_and_hide_the_secret() {
-        let e = |pairs: &[(&str, &str)]| OAuthSettings::from_properties(&props(pairs)).unwrap_err();
-        assert_eq!(e(&[("sasl.jaas.config", JAAS)]).key, "sasl.oauthbearer.token.endpoint.url");
-        let url = ("sasl.oauthbearer.token.endpoint.url", "http://h:1/t");
-        assert_eq!(
-            e(&[("sasl.oauthbearer.token.endpoint.url", "ftp://h/t"), ("sasl.jaas.config", JAAS)]).key,
-            "sasl.oauthbearer.token.endpoint.url"
-        );
-        let no_secret = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a";"#;
-        assert!(e(&[url, ("sasl.jaas.config", no_secret)]).reason.contains("clientSecret"));
-        let no_id =
-            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="hunter2";"#;
-        let err = e(&[url, ("sasl.jaas.config", no_id)]);
-        assert!(err.reason.contains("clientId") && !err.to_string().contains("hunter2"), "{err}");
-        let plain =
-            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2";"#;
-        assert!(e(&[url, ("sasl.jaas.config", plain)]).reason.contains("does not fit"));
-        assert_eq!(
-            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.refresh.window.factor", "0.3")]).key,
-            "sasl.login.refresh.window.factor"
-        );
-        assert_eq!(
-            e(&[url, ("sasl.jaas.config", JAAS), ("sasl.login.callback.handler.class", "x.Other")]).key,
-            "sasl.login.callback.handler.class"
-        );
-        let java = OAuthSettings::from_properties(&props(&[
-            url,
-            ("sasl.jaas.config", JAAS),
-            (
-                "sasl.login.callback.handler.class",
-                "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
-            ),
-        ]));
-        assert!(java.is_ok());
-    }
-
-    /// Kafka's `ExpiringCredentialRefreshingLoginTest` cases, in seconds.
-    #[test]
-    fn refresh_time_follows_kafka() {
-        let cfg = RefreshConfig::default();
-        let s = 1000;
-        // 1 h token issued now: 0.8 of it (jitter draw 0) = 2880 s, before the 300 s buffer.
-        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 3600 * s, 0.0), 2880 * s);
-        // Jitter adds up to 0.05 of the lifetime: 0.85 × 3600 = 3060 < 3300.
-        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 3600 * s, 1.0), 3060 * s);
-        // 1000 s token: 800 s would be inside the 300 s buffer, so at 700 s.
-        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 1000 * s, 0.0), 700 * s);
-        // Remaining life (20 s) below min period + buffer: both ignored, 0.8 × 20 s.
-        assert_eq!(refresh_at_ms(&cfg, 0, Some(0), 20 * s, 0.0), 16 * s);
-        // Never sooner than the minimum period: token issued long ago.
-        let c2 = RefreshConfig { buffer_seconds: 0, ..cfg };
-        assert_eq!(refresh_at_ms(&c2, 5000 * s, Some(0), 6000 * s, 0.0), 5060 * s);
-        // Already expired: 10 s from now.
-        assert_eq!(refresh_at_ms(&cfg, 100 * s, None, 50 * s, 0.0), 110 * s);
-    }
-
-    fn jwt(claims: &str) -> String {
-        let e = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
-        format!("{}.{}.sig", e(r#"{"alg":"ES256"}"#), e(claims))
-    }
-
-    #[test]
-    fn tokens_are_read_like_kafkas_login_validator() {
-        let t = AccessToken::parse(&jwt(r#"{"sub":"mirror-a","exp":2000,"iat":1000,"scope":"a b"}"#), "sub", "scope")
-            .unwrap();
-        assert_eq!((t.principal.as_str(), t.issued_at_ms, t.expires_at_ms), ("mirror-a", Some(1_000_000), 2_000_000));
-        assert!(AccessToken::parse(&jwt(r#"{"sub":"a"}"#), "sub", "scope").unwrap_err().contains("exp"));
-        assert!(AccessToken::parse(&jwt(r#"{"exp":2}"#), "sub", "scope").unwrap_err().contains("`sub`"));
-        let custom = AccessToken::parse(&jwt(r#"{"client":"c","exp":2,"scp":["x"]}"#), "client", "scp").unwrap();
-        assert_eq!(custom.principal, "c");
-        assert!(AccessToken::parse(&jwt(r#"{"sub":"a","exp":2,"scope":7}"#), "sub", "scope").is_err());
-        let e = AccessToken::parse("opaque-token-value", "sub", "scope").unwrap_err();
-        assert!(e.contains("not a JWT") && !e.contains("opaque-token-value"));
-    }
-
-    #[test]
-    fn error_bodies_are_shown_as_kafka_does() {
-        assert_eq!(
-            error_body(br#"{"error":"invalid_client","error_description":"bad secret"}"#),
-            r#"{"invalid_client" - "bad secret"}"#
-        );
-        assert_eq!(error_body(b""), "{}");
-        assert_eq!(error_body(b"oops"), "{oops}");
-    }
-
-    #[test]
-    fn a_login_is_shared_by_one_owner_only() {
-        let p =
-            props(&[("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"), ("sasl.jaas.config", JAAS)]);
-        let a1 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
-        let a2 = OAuthBearerLogin::shared("mirror:a", &p).unwrap();
-        let b = OAuthBearerLogin::shared("mirror:b", &p).unwrap();
-        assert!(Arc::ptr_eq(&a1, &a2));
-        assert!(!Arc::ptr_eq(&a1, &b));
-    }
-}
+#[path = "oauth_tests.rs"]
+mod tests;

@@ -465,6 +465,8 @@ impl ControlPlane {
         self.check_loaded()?;
         let _w = self.write_lock.lock().await;
         let mut def = self.mirror(name)?;
+        configs::validate_changes(&def.configs, &changes)
+            .map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
         for (k, v) in &changes {
             match v {
                 Some(v) => configs::validate(k, v),

@@ -458,7 +458,10 @@ fn decode<T: Decodable>(key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> O
 /// The user a client's first SASL message names. PLAIN: `authzid NUL authcid NUL password`,
 /// the authcid (RFC 4616; Kafka refuses an authzid that differs). SCRAM: `n,,n=user,r=...`
 /// with `=2C`/`=3D` unescaped (RFC 5802). OAUTHBEARER: the `sub` claim of the bearer token
-/// (RFC 7628; Kafka's default `sasl.oauthbearer.sub.claim.name`).
+/// in the `auth` key (RFC 7628 §3.1; scheme `Bearer` in any case followed by one or more
+/// spaces, as Kafka's `OAuthBearerClientInitialResponse.AUTH_PATTERN`). Always `sub`, Kafka's
+/// default `sasl.oauthbearer.sub.claim.name`: mirrorgate cannot know a broker that sets
+/// another claim, and then names a principal the broker may not use (docs/security.md).
 pub fn claimed_user(mechanism: &str, auth: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(auth).ok()?;
     match mechanism {
@@ -474,7 +477,12 @@ pub fn claimed_user(mechanism: &str, auth: &[u8]) -> Option<String> {
             Some(user.replace("=2C", ",").replace("=3D", "="))
         }
         "OAUTHBEARER" => {
-            let token = text.split('\u{1}').find_map(|kv| kv.strip_prefix("auth=Bearer "))?.trim();
+            let auth = text.split('\u{1}').find_map(|kv| kv.strip_prefix("auth="))?;
+            let (scheme, token) = auth.split_once(' ')?;
+            if !scheme.eq_ignore_ascii_case("bearer") {
+                return None;
+            }
+            let token = token.trim_start_matches(' ').trim_end();
             let payload = token.split('.').nth(1)?;
             let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
             let v: serde_json::Value = serde_json::from_slice(&json).ok()?;
@@ -625,6 +633,11 @@ mod tests {
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"svc-1","exp":1}"#);
         let msg = format!("n,,\u{1}auth=Bearer eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
         assert_eq!(claimed_user("OAUTHBEARER", msg.as_bytes()).as_deref(), Some("svc-1"));
+        // Kafka accepts the scheme in any case and any number of spaces after it.
+        let msg = format!("n,,\u{1}auth=bEaReR   eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
+        assert_eq!(claimed_user("OAUTHBEARER", msg.as_bytes()).as_deref(), Some("svc-1"));
+        let msg = format!("n,,\u{1}auth=Basic eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
+        assert_eq!(claimed_user("OAUTHBEARER", msg.as_bytes()), None);
         assert_eq!(claimed_user("GSSAPI", b"x"), None);
     }
 

@@ -36,6 +36,7 @@ struct Client {
     secret: String,
     sub: String,
     lifetime_s: i64,
+    audience: String,
 }
 
 struct State {
@@ -92,7 +93,14 @@ impl OAuthServer {
     /// Registers a client whose tokens carry `sub` and are valid for `lifetime_s` seconds
     /// (negative: expired when issued).
     pub fn add_client(&self, id: &str, secret: &str, sub: &str, lifetime_s: i64) {
-        let c = Client { secret: secret.into(), sub: sub.into(), lifetime_s };
+        let c = Client { secret: secret.into(), sub: sub.into(), lifetime_s, audience: AUDIENCE.into() };
+        self.state.clients.lock().unwrap().insert(id.into(), c);
+    }
+
+    /// Like [`OAuthServer::add_client`], with tokens for `audience` (a broker expecting
+    /// another refuses them; mirrorgate cannot tell).
+    pub fn add_client_for_audience(&self, id: &str, secret: &str, sub: &str, lifetime_s: i64, audience: &str) {
+        let c = Client { secret: secret.into(), sub: sub.into(), lifetime_s, audience: audience.into() };
         self.state.clients.lock().unwrap().insert(id.into(), c);
     }
 
@@ -113,7 +121,7 @@ impl OAuthServer {
 
     /// A signed token for `sub` valid for `lifetime_s` seconds, as the endpoint would issue.
     pub fn mint(&self, sub: &str, lifetime_s: i64) -> String {
-        mint(&self.state, sub, lifetime_s)
+        mint(&self.state, sub, lifetime_s, AUDIENCE)
     }
 
     /// Broker properties for a `--secure SASL_*` cluster's SECURE listener to accept
@@ -144,13 +152,13 @@ impl OAuthServer {
     }
 }
 
-fn mint(st: &State, sub: &str, lifetime_s: i64) -> String {
+fn mint(st: &State, sub: &str, lifetime_s: i64, audience: &str) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": KID});
     let claims = serde_json::json!({
         "iss": "mirrorgate-test-issuer",
         "sub": sub,
-        "aud": AUDIENCE,
+        "aud": audience,
         "iat": now.min(now + lifetime_s),
         "exp": now + lifetime_s,
         "scope": "kafka",
@@ -192,7 +200,10 @@ fn handle(st: &State, mut req: tiny_http::Request) {
             let (id, secret) = basic.unwrap_or_default();
             let sub = {
                 let clients = st.clients.lock().unwrap();
-                clients.get(&id).filter(|c| c.secret == secret).map(|c| (c.sub.clone(), c.lifetime_s))
+                clients
+                    .get(&id)
+                    .filter(|c| c.secret == secret)
+                    .map(|c| (c.sub.clone(), c.lifetime_s, c.audience.clone()))
             };
             let grant_ok = body.split('&').any(|kv| kv == "grant_type=client_credentials");
             let issued = sub.is_some() && grant_ok;
@@ -209,8 +220,8 @@ fn handle(st: &State, mut req: tiny_http::Request) {
                     401,
                     r#"{"error":"invalid_client","error_description":"client authentication failed"}"#.into(),
                 ),
-                Some((sub, lifetime)) => {
-                    let token = mint(st, &sub, lifetime);
+                Some((sub, lifetime, audience)) => {
+                    let token = mint(st, &sub, lifetime, &audience);
                     let answer = serde_json::json!({
                         "access_token": token, "token_type": "Bearer", "expires_in": lifetime, "scope": "kafka",
                     });

@@ -18,7 +18,7 @@ pub const HIDDEN: &str = "[hidden]";
 /// key `ssl.keystore.key`.
 pub fn is_sensitive(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    k.contains("password") || k.contains("sasl.jaas.config") || k == "ssl.keystore.key"
+    k.contains("password") || k.contains("sasl.jaas.config") || k == "ssl.keystore.key" || k.ends_with("client.secret")
 }
 
 /// `value`, or [`HIDDEN`] if `key` is sensitive.
