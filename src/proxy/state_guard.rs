@@ -20,9 +20,10 @@
 //! **Cost.** A request is decoded only when its bytes contain the state topic's name or one
 //! of its topic ids (a `memchr::memmem` search over the frame); every other request passes
 //! as the client's own bytes. Decoding is safe on client bytes: the vendored kafka-protocol
-//! refuses array counts larger than the bytes left (vendor/kafka-protocol/PATCHED.md), and
-//! ApiVersions advertises only the versions it decodes for these APIs
-//! ([`super::versions::intercepted_range`]).
+//! refuses array counts larger than the bytes left (vendor/kafka-protocol/PATCHED.md).
+//! ApiVersions keeps the broker's minimum versions for these APIs and caps their maximum at
+//! what kafka-protocol decodes ([`super::versions::intercepted_range`]); a request naming the
+//! state topic at a version it cannot decode closes the connection (fail closed).
 //!
 //! mirrorgate's own state store connects to the destination directly and is not affected.
 
@@ -60,8 +61,8 @@ pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const TOPIC_RESOURCE: i8 = 2;
 
 /// APIs whose requests the guard looks into when they mention the state topic (besides
-/// DescribeTopicPartitions, whose answers are always filtered). Their versions are limited
-/// in ApiVersions to what kafka-protocol decodes.
+/// DescribeTopicPartitions, whose answers are always filtered). ApiVersions caps their
+/// maximum version at what kafka-protocol decodes and keeps the broker's minimum.
 pub const GUARDED: &[ApiKey] = &[
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -662,10 +663,24 @@ mod tests {
         assert!(guard.is_state_topic_id(&ID), "the id is learned before the entry is dropped");
     }
 
+    /// ApiVersions keeps the broker's minimums for these APIs (an old client that never
+    /// names the state topic keeps working); one that names it at a version kafka-protocol
+    /// cannot decode is refused, never forwarded.
     #[test]
-    fn guarded_apis_are_limited_to_decodable_versions() {
-        for key in GUARDED {
-            assert!(super::super::versions::intercepted_range(*key as i16).is_some(), "{key:?}");
-        }
+    fn state_topic_at_an_undecodable_version_fails_closed() {
+        let guard = StateTopicGuard::new("__mirror_state");
+        let body = ListOffsetsRequest::default().with_topics(vec![
+            kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("__mirror_state"))),
+        ]);
+        let (_, frame) = request(ApiKey::ListOffsets, 1, &body);
+        // The same bytes claiming v0 (below kafka-protocol's baseline).
+        let mut raw = BytesMut::from(&frame[..]);
+        raw[2..4].copy_from_slice(&0i16.to_be_bytes());
+        let raw = raw.freeze();
+        let prefix = RequestPrefix::parse(&raw).unwrap();
+        assert!(guard.check(&prefix, &raw).is_err());
+        let (min, _) = super::super::versions::intercepted_range(ApiKey::ListOffsets as i16).unwrap();
+        assert_eq!(min, 0, "ApiVersions keeps the broker's minimum");
     }
 }
