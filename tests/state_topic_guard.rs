@@ -589,3 +589,89 @@ async fn the_guard_answers_as_a_broker_denying_the_topic() {
     assert_eq!(guard, broker, "mirrorgate's answers for its state topic differ from a broker's denying a topic");
     assert_eq!(broker.metadata_named.0, DENIED);
 }
+
+/// Requests naming the state topic by id only, on a fresh mirrorgate that has answered no
+/// Metadata yet (the id was learned at startup, nowhere else): Fetch v16 gets 29 for every
+/// partition; ShareFetch (KIP-932, topic ids only) and WriteTxnMarkers are never forwarded:
+/// the connection is closed with a log line naming the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_named_by_id_only_are_refused_from_the_first_request() {
+    use kafka_protocol::messages::share_fetch_request::{
+        FetchPartition as ShareFetchPartition, FetchTopic as ShareTopic,
+    };
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    let dest = cluster("dest");
+    let state = unique_name("__mirror_state-ids");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { state_topic: Some(&state), ..Default::default() });
+    let direct = block(ClusterClient::connect(ClusterOptions::new(vec![dest.bootstrap.clone()]))).unwrap();
+    let (_, state_id) = describe_direct(&direct, &state);
+    let before = log_ends(&direct, &state, 3);
+    let id = uuid::Uuid::from_bytes(state_id);
+    let connect = || async {
+        BrokerConnection::connect(
+            &format!("127.0.0.1:{}", mg.first_port + 2),
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+            1 << 24,
+        )
+        .await
+        .unwrap()
+    };
+
+    // Fetch v16 by id, the connection's first request after ApiVersions.
+    let mut conn = connect().await;
+    let fetch = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(100)
+        .with_max_bytes(1 << 24)
+        .with_topics(vec![FetchTopic::default().with_topic_id(id).with_partitions(
+            (0..3)
+                .map(|p| {
+                    FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20)
+                })
+                .collect(),
+        )]);
+    let resp = conn.send(&fetch, 16).await.unwrap();
+    let parts: Vec<(i32, i16, bool)> = resp
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                assert_eq!(t.topic_id, id);
+                (p.partition_index, p.error_code, p.records.as_ref().is_some_and(|r| !r.is_empty()))
+            })
+        })
+        .collect();
+    assert_eq!(parts, vec![(0, DENIED, false), (1, DENIED, false), (2, DENIED, false)], "Fetch v16 by id");
+
+    // ShareFetch naming the state topic's id.
+    let share = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(StrBytes::from_static_str("thieves"))))
+        .with_member_id(Some(StrBytes::from_static_str("AAAAAAAAAAAAAAAAAAAAAA")))
+        .with_max_wait_ms(100)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_batch_size(500)
+        .with_topics(vec![ShareTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![ShareFetchPartition::default().with_partition_index(0)])]);
+    let mut conn = connect().await;
+    let got = conn.send(&share, 1).await;
+    assert!(got.is_err(), "ShareFetch naming the state topic's id was answered: {got:?}");
+    mg.wait_for_log("api=ShareFetch", Duration::from_secs(10));
+
+    // WriteTxnMarkers (a broker-to-broker API) naming the state topic.
+    let markers = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_transaction_result(true)
+        .with_topics(vec![WritableTxnMarkerTopic::default().with_name(name(&state)).with_partition_indexes(vec![0])])]);
+    let mut conn = connect().await;
+    let got = conn.send(&markers, 1).await;
+    assert!(got.is_err(), "WriteTxnMarkers naming the state topic was answered: {got:?}");
+    mg.wait_for_log("api=WriteTxnMarkers", Duration::from_secs(10));
+    assert!(mg.log().contains("request naming the state topic refused"), "{}", tail(&mg.log(), 20));
+
+    // Nothing was written to the state topic.
+    assert_eq!(log_ends(&direct, &state, 3), before, "state topic log ends");
+}

@@ -167,7 +167,13 @@ impl MirrorGate {
         }
     }
 
+    /// The name of destination topic `id`. The state topic's ids are checked first, so a
+    /// request naming the state topic by id is refused even when the destination cannot be
+    /// asked (fail closed).
     async fn topic_name_for_id(&self, id: &KafkaUuid) -> Option<String> {
+        if self.state.is_state_topic_id(&id.0) {
+            return Some(self.state.name().to_string());
+        }
         let key = base64_uuid(&id.0);
         if let Some(n) = self.topic_names.get(&key) {
             return Some(n.clone());

@@ -15,7 +15,11 @@
 //! - Produce, DeleteRecords, DeleteTopics, CreatePartitions, AlterConfigs,
 //!   IncrementalAlterConfigs and AddPartitionsToTxn are refused by
 //!   [`super::mirror_gate::MirrorGate`] with the machinery that makes mirror topics
-//!   read-only (the state topic gets TOPIC_AUTHORIZATION_FAILED there).
+//!   read-only (the state topic gets TOPIC_AUTHORIZATION_FAILED there); ids are checked
+//!   against the state topic's before they are resolved.
+//! - **Refused whole** ([`REFUSED_WHOLE`]): ShareFetch and ShareAcknowledge (KIP-932, topic
+//!   ids only) and WriteTxnMarkers containing the state topic's id (or name) are not
+//!   forwarded; the connection is closed with a WARN line.
 //!
 //! **Cost.** A request is decoded only when its bytes contain the state topic's name or one
 //! of its topic ids (a `memchr::memmem` search over the frame); every other request passes
@@ -74,6 +78,10 @@ pub const GUARDED: &[ApiKey] = &[
     ApiKey::DescribeConfigs,
     ApiKey::DescribeTopicPartitions,
 ];
+
+/// APIs refused as a whole, by closing the connection, when they name the state topic
+/// ([`StateTopicGuard::check`]).
+pub const REFUSED_WHOLE: &[ApiKey] = &[ApiKey::WriteTxnMarkers, ApiKey::ShareFetch, ApiKey::ShareAcknowledge];
 
 /// A rewrite of a whole response frame (header and body), applied after the usual
 /// response action.
@@ -170,6 +178,29 @@ impl StateTopicGuard {
         refusal_message(&self.name)
     }
 
+    fn mentions_id(&self, frame: &[u8]) -> bool {
+        self.ids.read().unwrap_or_else(|e| e.into_inner()).iter().any(|id| memmem::find(frame, id).is_some())
+    }
+
+    /// ShareFetch and ShareAcknowledge (KIP-932) name topics by id only; WriteTxnMarkers
+    /// (a broker-to-broker API, by name) has no per-topic error a client could act on. A
+    /// request of these whose bytes contain the state topic's id (or, for WriteTxnMarkers,
+    /// its name) is not forwarded: the connection is closed (fail closed; a 16-byte id
+    /// matching by chance is negligible).
+    fn refuse_whole(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+        let named = self.mentions_id(frame)
+            || (key == ApiKey::WriteTxnMarkers && memmem::find(frame, self.name.as_bytes()).is_some());
+        if !named {
+            return Ok(Guarded::Pass);
+        }
+        let client_id = header::request_client_id(frame, 1).unwrap_or("");
+        tracing::warn!(api = ?key, version = prefix.api_version, client_id, topic = %self.name, "request naming the state topic refused: connection closed");
+        Err(format!(
+            "{key:?} v{} names the state topic {}, which clients cannot read, write or change through mirrorgate",
+            prefix.api_version, self.name
+        ))
+    }
+
     fn mentions(&self, frame: &[u8]) -> bool {
         memmem::find(frame, self.name.as_bytes()).is_some()
             || self.ids.read().unwrap_or_else(|e| e.into_inner()).iter().any(|id| memmem::find(frame, id).is_some())
@@ -203,9 +234,20 @@ impl StateTopicGuard {
         if key == ApiKey::DescribeTopicPartitions {
             return self.describe_topic_partitions(prefix, frame);
         }
+        if REFUSED_WHOLE.contains(&key) {
+            return self.refuse_whole(key, prefix, frame);
+        }
         if !GUARDED.contains(&key) || !self.mentions(frame) {
             return Ok(Guarded::Pass);
         }
+        self.filtered(key, prefix, frame).map_err(|e| {
+            tracing::warn!(api = ?key, version = prefix.api_version, topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
+            format!("request mentioning the state topic {} not forwarded: {e}", self.name)
+        })
+    }
+
+    /// Takes the state topic's entries out of a guarded request that mentions it.
+    fn filtered(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
         let v = prefix.api_version;
         match key {
             ApiKey::Fetch => filter(
@@ -669,10 +711,9 @@ mod tests {
     #[test]
     fn state_topic_at_an_undecodable_version_fails_closed() {
         let guard = StateTopicGuard::new("__mirror_state");
-        let body = ListOffsetsRequest::default().with_topics(vec![
-            kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("__mirror_state"))),
-        ]);
+        let body = ListOffsetsRequest::default()
+            .with_topics(vec![kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("__mirror_state")))]);
         let (_, frame) = request(ApiKey::ListOffsets, 1, &body);
         // The same bytes claiming v0 (below kafka-protocol's baseline).
         let mut raw = BytesMut::from(&frame[..]);

@@ -142,7 +142,11 @@ mod tests {
                 (ApiKey::DescribeTopicPartitions as i16, 0, 0),
                 (ApiKey::DescribeConfigs as i16, scan_dc.min, 4.min(scan_dc.max)),
                 // Fetch is decoded by the proxy itself: kafka-protocol's minimum applies.
-                (ApiKey::Fetch as i16, 4.max(ApiKey::Fetch.valid_versions().min), 17.min(ApiKey::Fetch.valid_versions().max)),
+                (
+                    ApiKey::Fetch as i16,
+                    4.max(ApiKey::Fetch.valid_versions().min),
+                    17.min(ApiKey::Fetch.valid_versions().max)
+                ),
                 (ApiKey::ListOffsets as i16 + 1000, 0, 1),
             ]
         );
