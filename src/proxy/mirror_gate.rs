@@ -214,7 +214,7 @@ impl MirrorGate {
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
         if key != ApiKey::DescribeConfigs {
-            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame)? {
+            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame, identity.peer)? {
                 return Ok(GateDecision::ForwardMerge { frame, merge });
             }
         }
@@ -235,7 +235,7 @@ impl MirrorGate {
                 let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if !any {
-                    return Ok(match self.state.check(prefix, frame)? {
+                    return Ok(match self.state.check(prefix, frame, identity.peer)? {
                         Guarded::Forward { frame, merge } => GateDecision::ForwardMerge { frame, merge },
                         Guarded::Pass => GateDecision::Pass,
                     });

@@ -5,6 +5,7 @@
 pub mod authz;
 pub mod brokers;
 pub mod connection;
+pub mod fetch_sessions;
 pub mod intercept;
 pub mod limits;
 pub mod listener;

@@ -31,6 +31,7 @@
 //!
 //! mirrorgate's own state store connects to the destination directly and is not affected.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
@@ -56,6 +57,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use memchr::memmem;
 use uuid::Uuid;
 
+use super::fetch_sessions::FetchSessions;
 use crate::wire::header::{self, RequestPrefix};
 
 /// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
@@ -125,10 +127,52 @@ pub enum Guarded {
 /// A topic entry taken out of a request: its name (empty when named by id), its id (zero
 /// when named by name) and its partitions.
 #[derive(Debug, Clone)]
-struct Taken {
-    name: TopicName,
-    id: Uuid,
-    partitions: Vec<i32>,
+pub struct Taken {
+    /// The topic name as the client sent it (empty when named by id).
+    pub name: TopicName,
+    /// The topic id as the client sent it (zero when named by name).
+    pub id: Uuid,
+    /// Partition indexes.
+    pub partitions: Vec<i32>,
+}
+
+impl Taken {
+    /// Whether `other` names the same topic the same way.
+    pub fn same_topic(&self, other: &Taken) -> bool {
+        self.name == other.name && self.id == other.id
+    }
+}
+
+/// Refusals are logged at INFO at most once per this interval; the others are counted.
+const LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Rate limit of the INFO line written for refused requests (a consumer polling the state
+/// topic would otherwise write one per Fetch).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    /// When the last line was written, and how many refusals were not logged since.
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl RefusalLog {
+    fn note(&self, key: ApiKey, frame: &[u8], partitions: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if st.0.is_some_and(|t| now.duration_since(t) < LOG_INTERVAL) {
+            st.1 += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut st.1);
+        st.0 = Some(now);
+        drop(st);
+        tracing::info!(
+            api = ?key,
+            client_id = header::request_client_id(frame, 1).unwrap_or(""),
+            partitions,
+            suppressed,
+            "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED (suppressed: like refusals not logged in the last 10 s)"
+        );
+    }
 }
 
 /// The state topic's name and the topic ids it is known under.
@@ -136,6 +180,8 @@ struct Taken {
 pub struct StateTopicGuard {
     name: String,
     ids: RwLock<Vec<[u8; 16]>>,
+    sessions: Arc<FetchSessions>,
+    log: RefusalLog,
 }
 
 fn refusal_message(topic: &str) -> String {
@@ -145,7 +191,12 @@ fn refusal_message(topic: &str) -> String {
 impl StateTopicGuard {
     /// A guard for the state topic `name`.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_string(), ids: RwLock::new(Vec::new()) }
+        Self {
+            name: name.to_string(),
+            ids: RwLock::new(Vec::new()),
+            sessions: Arc::new(FetchSessions::default()),
+            log: RefusalLog::default(),
+        }
     }
 
     /// The state topic's name.
@@ -224,12 +275,13 @@ impl StateTopicGuard {
         resp.topics.len() != before
     }
 
-    /// Looks at one client request.
+    /// Looks at one client request from the connection of `peer` (fetch sessions are
+    /// remembered per connection, [`super::fetch_sessions`]).
     ///
     /// # Errors
     /// The request mentions the state topic and cannot be decoded or re-encoded (the
     /// caller closes the connection with the reason).
-    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(Guarded::Pass) };
         if key == ApiKey::DescribeTopicPartitions {
             return self.describe_topic_partitions(prefix, frame);
@@ -237,10 +289,13 @@ impl StateTopicGuard {
         if REFUSED_WHOLE.contains(&key) {
             return self.refuse_whole(key, prefix, frame);
         }
-        if !GUARDED.contains(&key) || !self.mentions(frame) {
+        let fetch_session = key == ApiKey::Fetch && self.sessions.has(peer);
+        if !GUARDED.contains(&key) || !(fetch_session || self.mentions(frame)) {
             return Ok(Guarded::Pass);
         }
-        self.filtered(key, prefix, frame).map_err(|e| {
+        let out =
+            if key == ApiKey::Fetch { self.fetch(prefix, frame, peer) } else { self.filtered(key, prefix, frame) };
+        out.map_err(|e| {
             tracing::warn!(api = ?key, version = prefix.api_version, topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
             format!("request mentioning the state topic {} not forwarded: {e}", self.name)
         })
@@ -250,49 +305,8 @@ impl StateTopicGuard {
     fn filtered(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
         let v = prefix.api_version;
         match key {
-            ApiKey::Fetch => filter(
-                key,
-                prefix,
-                frame,
-                |req: &mut FetchRequest| {
-                    let taken = take(
-                        &mut req.topics,
-                        |t| self.named(&t.topic, &t.topic_id),
-                        |t| Taken {
-                            name: t.topic.clone(),
-                            id: t.topic_id,
-                            partitions: t.partitions.iter().map(|p| p.partition).collect(),
-                        },
-                    );
-                    req.forgotten_topics_data.retain(|t| !self.named(&t.topic, &t.topic_id));
-                    taken
-                },
-                |resp: &mut FetchResponse, taken| {
-                    for t in taken {
-                        resp.responses.push(
-                            FetchableTopicResponse::default()
-                                .with_topic(t.name.clone())
-                                .with_topic_id(t.id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionData::default()
-                                                .with_partition_index(*p)
-                                                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                                .with_high_watermark(-1)
-                                                .with_last_stable_offset(-1)
-                                                .with_log_start_offset(-1)
-                                                .with_preferred_read_replica((-1).into())
-                                                .with_records(Some(Bytes::new()))
-                                        })
-                                        .collect(),
-                                ),
-                        );
-                    }
-                },
-            ),
             ApiKey::ListOffsets => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -328,6 +342,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::OffsetForLeaderEpoch => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -362,6 +377,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::OffsetCommit => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -397,6 +413,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::TxnOffsetCommit => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -431,6 +448,7 @@ impl StateTopicGuard {
             ApiKey::CreateTopics => {
                 let message = self.message();
                 filter(
+                    &self.log,
                     key,
                     prefix,
                     frame,
@@ -458,6 +476,7 @@ impl StateTopicGuard {
             ApiKey::DescribeConfigs => {
                 let message = self.message();
                 filter(
+                    &self.log,
                     key,
                     prefix,
                     frame,
@@ -515,6 +534,60 @@ impl StateTopicGuard {
         }
     }
 
+    /// Fetch: the state topic's partitions are taken out, and 29 entries are added to the
+    /// answer for them and for those the client's fetch session still holds (KIP-227,
+    /// [`super::fetch_sessions`]).
+    fn fetch(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
+        let key = ApiKey::Fetch;
+        let v = prefix.api_version;
+        let hv = key.request_header_version(v);
+        let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+        let mut req = FetchRequest::decode(&mut frame.slice(start..), v)
+            .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+        let taken = take(
+            &mut req.topics,
+            |t| self.named(&t.topic, &t.topic_id),
+            |t| Taken {
+                name: t.topic.clone(),
+                id: t.topic_id,
+                partitions: t.partitions.iter().map(|p| p.partition).collect(),
+            },
+        );
+        let forgotten = take(
+            &mut req.forgotten_topics_data,
+            |t| self.named(&t.topic, &t.topic_id),
+            |t| Taken { name: t.topic.clone(), id: t.topic_id, partitions: t.partitions.clone() },
+        );
+        let (session_id, epoch) = (req.session_id, req.session_epoch);
+        let answer = self.sessions.on_request(peer, session_id, epoch, &taken, &forgotten);
+        if answer.is_empty() && taken.is_empty() && forgotten.is_empty() {
+            return Ok(Guarded::Pass);
+        }
+        self.log.note(key, frame, answer.iter().map(|t| t.partitions.len()).sum());
+        let sent = if taken.is_empty() && forgotten.is_empty() {
+            frame.clone()
+        } else {
+            let mut out = BytesMut::with_capacity(frame.len());
+            out.extend_from_slice(&frame[..start]);
+            req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
+            out.freeze()
+        };
+        let sessions = self.sessions.clone();
+        let merge = response_merge(key, v, move |resp: &mut FetchResponse| {
+            if resp.error_code != 0 {
+                // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH...: no partitions
+                // are answered and the client starts a new session.
+                sessions.forget(peer, session_id);
+                return;
+            }
+            if epoch == 0 {
+                sessions.remember(peer, resp.session_id, &answer);
+            }
+            resp.responses.extend(answer.iter().map(fetch_refusal));
+        });
+        Ok(Guarded::Forward { frame: sent, merge })
+    }
+
     /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
     /// are always filtered, as for Metadata.
     fn describe_topic_partitions(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
@@ -547,6 +620,25 @@ impl StateTopicGuard {
     }
 }
 
+/// A Fetch answer for a refused topic: 29 for each partition, no records.
+fn fetch_refusal(t: &Taken) -> FetchableTopicResponse {
+    FetchableTopicResponse::default().with_topic(t.name.clone()).with_topic_id(t.id).with_partitions(
+        t.partitions
+            .iter()
+            .map(|p| {
+                PartitionData::default()
+                    .with_partition_index(*p)
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_preferred_read_replica((-1).into())
+                    .with_records(Some(Bytes::new()))
+            })
+            .collect(),
+    )
+}
+
 /// Takes the entries matching `hit` out of `items`, describing each with `describe`.
 fn take<T>(items: &mut Vec<T>, hit: impl Fn(&T) -> bool, describe: impl Fn(&T) -> Taken) -> Vec<Taken> {
     let mut taken = Vec::new();
@@ -565,6 +657,7 @@ fn take<T>(items: &mut Vec<T>, hit: impl Fn(&T) -> bool, describe: impl Fn(&T) -
 /// any, re-encodes the rest behind the client's own header and returns a merge that adds
 /// them to the answer with `add`.
 fn filter<Req, Resp>(
+    log: &RefusalLog,
     key: ApiKey,
     prefix: &RequestPrefix,
     frame: &Bytes,
@@ -584,12 +677,7 @@ where
     if taken.is_empty() {
         return Ok(Guarded::Pass);
     }
-    tracing::info!(
-        api = ?key,
-        client_id = header::request_client_id(frame, 1).unwrap_or(""),
-        partitions = taken.iter().map(|t| t.partitions.len()).sum::<usize>(),
-        "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED"
-    );
+    log.note(key, frame, taken.iter().map(|t| t.partitions.len()).sum());
     let mut out = BytesMut::with_capacity(frame.len());
     out.extend_from_slice(&frame[..start]);
     req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
@@ -622,6 +710,7 @@ mod tests {
     use super::*;
 
     const ID: [u8; 16] = [7; 16];
+    const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 40000));
 
     fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes) {
         let mut out = BytesMut::new();
@@ -655,7 +744,9 @@ mod tests {
         assert!(!guard.is_state_topic_id(&[9; 16]));
         let req = FetchRequest::default().with_topics(vec![fetch_topic("", ID), fetch_topic("", [3; 16])]);
         let (prefix, frame) = request(ApiKey::Fetch, 16, &req);
-        let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame).unwrap() else { panic!("passed") };
+        let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame, PEER).unwrap() else {
+            panic!("passed")
+        };
         let body = sent.slice(header::request_header_len(&sent, 2).unwrap()..);
         let forwarded = FetchRequest::decode(&mut body.clone(), 16).unwrap();
         assert_eq!(forwarded.topics.len(), 1);
@@ -681,14 +772,14 @@ mod tests {
         // A longer name that starts with the state topic's passes the byte search, not the check.
         let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state_x", [0; 16])]);
         let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Pass));
         let req = FetchRequest::default().with_topics(vec![fetch_topic("orders", [0; 16])]);
         let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
+        assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Pass));
         // By name at v12.
         let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state", [0; 16])]);
         let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Forward { .. }));
+        assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Forward { .. }));
     }
 
     #[test]
@@ -720,8 +811,67 @@ mod tests {
         raw[2..4].copy_from_slice(&0i16.to_be_bytes());
         let raw = raw.freeze();
         let prefix = RequestPrefix::parse(&raw).unwrap();
-        assert!(guard.check(&prefix, &raw).is_err());
+        assert!(guard.check(&prefix, &raw, PEER).is_err());
         let (min, _) = super::super::versions::intercepted_range(ApiKey::ListOffsets as i16).unwrap();
         assert_eq!(min, 0, "ApiVersions keeps the broker's minimum");
+    }
+
+    /// Answers `sent` as a broker would with an empty FetchResponse for session
+    /// `session_id`, through `merge`; returns the (topic id, partition, error) entries.
+    fn answer_fetch(guarded: Guarded, session_id: i32) -> Vec<(Uuid, i32, i16)> {
+        let Guarded::Forward { merge, .. } = guarded else { panic!("passed") };
+        let mut answer = BytesMut::new();
+        header::put_response_header(&mut answer, 5, 1);
+        FetchResponse::default().with_session_id(session_id).encode(&mut answer, 16).unwrap();
+        let merged = merge.apply(&answer.freeze()).unwrap();
+        let resp =
+            FetchResponse::decode(&mut merged.slice(header::response_header_len(&merged, 1).unwrap()..), 16).unwrap();
+        resp.responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p.partition_index, p.error_code)))
+            .collect()
+    }
+
+    /// KIP-227: the state topic's partitions are answered with 29 in every response of the
+    /// session that listed them, until forgotten or the session closes.
+    #[test]
+    fn fetch_sessions_keep_answering_29() {
+        use kafka_protocol::messages::fetch_request::ForgottenTopic;
+        let guard = StateTopicGuard::new("__mirror_state");
+        guard.learn(&ID, "__mirror_state");
+        let state = Uuid::from_bytes(ID);
+        let other = [3; 16];
+        let fetch = |sid: i32, epoch: i32, topics: Vec<FetchTopic>, forgotten: Vec<ForgottenTopic>| {
+            let req = FetchRequest::default()
+                .with_session_id(sid)
+                .with_session_epoch(epoch)
+                .with_topics(topics)
+                .with_forgotten_topics_data(forgotten);
+            request(ApiKey::Fetch, 16, &req)
+        };
+        // Full request opening a session: the broker answers with session id 77.
+        let (p, f) = fetch(0, 0, vec![fetch_topic("", ID), fetch_topic("", other)], vec![]);
+        assert_eq!(answer_fetch(guard.check(&p, &f, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
+        // Incremental requests of session 77 that do not mention the state topic.
+        let (p, f) = fetch(77, 1, vec![], vec![]);
+        assert_eq!(answer_fetch(guard.check(&p, &f, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
+        // Another connection, same session id: nothing remembered there.
+        let (p, f) = fetch(77, 1, vec![], vec![]);
+        let elsewhere: SocketAddr = "127.0.0.1:40001".parse().unwrap();
+        assert!(matches!(guard.check(&p, &f, elsewhere).unwrap(), Guarded::Pass));
+        // The client forgets partition 0.
+        let forget = ForgottenTopic::default().with_topic_id(state).with_partitions(vec![0]);
+        let (p, f) = fetch(77, 2, vec![], vec![forget]);
+        let guarded = guard.check(&p, &f, PEER).unwrap();
+        let Guarded::Forward { frame: sent, .. } = &guarded else { panic!("passed") };
+        let forwarded =
+            FetchRequest::decode(&mut sent.slice(header::request_header_len(sent, 2).unwrap()..), 16).unwrap();
+        assert!(forwarded.forgotten_topics_data.is_empty(), "the broker never knew the state topic");
+        assert_eq!(answer_fetch(guarded, 77), vec![(state, 1, 29)]);
+        // Closing the session ends it.
+        let (p, f) = fetch(77, -1, vec![], vec![]);
+        assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
+        let (p, f) = fetch(77, 3, vec![], vec![]);
+        assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
     }
 }
