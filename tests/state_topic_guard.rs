@@ -19,7 +19,7 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -643,6 +643,60 @@ async fn topics_named_by_id_only_are_refused_from_the_first_request() {
         })
         .collect();
     assert_eq!(parts, vec![(0, DENIED, false), (1, DENIED, false), (2, DENIED, false)], "Fetch v16 by id");
+
+    // KIP-227: a fetch session opened with the state topic and another topic keeps answering
+    // 29 for the state topic in incremental fetches that no longer list it, as a broker does
+    // for a denied partition, until the client forgets it.
+    let other = unique_name("session-other");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", &other, "--partitions", "1"],
+        None,
+    );
+    let other_id = uuid::Uuid::from_bytes(describe_direct(&direct, &other).1);
+    let partition =
+        |p: i32| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20);
+    let session_fetch = |sid: i32, epoch: i32, topics: Vec<FetchTopic>, forgotten: Vec<ForgottenTopic>| {
+        FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(10)
+            .with_max_bytes(1 << 24)
+            .with_session_id(sid)
+            .with_session_epoch(epoch)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten)
+    };
+    let codes = |resp: &FetchResponse| -> Vec<(bool, i32, i16)> {
+        let mut v: Vec<_> = resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id == id, p.partition_index, p.error_code)))
+            .collect();
+        v.sort();
+        v
+    };
+    let full = session_fetch(
+        0,
+        0,
+        vec![
+            FetchTopic::default().with_topic_id(id).with_partitions((0..3).map(partition).collect()),
+            FetchTopic::default().with_topic_id(other_id).with_partitions(vec![partition(0)]),
+        ],
+        vec![],
+    );
+    let resp = conn.send(&full, 16).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    let sid = resp.session_id;
+    assert_ne!(sid, 0, "the broker opened a fetch session");
+    assert_eq!(codes(&resp), vec![(false, 0, 0), (true, 0, DENIED), (true, 1, DENIED), (true, 2, DENIED)]);
+    let resp = conn.send(&session_fetch(sid, 1, vec![], vec![]), 16).await.unwrap();
+    assert_eq!((resp.error_code, resp.session_id), (0, sid));
+    assert_eq!(codes(&resp), vec![(true, 0, DENIED), (true, 1, DENIED), (true, 2, DENIED)], "incremental fetch");
+    let forget = ForgottenTopic::default().with_topic_id(id).with_partitions(vec![0, 1]);
+    let resp = conn.send(&session_fetch(sid, 2, vec![], vec![forget]), 16).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(codes(&resp), vec![(true, 2, DENIED)], "after forgetting partitions 0 and 1");
 
     // ShareFetch naming the state topic's id.
     let share = ShareFetchRequest::default()
