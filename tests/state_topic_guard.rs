@@ -698,6 +698,42 @@ async fn topics_named_by_id_only_are_refused_from_the_first_request() {
     assert_eq!(resp.error_code, 0);
     assert_eq!(codes(&resp), vec![(true, 2, DENIED)], "after forgetting partitions 0 and 1");
 
+    // DescribeTopicPartitions for all topics, one partition per page: no page names the
+    // state topic, not even in its cursor, and the topic right after it is listed.
+    let after = format!("{state}-after");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", &after, "--partitions", "2"],
+        None,
+    );
+    let mut listed: Vec<String> = Vec::new();
+    let mut cursor: Option<describe_topic_partitions_request::Cursor> = None;
+    for page in 0.. {
+        assert!(page < 10_000, "DescribeTopicPartitions paging does not end");
+        let req = DescribeTopicPartitionsRequest::default().with_response_partition_limit(1).with_cursor(cursor.take());
+        let resp = conn.send(&req, 0).await.unwrap();
+        for t in &resp.topics {
+            let n = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            assert_ne!(n, state, "page {page} lists the state topic");
+            if listed.last() != Some(&n) {
+                listed.push(n);
+            }
+        }
+        match resp.next_cursor {
+            Some(c) => {
+                assert_ne!(c.topic_name.0.as_str(), state, "page {page}'s cursor names the state topic");
+                cursor = Some(
+                    describe_topic_partitions_request::Cursor::default()
+                        .with_topic_name(c.topic_name)
+                        .with_partition_index(c.partition_index),
+                );
+            }
+            None => break,
+        }
+    }
+    assert!(listed.contains(&after) && listed.contains(&other), "listing through mirrorgate: {listed:?}");
+
     // ShareFetch naming the state topic's id.
     let share = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(StrBytes::from_static_str("thieves"))))

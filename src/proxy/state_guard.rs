@@ -37,7 +37,7 @@ use std::sync::{Arc, RwLock};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
-use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+use kafka_protocol::messages::describe_topic_partitions_response::{self, DescribeTopicPartitionsResponseTopic};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
@@ -589,18 +589,22 @@ impl StateTopicGuard {
     }
 
     /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
-    /// are always filtered, as for Metadata.
+    /// are always filtered, as for Metadata, and a `next_cursor` naming the state topic is
+    /// moved past it ([`cursor_past`]).
     fn describe_topic_partitions(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
         let key = ApiKey::DescribeTopicPartitions;
         let v = prefix.api_version;
-        let named = if self.mentions(frame) {
+        let (named, requested) = if self.mentions(frame) {
             let hv = key.request_header_version(v);
             let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
             let req = DescribeTopicPartitionsRequest::decode(&mut frame.slice(start..), v)
                 .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
-            req.topics.iter().any(|t| self.is_state_topic(&t.name.0))
+            // A page that starts after the state topic does not cover it.
+            let in_page = req.cursor.as_ref().is_none_or(|c| c.topic_name.0.as_str() <= self.name.as_str());
+            let named = in_page && req.topics.iter().any(|t| self.is_state_topic(&t.name.0));
+            (named, req.topics.iter().map(|t| t.name.0.to_string()).collect())
         } else {
-            false
+            (false, Vec::new())
         };
         let name = self.name.clone();
         let ids = self.ids.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -615,9 +619,30 @@ impl StateTopicGuard {
                         .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
                 );
             }
+            if resp.next_cursor.as_ref().is_some_and(|c| c.topic_name.0.as_str() == name) {
+                resp.next_cursor = cursor_past(&name, &requested).map(|t| {
+                    describe_topic_partitions_response::Cursor::default()
+                        .with_topic_name(TopicName(StrBytes::from_string(t)))
+                        .with_partition_index(0)
+                });
+            }
         });
         Ok(Guarded::Forward { frame: frame.clone(), merge })
     }
+}
+
+/// The cursor topic that continues a DescribeTopicPartitions listing after the state topic
+/// `name`, as a broker that hides the topic would never return a cursor naming it. For all
+/// topics (`requested` empty): `name` + `-`, the smallest legal topic name after it (topic
+/// names use `[a-zA-Z0-9._-]`, `-` sorts first; the broker lists the topics whose name is
+/// not less than the cursor's, Kafka 4.1 `DescribeTopicPartitionsRequestHandler`). For a
+/// list: the next requested topic after it (the cursor must be one of the request's
+/// topics), `None` when there is none (the listing ends).
+fn cursor_past(name: &str, requested: &[String]) -> Option<String> {
+    if requested.is_empty() {
+        return Some(format!("{name}-"));
+    }
+    requested.iter().filter(|t| t.as_str() > name).min().cloned()
 }
 
 /// A Fetch answer for a refused topic: 29 for each partition, no records.
@@ -873,5 +898,14 @@ mod tests {
         assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
         let (p, f) = fetch(77, 3, vec![], vec![]);
         assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
+    }
+
+    #[test]
+    fn describe_cursor_moves_past_the_state_topic() {
+        let s = "__mirror_state";
+        assert_eq!(cursor_past(s, &[]).as_deref(), Some("__mirror_state-"));
+        let req = ["b".to_string(), s.to_string(), "__mirror_state_x".into(), "zz".into()];
+        assert_eq!(cursor_past(s, &req).as_deref(), Some("__mirror_state_x"));
+        assert_eq!(cursor_past(s, &["a".to_string(), s.to_string()]), None);
     }
 }
