@@ -95,8 +95,8 @@ impl FetchSessions {
                 inner.order.retain(|k| *k != key);
                 self.len.store(inner.sessions.len(), Ordering::Relaxed);
             }
-        } else if inner.sessions.contains_key(&key) {
-            inner.sessions.insert(key, now.clone());
+        } else if let Some(slot) = inner.sessions.get_mut(&key) {
+            slot.clone_from(&now);
         } else {
             drop(inner);
             self.remember(peer, session_id, &now);
