@@ -38,13 +38,41 @@ pub struct FetchSessions {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<Key, Vec<Taken>>,
+    /// Sessions remembered per connection, so `has` needs no scan.
+    peers: HashMap<SocketAddr, usize>,
+    /// Remembered sessions, oldest first, for eviction.
     order: VecDeque<Key>,
+}
+
+impl Inner {
+    fn insert(&mut self, key: Key, taken: Vec<Taken>) {
+        if self.sessions.insert(key, taken).is_none() {
+            self.order.push_back(key);
+            *self.peers.entry(key.0).or_default() += 1;
+        }
+    }
+
+    /// Removes `key`; `in_order` is false when the caller already took it off `order`.
+    fn remove(&mut self, key: &Key, in_order: bool) {
+        if self.sessions.remove(key).is_none() {
+            return;
+        }
+        if in_order {
+            self.order.retain(|k| k != key);
+        }
+        if let Some(n) = self.peers.get_mut(&key.0) {
+            *n -= 1;
+            if *n == 0 {
+                self.peers.remove(&key.0);
+            }
+        }
+    }
 }
 
 impl FetchSessions {
     /// Whether any session of the connection from `peer` is remembered.
     pub fn has(&self, peer: SocketAddr) -> bool {
-        self.len.load(Ordering::Relaxed) != 0 && self.lock().sessions.keys().any(|(p, _)| *p == peer)
+        self.len.load(Ordering::Relaxed) != 0 && self.lock().peers.contains_key(&peer)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -91,10 +119,8 @@ impl FetchSessions {
         now.retain(|t| !t.partitions.is_empty());
         let key = (peer, session_id);
         if now.is_empty() {
-            if inner.sessions.remove(&key).is_some() {
-                inner.order.retain(|k| *k != key);
-                self.len.store(inner.sessions.len(), Ordering::Relaxed);
-            }
+            inner.remove(&key, true);
+            self.len.store(inner.sessions.len(), Ordering::Relaxed);
         } else if let Some(slot) = inner.sessions.get_mut(&key) {
             slot.clone_from(&now);
         } else {
@@ -111,12 +137,10 @@ impl FetchSessions {
         }
         let mut inner = self.lock();
         let key = (peer, session_id);
-        if inner.sessions.insert(key, taken.to_vec()).is_none() {
-            inner.order.push_back(key);
-        }
+        inner.insert(key, taken.to_vec());
         while inner.sessions.len() > MAX_SESSIONS {
             let Some(old) = inner.order.pop_front() else { break };
-            inner.sessions.remove(&old);
+            inner.remove(&old, false);
         }
         self.len.store(inner.sessions.len(), Ordering::Relaxed);
     }
@@ -127,10 +151,32 @@ impl FetchSessions {
             return;
         }
         let mut inner = self.lock();
-        let key = (peer, session_id);
-        if inner.sessions.remove(&key).is_some() {
-            inner.order.retain(|k| *k != key);
-        }
+        inner.remove(&(peer, session_id), true);
         self.len.store(inner.sessions.len(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::TopicName;
+    use uuid::Uuid;
+
+    use super::*;
+
+    #[test]
+    fn sessions_are_bounded_oldest_first() {
+        let s = FetchSessions::default();
+        let t = [Taken { name: TopicName::default(), id: Uuid::from_bytes([7; 16]), partitions: vec![0] }];
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        s.remember(a, 1, &t);
+        for sid in 2..=MAX_SESSIONS as i32 + 1 {
+            s.remember(b, sid, &t);
+        }
+        assert!(!s.has(a), "the oldest session was evicted");
+        assert!(s.has(b));
+        assert_eq!(s.on_request(b, 2, 1, &[], &[]).len(), 1);
+        s.forget(b, 2);
+        assert!(s.on_request(b, 2, 1, &[], &[]).is_empty());
     }
 }
