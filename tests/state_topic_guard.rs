@@ -19,7 +19,7 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -588,4 +588,180 @@ async fn the_guard_answers_as_a_broker_denying_the_topic() {
     let guard = seen(&through, &state).await;
     assert_eq!(guard, broker, "mirrorgate's answers for its state topic differ from a broker's denying a topic");
     assert_eq!(broker.metadata_named.0, DENIED);
+}
+
+/// Requests naming the state topic by id only, on a fresh mirrorgate that has answered no
+/// Metadata yet (the id was learned at startup, nowhere else): Fetch v16 gets 29 for every
+/// partition; ShareFetch (KIP-932, topic ids only) and WriteTxnMarkers are never forwarded:
+/// the connection is closed with a log line naming the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_named_by_id_only_are_refused_from_the_first_request() {
+    use kafka_protocol::messages::share_fetch_request::{
+        FetchPartition as ShareFetchPartition, FetchTopic as ShareTopic,
+    };
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    let dest = cluster("dest");
+    let state = unique_name("__mirror_state-ids");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { state_topic: Some(&state), ..Default::default() });
+    let direct = block(ClusterClient::connect(ClusterOptions::new(vec![dest.bootstrap.clone()]))).unwrap();
+    let (_, state_id) = describe_direct(&direct, &state);
+    let before = log_ends(&direct, &state, 3);
+    let id = uuid::Uuid::from_bytes(state_id);
+    let connect = || async {
+        BrokerConnection::connect(
+            &format!("127.0.0.1:{}", mg.first_port + 2),
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+            1 << 24,
+        )
+        .await
+        .unwrap()
+    };
+
+    // Fetch v16 by id, the connection's first request after ApiVersions.
+    let mut conn = connect().await;
+    let fetch = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(100)
+        .with_max_bytes(1 << 24)
+        .with_topics(vec![FetchTopic::default().with_topic_id(id).with_partitions(
+            (0..3)
+                .map(|p| {
+                    FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20)
+                })
+                .collect(),
+        )]);
+    let resp = conn.send(&fetch, 16).await.unwrap();
+    let parts: Vec<(i32, i16, bool)> = resp
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                assert_eq!(t.topic_id, id);
+                (p.partition_index, p.error_code, p.records.as_ref().is_some_and(|r| !r.is_empty()))
+            })
+        })
+        .collect();
+    assert_eq!(parts, vec![(0, DENIED, false), (1, DENIED, false), (2, DENIED, false)], "Fetch v16 by id");
+
+    // KIP-227: a fetch session opened with the state topic and another topic keeps answering
+    // 29 for the state topic in incremental fetches that no longer list it, as a broker does
+    // for a denied partition, until the client forgets it.
+    let other = unique_name("session-other");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", &other, "--partitions", "1"],
+        None,
+    );
+    let other_id = uuid::Uuid::from_bytes(describe_direct(&direct, &other).1);
+    let partition =
+        |p: i32| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20);
+    let session_fetch = |sid: i32, epoch: i32, topics: Vec<FetchTopic>, forgotten: Vec<ForgottenTopic>| {
+        FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(10)
+            .with_max_bytes(1 << 24)
+            .with_session_id(sid)
+            .with_session_epoch(epoch)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten)
+    };
+    let codes = |resp: &FetchResponse| -> Vec<(bool, i32, i16)> {
+        let mut v: Vec<_> = resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id == id, p.partition_index, p.error_code)))
+            .collect();
+        v.sort();
+        v
+    };
+    let full = session_fetch(
+        0,
+        0,
+        vec![
+            FetchTopic::default().with_topic_id(id).with_partitions((0..3).map(partition).collect()),
+            FetchTopic::default().with_topic_id(other_id).with_partitions(vec![partition(0)]),
+        ],
+        vec![],
+    );
+    let resp = conn.send(&full, 16).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    let sid = resp.session_id;
+    assert_ne!(sid, 0, "the broker opened a fetch session");
+    assert_eq!(codes(&resp), vec![(false, 0, 0), (true, 0, DENIED), (true, 1, DENIED), (true, 2, DENIED)]);
+    let resp = conn.send(&session_fetch(sid, 1, vec![], vec![]), 16).await.unwrap();
+    assert_eq!((resp.error_code, resp.session_id), (0, sid));
+    assert_eq!(codes(&resp), vec![(true, 0, DENIED), (true, 1, DENIED), (true, 2, DENIED)], "incremental fetch");
+    let forget = ForgottenTopic::default().with_topic_id(id).with_partitions(vec![0, 1]);
+    let resp = conn.send(&session_fetch(sid, 2, vec![], vec![forget]), 16).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(codes(&resp), vec![(true, 2, DENIED)], "after forgetting partitions 0 and 1");
+
+    // DescribeTopicPartitions for all topics, one partition per page: no page names the
+    // state topic, not even in its cursor, and the topic right after it is listed.
+    let after = format!("{state}-after");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", &after, "--partitions", "2"],
+        None,
+    );
+    let mut listed: Vec<String> = Vec::new();
+    let mut cursor: Option<describe_topic_partitions_request::Cursor> = None;
+    for page in 0.. {
+        assert!(page < 10_000, "DescribeTopicPartitions paging does not end");
+        let req = DescribeTopicPartitionsRequest::default().with_response_partition_limit(1).with_cursor(cursor.take());
+        let resp = conn.send(&req, 0).await.unwrap();
+        for t in &resp.topics {
+            let n = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            assert_ne!(n, state, "page {page} lists the state topic");
+            if listed.last() != Some(&n) {
+                listed.push(n);
+            }
+        }
+        match resp.next_cursor {
+            Some(c) => {
+                assert_ne!(c.topic_name.0.as_str(), state, "page {page}'s cursor names the state topic");
+                cursor = Some(
+                    describe_topic_partitions_request::Cursor::default()
+                        .with_topic_name(c.topic_name)
+                        .with_partition_index(c.partition_index),
+                );
+            }
+            None => break,
+        }
+    }
+    assert!(listed.contains(&after) && listed.contains(&other), "listing through mirrorgate: {listed:?}");
+
+    // ShareFetch naming the state topic's id.
+    let share = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(StrBytes::from_static_str("thieves"))))
+        .with_member_id(Some(StrBytes::from_static_str("AAAAAAAAAAAAAAAAAAAAAA")))
+        .with_max_wait_ms(100)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_batch_size(500)
+        .with_topics(vec![ShareTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![ShareFetchPartition::default().with_partition_index(0)])]);
+    let mut conn = connect().await;
+    let got = conn.send(&share, 1).await;
+    assert!(got.is_err(), "ShareFetch naming the state topic's id was answered: {got:?}");
+    mg.wait_for_log("api=ShareFetch", Duration::from_secs(10));
+
+    // WriteTxnMarkers (a broker-to-broker API) naming the state topic.
+    let markers = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_transaction_result(true)
+        .with_topics(vec![WritableTxnMarkerTopic::default().with_name(name(&state)).with_partition_indexes(vec![0])])]);
+    let mut conn = connect().await;
+    let got = conn.send(&markers, 1).await;
+    assert!(got.is_err(), "WriteTxnMarkers naming the state topic was answered: {got:?}");
+    mg.wait_for_log("api=WriteTxnMarkers", Duration::from_secs(10));
+    assert!(mg.log().contains("request naming the state topic refused"), "{}", tail(&mg.log(), 20));
+
+    // Nothing was written to the state topic.
+    assert_eq!(log_ends(&direct, &state, 3), before, "state topic log ends");
 }

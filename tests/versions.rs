@@ -11,7 +11,9 @@
 //! - a tiered-storage (KIP-405, Kafka's `LocalTieredStorage`) source topic whose head is only
 //!   in remote storage mirrors by default to destinations without tiered storage;
 //! - a start the destination refuses is a FAILED mirror topic in `--describe`, logged once,
-//!   not retried every metadata refresh.
+//!   not retried every metadata refresh;
+//! - through mirrorgate, a 3.9 destination's minimum versions stay advertised for the APIs
+//!   the state topic guard decodes (old clients keep working).
 //!
 //! Clusters (shared by the tests): a 3.9.1 source with tiered storage on, a 3.9.1 destination
 //! and a 4.1.1 destination, one node each.
@@ -363,4 +365,38 @@ async fn broker_pins_timestamp_limits_and_topic_configs_per_version() {
     let t = unique_name("pin-ts");
     assert_eq!(create(&d41, &t, &before_after), Ok(true));
     ok(produce_old(&d41, &t), "4.1 with before/after = Long.MAX");
+}
+
+/// Old clients keep working through mirrorgate on a 3.9 destination: for the APIs only the
+/// state topic guard decodes, ApiVersions advertises the broker's minimum versions (3.9
+/// still serves ListOffsets v0, OffsetCommit v0-1, OffsetForLeaderEpoch v0-1 and
+/// CreateTopics v0-1, below kafka-protocol's baseline); only maximums may be lower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_apis_keep_a_3_9_destinations_minimum_versions() {
+    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+    use kafka_protocol::protocol::StrBytes;
+    use mirrorgate::client::BrokerConnection;
+    let dest = dest39();
+    let mg = Mirrorgate::start(&dest);
+    let ranges = |bootstrap: String| async move {
+        let mut conn = BrokerConnection::connect(&bootstrap, Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
+            .await
+            .unwrap();
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("mirrorgate-test"))
+            .with_client_software_version(StrBytes::from_static_str("1.0"));
+        let resp = conn.send(&req, 3).await.unwrap();
+        assert_eq!(resp.error_code, 0, "ApiVersions from {bootstrap}");
+        resp.api_keys.iter().map(|a| (a.api_key, (a.min_version, a.max_version))).collect::<BTreeMap<i16, (i16, i16)>>()
+    };
+    let direct = ranges(dest.bootstrap.clone()).await;
+    let through = ranges(mg.bootstrap.clone()).await;
+    for key in [ApiKey::ListOffsets, ApiKey::OffsetCommit, ApiKey::OffsetForLeaderEpoch, ApiKey::CreateTopics] {
+        let (d, t) = (direct[&(key as i16)], through[&(key as i16)]);
+        assert_eq!(d.0, 0, "{key:?}: the 3.9 broker serves v0");
+        assert_eq!(t.0, d.0, "{key:?}: minimum through mirrorgate {t:?}, broker {d:?}");
+        assert!(t.1 <= d.1 && t.1 >= 1, "{key:?}: maximum through mirrorgate {t:?}, broker {d:?}");
+    }
+    let (d, t) = (direct[&(ApiKey::TxnOffsetCommit as i16)], through[&(ApiKey::TxnOffsetCommit as i16)]);
+    assert_eq!(t.0, d.0, "TxnOffsetCommit: minimum through mirrorgate {t:?}, broker {d:?}");
 }

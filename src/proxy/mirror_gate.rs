@@ -167,7 +167,13 @@ impl MirrorGate {
         }
     }
 
+    /// The name of destination topic `id`. The state topic's ids are checked first, so a
+    /// request naming the state topic by id is refused even when the destination cannot be
+    /// asked (fail closed).
     async fn topic_name_for_id(&self, id: &KafkaUuid) -> Option<String> {
+        if self.state.is_state_topic_id(&id.0) {
+            return Some(self.state.name().to_string());
+        }
         let key = base64_uuid(&id.0);
         if let Some(n) = self.topic_names.get(&key) {
             return Some(n.clone());
@@ -208,7 +214,7 @@ impl MirrorGate {
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
         if key != ApiKey::DescribeConfigs {
-            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame)? {
+            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame, identity.peer)? {
                 return Ok(GateDecision::ForwardMerge { frame, merge });
             }
         }
@@ -229,7 +235,7 @@ impl MirrorGate {
                 let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if !any {
-                    return Ok(match self.state.check(prefix, frame)? {
+                    return Ok(match self.state.check(prefix, frame, identity.peer)? {
                         Guarded::Forward { frame, merge } => GateDecision::ForwardMerge { frame, merge },
                         Guarded::Pass => GateDecision::Pass,
                     });

@@ -5,6 +5,7 @@
 pub mod authz;
 pub mod brokers;
 pub mod connection;
+pub mod fetch_sessions;
 pub mod intercept;
 pub mod limits;
 pub mod listener;
@@ -123,6 +124,38 @@ fn shared_table_conflicts(settings: &Settings, info: &DestinationInfo) -> Vec<St
         .collect()
 }
 
+/// Reads the state topic's id before any client connects: Fetch v13+, Produce v13,
+/// DeleteTopics v6 and ShareFetch name topics by id only, and the guard refuses them by that
+/// id ([`state_guard`]). Retries for about 30 s (a new topic's metadata may still be
+/// propagating), then refuses to start rather than serve clients with an unknown id.
+///
+/// # Errors
+/// The id could not be read (or is zero) after the retries.
+async fn learn_state_topic_id(
+    client: &crate::client::cluster::ClusterClient,
+    state: &state_guard::StateTopicGuard,
+) -> anyhow::Result<()> {
+    const ATTEMPTS: u32 = 15;
+    let topic = state.name().to_string();
+    let mut last = String::new();
+    for attempt in 1..=ATTEMPTS {
+        match client.topic(&topic).await {
+            Ok(t) if t.topic_id.0 != [0; 16] => {
+                state.learn(&t.topic_id.0, &t.name);
+                return Ok(());
+            }
+            Ok(_) => last = "the destination answered with a zero topic id".into(),
+            Err(e) => last = e.to_string(),
+        }
+        tracing::warn!(%topic, attempt, "cannot read the state topic's id yet: {last}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    anyhow::bail!(
+        "cannot read the topic id of the state topic {topic} after {ATTEMPTS} attempts ({last}); \
+         mirrorgate refuses to start, as it could not keep clients from reading it by id"
+    )
+}
+
 /// Opens `__mirror_state` (creating it if needed), loads every mirror and partition state,
 /// and returns the gate the connections use.
 ///
@@ -155,6 +188,8 @@ async fn open_mirror_gate(
         partitions = snapshot.partitions.len(),
         "mirror state loaded"
     );
+    let state = state_guard::StateTopicGuard::new(&settings.mirror_state.topic);
+    learn_state_topic_id(&data_client, &state).await?;
     let destination = ClusterAccess {
         bootstrap: crate::mirror::topics::Bootstrap::secured(
             settings.destination_bootstrap.clone(),
@@ -173,13 +208,6 @@ async fn open_mirror_gate(
     if let Some(addr) = settings.metrics_listen {
         crate::telemetry::metrics::install(addr)?;
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
-    }
-    let state = state_guard::StateTopicGuard::new(&settings.mirror_state.topic);
-    // Fetch v13+ and Produce v13 name topics by id: know the state topic's id before the
-    // first client does (it is also learned from every Metadata answer).
-    match data_client.topic(&settings.mirror_state.topic).await {
-        Ok(t) => state.learn(&t.topic_id.0, &t.name),
-        Err(e) => tracing::warn!(topic = %settings.mirror_state.topic, "cannot read the state topic's id: {e}"),
     }
     let acl_client = data_client.clone();
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);

@@ -15,23 +15,29 @@
 //! - Produce, DeleteRecords, DeleteTopics, CreatePartitions, AlterConfigs,
 //!   IncrementalAlterConfigs and AddPartitionsToTxn are refused by
 //!   [`super::mirror_gate::MirrorGate`] with the machinery that makes mirror topics
-//!   read-only (the state topic gets TOPIC_AUTHORIZATION_FAILED there).
+//!   read-only (the state topic gets TOPIC_AUTHORIZATION_FAILED there); ids are checked
+//!   against the state topic's before they are resolved.
+//! - **Refused whole** ([`REFUSED_WHOLE`]): ShareFetch and ShareAcknowledge (KIP-932, topic
+//!   ids only) and WriteTxnMarkers containing the state topic's id (or name) are not
+//!   forwarded; the connection is closed with a WARN line.
 //!
 //! **Cost.** A request is decoded only when its bytes contain the state topic's name or one
 //! of its topic ids (a `memchr::memmem` search over the frame); every other request passes
 //! as the client's own bytes. Decoding is safe on client bytes: the vendored kafka-protocol
-//! refuses array counts larger than the bytes left (vendor/kafka-protocol/PATCHED.md), and
-//! ApiVersions advertises only the versions it decodes for these APIs
-//! ([`super::versions::intercepted_range`]).
+//! refuses array counts larger than the bytes left (vendor/kafka-protocol/PATCHED.md).
+//! ApiVersions keeps the broker's minimum versions for these APIs and caps their maximum at
+//! what kafka-protocol decodes ([`super::versions::intercepted_range`]); a request naming the
+//! state topic at a version it cannot decode closes the connection (fail closed).
 //!
 //! mirrorgate's own state store connects to the destination directly and is not affected.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
-use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+use kafka_protocol::messages::describe_topic_partitions_response::{self, DescribeTopicPartitionsResponseTopic};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
@@ -51,6 +57,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use memchr::memmem;
 use uuid::Uuid;
 
+use super::fetch_sessions::FetchSessions;
 use crate::wire::header::{self, RequestPrefix};
 
 /// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
@@ -60,8 +67,8 @@ pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const TOPIC_RESOURCE: i8 = 2;
 
 /// APIs whose requests the guard looks into when they mention the state topic (besides
-/// DescribeTopicPartitions, whose answers are always filtered). Their versions are limited
-/// in ApiVersions to what kafka-protocol decodes.
+/// DescribeTopicPartitions, whose answers are always filtered). ApiVersions caps their
+/// maximum version at what kafka-protocol decodes and keeps the broker's minimum.
 pub const GUARDED: &[ApiKey] = &[
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -73,6 +80,10 @@ pub const GUARDED: &[ApiKey] = &[
     ApiKey::DescribeConfigs,
     ApiKey::DescribeTopicPartitions,
 ];
+
+/// APIs refused as a whole, by closing the connection, when they name the state topic
+/// ([`StateTopicGuard::check`]).
+pub const REFUSED_WHOLE: &[ApiKey] = &[ApiKey::WriteTxnMarkers, ApiKey::ShareFetch, ApiKey::ShareAcknowledge];
 
 /// A rewrite of a whole response frame (header and body), applied after the usual
 /// response action.
@@ -116,10 +127,52 @@ pub enum Guarded {
 /// A topic entry taken out of a request: its name (empty when named by id), its id (zero
 /// when named by name) and its partitions.
 #[derive(Debug, Clone)]
-struct Taken {
-    name: TopicName,
-    id: Uuid,
-    partitions: Vec<i32>,
+pub struct Taken {
+    /// The topic name as the client sent it (empty when named by id).
+    pub name: TopicName,
+    /// The topic id as the client sent it (zero when named by name).
+    pub id: Uuid,
+    /// Partition indexes.
+    pub partitions: Vec<i32>,
+}
+
+impl Taken {
+    /// Whether `other` names the same topic the same way.
+    pub fn same_topic(&self, other: &Taken) -> bool {
+        self.name == other.name && self.id == other.id
+    }
+}
+
+/// Refusals are logged at INFO at most once per this interval; the others are counted.
+const LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Rate limit of the INFO line written for refused requests (a consumer polling the state
+/// topic would otherwise write one per Fetch).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    /// When the last line was written, and how many refusals were not logged since.
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl RefusalLog {
+    fn note(&self, key: ApiKey, frame: &[u8], partitions: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if st.0.is_some_and(|t| now.duration_since(t) < LOG_INTERVAL) {
+            st.1 += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut st.1);
+        st.0 = Some(now);
+        drop(st);
+        tracing::info!(
+            api = ?key,
+            client_id = header::request_client_id(frame, 1).unwrap_or(""),
+            partitions,
+            suppressed,
+            "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED (suppressed: like refusals not logged in the last 10 s)"
+        );
+    }
 }
 
 /// The state topic's name and the topic ids it is known under.
@@ -127,6 +180,8 @@ struct Taken {
 pub struct StateTopicGuard {
     name: String,
     ids: RwLock<Vec<[u8; 16]>>,
+    sessions: Arc<FetchSessions>,
+    log: RefusalLog,
 }
 
 fn refusal_message(topic: &str) -> String {
@@ -136,7 +191,12 @@ fn refusal_message(topic: &str) -> String {
 impl StateTopicGuard {
     /// A guard for the state topic `name`.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_string(), ids: RwLock::new(Vec::new()) }
+        Self {
+            name: name.to_string(),
+            ids: RwLock::new(Vec::new()),
+            sessions: Arc::new(FetchSessions::default()),
+            log: RefusalLog::default(),
+        }
     }
 
     /// The state topic's name.
@@ -169,6 +229,29 @@ impl StateTopicGuard {
         refusal_message(&self.name)
     }
 
+    fn mentions_id(&self, frame: &[u8]) -> bool {
+        self.ids.read().unwrap_or_else(|e| e.into_inner()).iter().any(|id| memmem::find(frame, id).is_some())
+    }
+
+    /// ShareFetch and ShareAcknowledge (KIP-932) name topics by id only; WriteTxnMarkers
+    /// (a broker-to-broker API, by name) has no per-topic error a client could act on. A
+    /// request of these whose bytes contain the state topic's id (or, for WriteTxnMarkers,
+    /// its name) is not forwarded: the connection is closed (fail closed; a 16-byte id
+    /// matching by chance is negligible).
+    fn refuse_whole(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+        let named = self.mentions_id(frame)
+            || (key == ApiKey::WriteTxnMarkers && memmem::find(frame, self.name.as_bytes()).is_some());
+        if !named {
+            return Ok(Guarded::Pass);
+        }
+        let client_id = header::request_client_id(frame, 1).unwrap_or("");
+        tracing::warn!(api = ?key, version = prefix.api_version, client_id, topic = %self.name, "request naming the state topic refused: connection closed");
+        Err(format!(
+            "{key:?} v{} names the state topic {}, which clients cannot read, write or change through mirrorgate",
+            prefix.api_version, self.name
+        ))
+    }
+
     fn mentions(&self, frame: &[u8]) -> bool {
         memmem::find(frame, self.name.as_bytes()).is_some()
             || self.ids.read().unwrap_or_else(|e| e.into_inner()).iter().any(|id| memmem::find(frame, id).is_some())
@@ -192,64 +275,38 @@ impl StateTopicGuard {
         resp.topics.len() != before
     }
 
-    /// Looks at one client request.
+    /// Looks at one client request from the connection of `peer` (fetch sessions are
+    /// remembered per connection, [`super::fetch_sessions`]).
     ///
     /// # Errors
     /// The request mentions the state topic and cannot be decoded or re-encoded (the
     /// caller closes the connection with the reason).
-    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(Guarded::Pass) };
         if key == ApiKey::DescribeTopicPartitions {
             return self.describe_topic_partitions(prefix, frame);
         }
-        if !GUARDED.contains(&key) || !self.mentions(frame) {
+        if REFUSED_WHOLE.contains(&key) {
+            return self.refuse_whole(key, prefix, frame);
+        }
+        let fetch_session = key == ApiKey::Fetch && self.sessions.has(peer);
+        if !GUARDED.contains(&key) || !(fetch_session || self.mentions(frame)) {
             return Ok(Guarded::Pass);
         }
+        let out =
+            if key == ApiKey::Fetch { self.fetch(prefix, frame, peer) } else { self.filtered(key, prefix, frame) };
+        out.map_err(|e| {
+            tracing::warn!(api = ?key, version = prefix.api_version, topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
+            format!("request mentioning the state topic {} not forwarded: {e}", self.name)
+        })
+    }
+
+    /// Takes the state topic's entries out of a guarded request that mentions it.
+    fn filtered(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
         let v = prefix.api_version;
         match key {
-            ApiKey::Fetch => filter(
-                key,
-                prefix,
-                frame,
-                |req: &mut FetchRequest| {
-                    let taken = take(
-                        &mut req.topics,
-                        |t| self.named(&t.topic, &t.topic_id),
-                        |t| Taken {
-                            name: t.topic.clone(),
-                            id: t.topic_id,
-                            partitions: t.partitions.iter().map(|p| p.partition).collect(),
-                        },
-                    );
-                    req.forgotten_topics_data.retain(|t| !self.named(&t.topic, &t.topic_id));
-                    taken
-                },
-                |resp: &mut FetchResponse, taken| {
-                    for t in taken {
-                        resp.responses.push(
-                            FetchableTopicResponse::default()
-                                .with_topic(t.name.clone())
-                                .with_topic_id(t.id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionData::default()
-                                                .with_partition_index(*p)
-                                                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                                .with_high_watermark(-1)
-                                                .with_last_stable_offset(-1)
-                                                .with_log_start_offset(-1)
-                                                .with_preferred_read_replica((-1).into())
-                                                .with_records(Some(Bytes::new()))
-                                        })
-                                        .collect(),
-                                ),
-                        );
-                    }
-                },
-            ),
             ApiKey::ListOffsets => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -285,6 +342,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::OffsetForLeaderEpoch => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -319,6 +377,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::OffsetCommit => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -354,6 +413,7 @@ impl StateTopicGuard {
                 },
             ),
             ApiKey::TxnOffsetCommit => filter(
+                &self.log,
                 key,
                 prefix,
                 frame,
@@ -388,6 +448,7 @@ impl StateTopicGuard {
             ApiKey::CreateTopics => {
                 let message = self.message();
                 filter(
+                    &self.log,
                     key,
                     prefix,
                     frame,
@@ -415,6 +476,7 @@ impl StateTopicGuard {
             ApiKey::DescribeConfigs => {
                 let message = self.message();
                 filter(
+                    &self.log,
                     key,
                     prefix,
                     frame,
@@ -472,19 +534,77 @@ impl StateTopicGuard {
         }
     }
 
+    /// Fetch: the state topic's partitions are taken out, and 29 entries are added to the
+    /// answer for them and for those the client's fetch session still holds (KIP-227,
+    /// [`super::fetch_sessions`]).
+    fn fetch(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
+        let key = ApiKey::Fetch;
+        let v = prefix.api_version;
+        let hv = key.request_header_version(v);
+        let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
+        let mut req = FetchRequest::decode(&mut frame.slice(start..), v)
+            .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+        let taken = take(
+            &mut req.topics,
+            |t| self.named(&t.topic, &t.topic_id),
+            |t| Taken {
+                name: t.topic.clone(),
+                id: t.topic_id,
+                partitions: t.partitions.iter().map(|p| p.partition).collect(),
+            },
+        );
+        let forgotten = take(
+            &mut req.forgotten_topics_data,
+            |t| self.named(&t.topic, &t.topic_id),
+            |t| Taken { name: t.topic.clone(), id: t.topic_id, partitions: t.partitions.clone() },
+        );
+        let (session_id, epoch) = (req.session_id, req.session_epoch);
+        let answer = self.sessions.on_request(peer, session_id, epoch, &taken, &forgotten);
+        if answer.is_empty() && taken.is_empty() && forgotten.is_empty() {
+            return Ok(Guarded::Pass);
+        }
+        self.log.note(key, frame, answer.iter().map(|t| t.partitions.len()).sum());
+        let sent = if taken.is_empty() && forgotten.is_empty() {
+            frame.clone()
+        } else {
+            let mut out = BytesMut::with_capacity(frame.len());
+            out.extend_from_slice(&frame[..start]);
+            req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
+            out.freeze()
+        };
+        let sessions = self.sessions.clone();
+        let merge = response_merge(key, v, move |resp: &mut FetchResponse| {
+            if resp.error_code != 0 {
+                // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH...: no partitions
+                // are answered and the client starts a new session.
+                sessions.forget(peer, session_id);
+                return;
+            }
+            if epoch == 0 {
+                sessions.remember(peer, resp.session_id, &answer);
+            }
+            resp.responses.extend(answer.iter().map(fetch_refusal));
+        });
+        Ok(Guarded::Forward { frame: sent, merge })
+    }
+
     /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
-    /// are always filtered, as for Metadata.
+    /// are always filtered, as for Metadata, and a `next_cursor` naming the state topic is
+    /// moved past it ([`cursor_past`]).
     fn describe_topic_partitions(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
         let key = ApiKey::DescribeTopicPartitions;
         let v = prefix.api_version;
-        let named = if self.mentions(frame) {
+        let (named, requested) = if self.mentions(frame) {
             let hv = key.request_header_version(v);
             let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
             let req = DescribeTopicPartitionsRequest::decode(&mut frame.slice(start..), v)
                 .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
-            req.topics.iter().any(|t| self.is_state_topic(&t.name.0))
+            // A page that starts after the state topic does not cover it.
+            let in_page = req.cursor.as_ref().is_none_or(|c| c.topic_name.0.as_str() <= self.name.as_str());
+            let named = in_page && req.topics.iter().any(|t| self.is_state_topic(&t.name.0));
+            (named, req.topics.iter().map(|t| t.name.0.to_string()).collect())
         } else {
-            false
+            (false, Vec::new())
         };
         let name = self.name.clone();
         let ids = self.ids.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -499,9 +619,49 @@ impl StateTopicGuard {
                         .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
                 );
             }
+            if resp.next_cursor.as_ref().is_some_and(|c| c.topic_name.0.as_str() == name) {
+                resp.next_cursor = cursor_past(&name, &requested).map(|t| {
+                    describe_topic_partitions_response::Cursor::default()
+                        .with_topic_name(TopicName(StrBytes::from_string(t)))
+                        .with_partition_index(0)
+                });
+            }
         });
         Ok(Guarded::Forward { frame: frame.clone(), merge })
     }
+}
+
+/// The cursor topic that continues a DescribeTopicPartitions listing after the state topic
+/// `name`, as a broker that hides the topic would never return a cursor naming it. For all
+/// topics (`requested` empty): `name` + `-`, the smallest legal topic name after it (topic
+/// names use `[a-zA-Z0-9._-]`, `-` sorts first; the broker lists the topics whose name is
+/// not less than the cursor's, Kafka 4.1 `DescribeTopicPartitionsRequestHandler`). For a
+/// list: the next requested topic after it (the cursor must be one of the request's
+/// topics), `None` when there is none (the listing ends).
+fn cursor_past(name: &str, requested: &[String]) -> Option<String> {
+    if requested.is_empty() {
+        return Some(format!("{name}-"));
+    }
+    requested.iter().filter(|t| t.as_str() > name).min().cloned()
+}
+
+/// A Fetch answer for a refused topic: 29 for each partition, no records.
+fn fetch_refusal(t: &Taken) -> FetchableTopicResponse {
+    FetchableTopicResponse::default().with_topic(t.name.clone()).with_topic_id(t.id).with_partitions(
+        t.partitions
+            .iter()
+            .map(|p| {
+                PartitionData::default()
+                    .with_partition_index(*p)
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_preferred_read_replica((-1).into())
+                    .with_records(Some(Bytes::new()))
+            })
+            .collect(),
+    )
 }
 
 /// Takes the entries matching `hit` out of `items`, describing each with `describe`.
@@ -522,6 +682,7 @@ fn take<T>(items: &mut Vec<T>, hit: impl Fn(&T) -> bool, describe: impl Fn(&T) -
 /// any, re-encodes the rest behind the client's own header and returns a merge that adds
 /// them to the answer with `add`.
 fn filter<Req, Resp>(
+    log: &RefusalLog,
     key: ApiKey,
     prefix: &RequestPrefix,
     frame: &Bytes,
@@ -541,12 +702,7 @@ where
     if taken.is_empty() {
         return Ok(Guarded::Pass);
     }
-    tracing::info!(
-        api = ?key,
-        client_id = header::request_client_id(frame, 1).unwrap_or(""),
-        partitions = taken.iter().map(|t| t.partitions.len()).sum::<usize>(),
-        "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED"
-    );
+    log.note(key, frame, taken.iter().map(|t| t.partitions.len()).sum());
     let mut out = BytesMut::with_capacity(frame.len());
     out.extend_from_slice(&frame[..start]);
     req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
@@ -572,100 +728,5 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::RequestHeader;
-
-    use super::*;
-
-    const ID: [u8; 16] = [7; 16];
-
-    fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes) {
-        let mut out = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(v)
-            .with_correlation_id(5)
-            .with_client_id(Some(StrBytes::from_static_str("t")))
-            .encode(&mut out, key.request_header_version(v))
-            .unwrap();
-        body.encode(&mut out, v).unwrap();
-        let frame = out.freeze();
-        (RequestPrefix::parse(&frame).unwrap(), frame)
-    }
-
-    fn fetch_topic(name: &str, id: [u8; 16]) -> FetchTopic {
-        FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(name.into())))
-            .with_topic_id(Uuid::from_bytes(id))
-            .with_partitions(vec![
-                FetchPartition::default().with_partition(0),
-                FetchPartition::default().with_partition(1),
-            ])
-    }
-
-    #[test]
-    fn fetch_by_id_loses_the_state_topic_and_its_answer_gets_29() {
-        let guard = StateTopicGuard::new("__mirror_state");
-        guard.learn(&ID, "__mirror_state");
-        guard.learn(&[9; 16], "other");
-        assert!(!guard.is_state_topic_id(&[9; 16]));
-        let req = FetchRequest::default().with_topics(vec![fetch_topic("", ID), fetch_topic("", [3; 16])]);
-        let (prefix, frame) = request(ApiKey::Fetch, 16, &req);
-        let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame).unwrap() else { panic!("passed") };
-        let body = sent.slice(header::request_header_len(&sent, 2).unwrap()..);
-        let forwarded = FetchRequest::decode(&mut body.clone(), 16).unwrap();
-        assert_eq!(forwarded.topics.len(), 1);
-        assert_eq!(forwarded.topics[0].topic_id, Uuid::from_bytes([3; 16]));
-        // The broker's answer for the other topic, then the merge.
-        let mut answer = BytesMut::new();
-        header::put_response_header(&mut answer, 5, 1);
-        FetchResponse::default().encode(&mut answer, 16).unwrap();
-        let merged = merge.apply(&answer.freeze()).unwrap();
-        let resp =
-            FetchResponse::decode(&mut merged.slice(header::response_header_len(&merged, 1).unwrap()..), 16).unwrap();
-        assert_eq!(resp.responses.len(), 1);
-        assert_eq!(resp.responses[0].topic_id, Uuid::from_bytes(ID));
-        let codes: Vec<(i32, i16)> =
-            resp.responses[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
-        assert_eq!(codes, vec![(0, 29), (1, 29)]);
-    }
-
-    #[test]
-    fn requests_not_naming_the_state_topic_pass_untouched() {
-        let guard = StateTopicGuard::new("__mirror_state");
-        guard.learn(&ID, "__mirror_state");
-        // A longer name that starts with the state topic's passes the byte search, not the check.
-        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state_x", [0; 16])]);
-        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
-        let req = FetchRequest::default().with_topics(vec![fetch_topic("orders", [0; 16])]);
-        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Pass));
-        // By name at v12.
-        let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state", [0; 16])]);
-        let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-        assert!(matches!(guard.check(&prefix, &frame).unwrap(), Guarded::Forward { .. }));
-    }
-
-    #[test]
-    fn metadata_answers_never_list_the_state_topic() {
-        let guard = StateTopicGuard::new("__mirror_state");
-        let mut resp = MetadataResponse::default().with_topics(vec![
-            MetadataResponseTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("__mirror_state"))))
-                .with_topic_id(Uuid::from_bytes(ID)),
-            MetadataResponseTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("orders")))),
-        ]);
-        assert!(guard.hide_in_metadata(&mut resp));
-        assert_eq!(resp.topics.len(), 1);
-        assert!(guard.is_state_topic_id(&ID), "the id is learned before the entry is dropped");
-    }
-
-    #[test]
-    fn guarded_apis_are_limited_to_decodable_versions() {
-        for key in GUARDED {
-            assert!(super::super::versions::intercepted_range(*key as i16).is_some(), "{key:?}");
-        }
-    }
-}
+#[path = "state_guard_tests.rs"]
+mod tests;

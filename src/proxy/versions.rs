@@ -23,18 +23,29 @@ pub const INTERCEPTED: &[ApiKey] = &[
 /// Error code `UNSUPPORTED_VERSION` (Kafka protocol error 35).
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
-/// Versions of `api_key` mirrorgate can decode, `None` if it does not intercept that API.
+/// Versions of `api_key` mirrorgate can accept, `None` if it does not intercept that API.
 /// APIs that can write to a topic (Produce, DeleteRecords, CreatePartitions, DeleteTopics,
 /// AlterConfigs, IncrementalAlterConfigs, DescribeConfigs, AddPartitionsToTxn) are limited to
-/// the versions `wire::scan` walks, so the read-only check sees every such request. The
-/// APIs the state topic guard decodes ([`super::state_guard::GUARDED`]) are limited to
-/// what kafka-protocol decodes.
+/// the versions `wire::scan` walks, so the read-only check sees every such request.
+///
+/// The APIs only the state topic guard decodes ([`super::state_guard::GUARDED`], not in
+/// [`INTERCEPTED`]) keep the broker's minimum: an old client that never names the state
+/// topic must keep working (ListOffsets v0, OffsetCommit v0-1, OffsetForLeaderEpoch v0-1 and
+/// CreateTopics v0-1 are below kafka-protocol's baseline). A request naming the state topic
+/// at a version kafka-protocol cannot decode closes the connection (fail closed). Only their
+/// maximum is capped at what kafka-protocol decodes, so a current client gets a proper
+/// TOPIC_AUTHORIZATION_FAILED rather than a closed connection, and DescribeTopicPartitions
+/// answers (always filtered) can be decoded.
 pub fn intercepted_range(api_key: i16) -> Option<(i16, i16)> {
     let key = ApiKey::try_from(api_key).ok()?;
-    let decoded = (INTERCEPTED.contains(&key) || super::state_guard::GUARDED.contains(&key)).then(|| {
-        let r = key.valid_versions();
-        (r.min, r.max)
-    });
+    let r = key.valid_versions();
+    let decoded = if INTERCEPTED.contains(&key) {
+        Some((r.min, r.max))
+    } else if super::state_guard::GUARDED.contains(&key) {
+        Some((0, r.max))
+    } else {
+        None
+    };
     let walked = crate::wire::scan::supported_versions(api_key).map(|r| (r.min, r.max));
     match (decoded, walked) {
         (Some((a, b)), Some((c, d))) => Some((a.max(c), b.min(d))),
@@ -95,5 +106,49 @@ mod tests {
         resp.api_keys = vec![v(3, meta_max + 1, meta_max + 3)];
         negotiate(&mut resp, &[], &[]);
         assert!(resp.api_keys.is_empty());
+    }
+
+    /// A 3.9 broker's ranges for the APIs the state topic guard decodes: the minimums an old
+    /// client needs stay, only maximums above kafka-protocol's are capped.
+    #[test]
+    fn guarded_apis_keep_the_brokers_minimums() {
+        let broker = [
+            (ApiKey::ListOffsets, 0, 9),
+            (ApiKey::OffsetCommit, 0, 9),
+            (ApiKey::OffsetForLeaderEpoch, 0, 4),
+            (ApiKey::TxnOffsetCommit, 0, 4),
+            (ApiKey::CreateTopics, 0, 7),
+            (ApiKey::DescribeTopicPartitions, 0, 0),
+            (ApiKey::DescribeConfigs, 0, 4),
+            (ApiKey::Fetch, 4, 17),
+        ];
+        let mut resp = ApiVersionsResponse::default();
+        resp.api_keys = broker.iter().map(|(k, min, max)| v(*k as i16, *min, *max)).collect();
+        // One more: a version above what kafka-protocol decodes is capped.
+        let lo_max = ApiKey::ListOffsets.valid_versions().max;
+        resp.api_keys.push(v(ApiKey::ListOffsets as i16 + 1000, 0, 1));
+        resp.api_keys[0].max_version = lo_max + 3;
+        negotiate(&mut resp, &[], &[]);
+        let got: Vec<_> = resp.api_keys.iter().map(|a| (a.api_key, a.min_version, a.max_version)).collect();
+        let scan_dc = crate::wire::scan::supported_versions(ApiKey::DescribeConfigs as i16).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (ApiKey::ListOffsets as i16, 0, lo_max),
+                (ApiKey::OffsetCommit as i16, 0, 9),
+                (ApiKey::OffsetForLeaderEpoch as i16, 0, 4),
+                (ApiKey::TxnOffsetCommit as i16, 0, 4),
+                (ApiKey::CreateTopics as i16, 0, 7),
+                (ApiKey::DescribeTopicPartitions as i16, 0, 0),
+                (ApiKey::DescribeConfigs as i16, scan_dc.min, 4.min(scan_dc.max)),
+                // Fetch is decoded by the proxy itself: kafka-protocol's minimum applies.
+                (
+                    ApiKey::Fetch as i16,
+                    4.max(ApiKey::Fetch.valid_versions().min),
+                    17.min(ApiKey::Fetch.valid_versions().max)
+                ),
+                (ApiKey::ListOffsets as i16 + 1000, 0, 1),
+            ]
+        );
     }
 }
