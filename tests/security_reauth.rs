@@ -369,6 +369,44 @@ async fn clients_reauthenticate_through_mirrorgate_and_keep_their_principal() {
     assert_eq!(sample(&m, "mirrorgate_client_reauthentications_total", &["result=\"failure\""]), 0.0);
     // mirrorgate's own connections to the destination re-authenticated too.
     assert!(sample(&m, "mirrorgate_broker_reauthentications_total", &["result=\"success\""]) >= 1.0);
+
+    // A client that never re-authenticates: once its 5 s session has ended, mirrorgate
+    // closes the connection at its next mirror request (which only mirrorgate answers), as a
+    // broker closes an expired channel, instead of answering it for a principal whose
+    // session is over.
+    let creds = mirrorgate::client::security::SaslCredentials {
+        mechanism: mirrorgate::client::security::SaslMechanism::ScramSha512,
+        username: "frank".into(),
+        password: mirrorgate::client::security::Secret::new("frank-pw"),
+        oauth: None,
+    };
+    let mut raw = mirrorgate::client::BrokerConnection::connect(
+        &mg.bootstrap,
+        Duration::from_secs(10),
+        Duration::from_secs(30),
+        1 << 20,
+    )
+    .await
+    .unwrap();
+    // Authenticated by hand on a plaintext connection: the connection does not know it has a
+    // session, so it never re-authenticates.
+    mirrorgate::client::sasl::authenticate(&mut raw, &creds).await.unwrap();
+    let describe = || {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        use kafka_protocol::messages::DescribeConfigsRequest;
+        let mut d = DescribeConfigsResource::default();
+        d.resource_type = 64;
+        d.resource_name = kafka_protocol::protocol::StrBytes::from_string(mirror.to_string());
+        let mut req = DescribeConfigsRequest::default();
+        req.resources = vec![d];
+        req
+    };
+    let first = raw.send(&describe(), 4).await.expect("a mirror request within the session");
+    assert_eq!(first.results[0].error_code, 0, "frank (DESCRIBE) within his session");
+    tokio::time::sleep(Duration::from_millis(6_000)).await;
+    let after = raw.send(&describe(), 4).await;
+    assert!(after.is_err(), "answered after the client's session ended: {after:?}");
+    mg.wait_for_log("SASL session expired without a re-authentication", Duration::from_secs(10));
 }
 
 /// frank's DescribeConfigs and IncrementalAlterConfigs on mirror `mirror` (resource type 64,

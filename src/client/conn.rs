@@ -253,13 +253,24 @@ impl BrokerConnection {
         self.session_lifetime_ms = 0;
         let result = crate::client::sasl::authenticate(self, creds).await;
         let latency = now.elapsed();
-        crate::telemetry::metrics::broker_reauthentication(&self.addr, mechanism, result.is_ok(), latency);
+        // Counted as Kafka's `Selector` counts them: a success, or a refusal of the
+        // credentials or certificate; a transport error is neither (the connection just ends).
+        if result.as_ref().map_or_else(ClientError::is_security, |_| true) {
+            crate::telemetry::metrics::broker_reauthentication(&self.addr, mechanism, result.is_ok(), latency);
+        }
         match result {
             Ok(()) => {
                 let session = Session::random(now, self.session_lifetime_ms);
                 tracing::debug!(broker = %self.addr, mechanism, latency_ms = latency.as_millis() as u64, session_lifetime_ms = self.session_lifetime_ms, "SASL re-authenticated (KIP-368)");
                 self.reauth = session.map(|s| (security.clone(), s));
                 Ok(())
+            }
+            Err(e) if !e.is_security() => {
+                // The exchange broke off (timeout, reset): not a refusal. The connection is
+                // ended; the next connect authenticates afresh.
+                tracing::info!(broker = %self.addr, mechanism, error = %e, "SASL re-authentication interrupted (KIP-368): closing the connection");
+                let _ = tokio::time::timeout(Duration::from_secs(1), self.stream.shutdown()).await;
+                Err(e)
             }
             Err(e) => {
                 tracing::warn!(broker = %self.addr, mechanism, error = %e, "SASL re-authentication failed (KIP-368): closing the connection");

@@ -350,6 +350,12 @@ struct SaslProgress {
     /// Whether an exchange completed on this connection before: the current one is a
     /// KIP-368 re-authentication.
     reauthenticating: bool,
+    /// `session_lifetime_ms` of the last accepted SaslAuthenticate response of this exchange
+    /// (v1+; 0 = the broker sets no limit).
+    lifetime_ms: i64,
+    /// When the broker ends the session (KIP-368: the last completed exchange's response
+    /// plus its `session_lifetime_ms`); `None` without a limit.
+    expires_at: Option<std::time::Instant>,
 }
 
 fn rounds_needed(mechanism: &str) -> u8 {
@@ -371,6 +377,15 @@ impl ClientIdentity {
     /// certificate's, else [`ANONYMOUS`] (a broker's order on SASL_SSL and SSL listeners).
     pub fn principal(&self) -> String {
         self.lock().principal.clone().or_else(|| self.tls_principal.clone()).unwrap_or_else(|| ANONYMOUS.to_string())
+    }
+
+    /// Whether the client's SASL session has ended (`connections.max.reauth.ms` on the
+    /// destination, KIP-368) without a re-authentication. A broker closes such a connection
+    /// at its next request other than SaslHandshake (`SocketServer`, "expired channel");
+    /// mirrorgate does the same before answering a request itself (the mirror RPCs), which
+    /// the broker never sees.
+    pub fn session_expired(&self) -> bool {
+        self.lock().expires_at.is_some_and(|t| std::time::Instant::now() > t)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SaslProgress> {
@@ -431,9 +446,19 @@ impl ClientIdentity {
             return;
         }
         s.rounds_ok = s.rounds_ok.saturating_add(1);
+        if api_version >= 1 {
+            s.lifetime_ms = resp.session_lifetime_ms;
+        }
         let needed = s.mechanism.as_deref().map(rounds_needed).unwrap_or(u8::MAX);
         if s.rounds_ok == needed {
             count(true, s.reauthenticating);
+            // The broker's `sessionExpirationTimeNanos` is the end of its authentication
+            // plus the lifetime; this response left it after that, so this bound is never
+            // earlier than the broker's.
+            s.expires_at = u64::try_from(s.lifetime_ms)
+                .ok()
+                .filter(|ms| *ms > 0)
+                .and_then(|ms| std::time::Instant::now().checked_add(std::time::Duration::from_millis(ms)));
         }
         if s.rounds_ok >= needed {
             match (s.claimed.clone(), s.principal.clone()) {

@@ -280,6 +280,12 @@ where
                     shared.gate.as_ref().is_some_and(|g| g.has_mirror_topics()),
                 ),
                 GateDecision::Drop => continue,
+                GateDecision::Local(_) if identity.session_expired() => {
+                    return format!(
+                        "the client's SASL session expired without a re-authentication (connections.max.reauth.ms on the destination); api key {} not answered",
+                        prefix.api_key
+                    );
+                }
                 GateDecision::Local(response) => {
                     due();
                     if tx.send(Pending::Local(response)).await.is_err() {
