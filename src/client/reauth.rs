@@ -50,7 +50,8 @@ pub struct Session {
 
 impl Session {
     /// The session opened by an exchange that started at `started` and was answered with
-    /// `session_lifetime_ms` (ms; 0 or less = the broker does not limit it: `None`).
+    /// `session_lifetime_ms` (ms; 0 or less, or too far for an `Instant` = the broker does
+    /// not limit it: `None`).
     /// `jitter` in [0, 1) picks the point in the 85–95 % window.
     pub fn new(started: Instant, session_lifetime_ms: i64, jitter: f64) -> Option<Self> {
         if session_lifetime_ms <= 0 {
@@ -60,6 +61,9 @@ impl Session {
         let share = WINDOW_FACTOR + jitter.clamp(0.0, 1.0) * WINDOW_JITTER;
         let by_share = lifetime.mul_f64(share);
         let by_margin = lifetime.saturating_sub(expiry_margin(lifetime));
+        // A lifetime beyond what an `Instant` can hold (not on Linux, but where it counts
+        // u64 nanoseconds) is as good as none.
+        started.checked_add(lifetime)?;
         Some(Self { started, lifetime, reauthenticate_at: started + by_share.min(by_margin) })
     }
 
