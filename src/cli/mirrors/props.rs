@@ -357,7 +357,7 @@ mod tests {
         let cfg_err = |t: &str| CommandConfig::from_properties(&Properties::parse(t).unwrap()).unwrap_err().to_string();
         assert_eq!(
             cfg_err("client.id=x\nsecurity.protocol=SASL_SSL\nsasl.mechanism=GSSAPI"),
-            "line 3: `sasl.mechanism`: `GSSAPI` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not)"
+            "line 3: `sasl.mechanism`: `GSSAPI` is not supported; use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (Kafka's default GSSAPI is not)"
         );
         assert!(cfg_err("security.protocol=TLS").starts_with("line 1: `security.protocol`: `TLS` is not one of"));
         let e = cfg_err("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=x password=\"hunter2\";");
