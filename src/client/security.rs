@@ -204,7 +204,14 @@ impl Default for ClientSecurity {
     }
 }
 
-/// The security properties mirrorgate reads (Java client names).
+/// Every security property mirrorgate reads: [`SECURITY_KEYS`] then
+/// [`crate::client::oauth::OAUTH_KEYS`].
+pub fn security_keys() -> impl Iterator<Item = &'static str> {
+    SECURITY_KEYS.iter().chain(crate::client::oauth::OAUTH_KEYS).copied()
+}
+
+/// The security properties mirrorgate reads (Java client names), without the OAUTHBEARER
+/// ones ([`crate::client::oauth::OAUTH_KEYS`]); [`security_keys`] gives both.
 pub const SECURITY_KEYS: &[&str] = &[
     "security.protocol",
     "sasl.mechanism",
@@ -220,24 +227,6 @@ pub const SECURITY_KEYS: &[&str] = &[
     "ssl.keystore.certificate.chain",
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
-    // OAUTHBEARER (crate::client::oauth::OAUTH_KEYS).
-    "sasl.login.callback.handler.class",
-    "sasl.oauthbearer.token.endpoint.url",
-    "sasl.oauthbearer.scope.claim.name",
-    "sasl.oauthbearer.sub.claim.name",
-    "sasl.oauthbearer.header.urlencode",
-    "sasl.login.refresh.window.factor",
-    "sasl.login.refresh.window.jitter",
-    "sasl.login.refresh.min.period.seconds",
-    "sasl.login.refresh.buffer.seconds",
-    "sasl.login.connect.timeout.ms",
-    "sasl.login.read.timeout.ms",
-    "sasl.login.retry.backoff.ms",
-    "sasl.login.retry.backoff.max.ms",
-    "sasl.oauthbearer.client.credentials.client.id",
-    "sasl.oauthbearer.client.credentials.client.secret",
-    "sasl.oauthbearer.scope",
-    "sasl.oauthbearer.jwt.retriever.class",
 ];
 
 impl ClientSecurity {
@@ -299,7 +288,7 @@ impl ClientSecurity {
     }
 
     /// Builds the security from Java client properties (`props` holds any keys; only
-    /// [`SECURITY_KEYS`] are read). Files named by `*.location` are read now.
+    /// [`security_keys`] are read). Files named by `*.location` are read now.
     ///
     /// # Errors
     /// [`SecurityError`] naming the property: an unknown protocol or mechanism, a missing or

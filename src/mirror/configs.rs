@@ -710,8 +710,7 @@ pub fn source_security(
     configs: &BTreeMap<String, String>,
 ) -> Result<crate::client::ClientSecurity, crate::client::SecurityError> {
     static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
-    let props: BTreeMap<String, String> = crate::client::security::SECURITY_KEYS
-        .iter()
+    let props: BTreeMap<String, String> = crate::client::security::security_keys()
         .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
         .collect();
     let owner = format!("mirror:{mirror}");

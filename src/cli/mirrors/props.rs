@@ -188,7 +188,7 @@ impl CommandConfig {
         let mut security_props = std::collections::BTreeMap::new();
         for p in &props.entries {
             match p.key.as_str() {
-                k if mirrorgate::client::security::SECURITY_KEYS.contains(&k) => {
+                k if mirrorgate::client::security::security_keys().any(|s| s == k) => {
                     security_props.insert(k.to_string(), p.value.clone());
                 }
                 k if k.starts_with("mirror.api.key.") => {
