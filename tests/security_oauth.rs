@@ -244,7 +244,9 @@ fn assert_no_secrets(what: &str, text: &str) {
 /// on. No secret or token appears in mirrorgate's log or `--describe`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_from_an_oauthbearer_source_refreshes_its_token_and_copies_identically() {
-    let (source, dest) = (oauth_source(), cluster("dst"));
+    // Its own source cluster: the test restarts the broker and reads its log for failed
+    // authentications, which the other tests' sources would disturb (and be disturbed by).
+    let (source, dest) = (oauth_cluster("oauth-src-restart", &[]), cluster("dst"));
     let mg = Mirrorgate::start(&dest);
     let topic = unique_name("oauth-src");
     create_topic(&source.bootstrap, &topic, 3);
