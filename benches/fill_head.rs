@@ -116,7 +116,14 @@ fn main() {
         .unwrap_or_else(|_| "placeholder,placeholder-zstd,minimal,minimal-zstd".into());
     let name = format!("bench-head-{}", std::process::id());
     let out = Command::new(format!("{repo}/scripts/kafka.sh"))
-        .args(["start", &name, "--owner-pid", &std::process::id().to_string(), "--prop", "log.segment.delete.delay.ms=0"])
+        .args([
+            "start",
+            &name,
+            "--owner-pid",
+            &std::process::id().to_string(),
+            "--prop",
+            "log.segment.delete.delay.ms=0",
+        ])
         .output()
         .expect("scripts/kafka.sh");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -30,7 +30,17 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     kafka_tool_ok(
         V,
         "topics",
-        &["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--replication-factor", "1", "--partitions", &p],
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--replication-factor",
+            "1",
+            "--partitions",
+            &p,
+        ],
         None,
     );
 }
@@ -194,10 +204,14 @@ async fn placeholders_never_reach_clients_by_topic_id_after_a_restart_or_after_d
     drop(mg);
     let mg = start();
     let id = block(dst.topic(&topic)).unwrap().topic_id.0;
-    let mut conn =
-        BrokerConnection::connect(&format!("127.0.0.1:{}", port + 2), Duration::from_secs(5), Duration::from_secs(30), 1 << 24)
-            .await
-            .unwrap();
+    let mut conn = BrokerConnection::connect(
+        &format!("127.0.0.1:{}", port + 2),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        1 << 24,
+    )
+    .await
+    .unwrap();
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -243,7 +257,8 @@ fn fill_source(c: &ClusterClient, topic: &str, count: i64) {
     let mut offset = 0;
     while offset < count {
         let n = (count - offset).min(5000) as i32;
-        let own = OwnBatch { base_offset: 0, count: n, timestamp: 0, producer_id: -1, producer_epoch: -1, base_sequence: -1 };
+        let own =
+            OwnBatch { base_offset: 0, count: n, timestamp: 0, producer_id: -1, producer_epoch: -1, base_sequence: -1 };
         let base = block(c.produce_segments(topic, 0, vec![placeholder_batch(&own, 1, offset)], Acks::All)).unwrap();
         assert_eq!(base, offset);
         offset += i64::from(n);
@@ -274,7 +289,11 @@ async fn removed_head_of_two_million_offsets_is_filled_resumed_and_removed() {
     let mut mg = Mirrorgate::start_in_front_of(
         &dest.bootstrap,
         front(),
-        MirrorgateOptions { state_topic: Some(&state), env: &[("MIRRORGATE_FAILPOINT", "mid-batch:100")], ..Default::default() },
+        MirrorgateOptions {
+            state_topic: Some(&state),
+            env: &[("MIRRORGATE_FAILPOINT", "mid-batch:100")],
+            ..Default::default()
+        },
     );
     start_mirror(&mg, &source, &[&topic], "");
     let deadline = std::time::Instant::now() + Duration::from_secs(120);

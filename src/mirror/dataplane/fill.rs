@@ -66,12 +66,15 @@ impl PartitionTask {
                 self.fill_progress(w, src);
                 // A removed head (source offsets below the source log start) is removed on
                 // the destination as it is filled, so its placeholders never pile up on disk.
-                let source_log_start = self.control.progress(&self.topic, self.partition).map_or(-1, |g| g.source_log_start);
+                let source_log_start =
+                    self.control.progress(&self.topic, self.partition).map_or(-1, |g| g.source_log_start);
                 if src.min(source_log_start) - removed_up_to >= FILL_REMOVE_EVERY {
                     let target = src.min(source_log_start) - w.shift;
                     match delete_records(&self.dest, &self.topic, self.partition, target).await {
                         Ok(()) => removed_up_to = src.min(source_log_start),
-                        Err(e) => tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "cannot move the destination log start during a head fill"),
+                        Err(e) => {
+                            tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "cannot move the destination log start during a head fill")
+                        }
                     }
                 }
                 if reported.elapsed() >= FILL_REPORT_EVERY {
@@ -115,5 +118,4 @@ impl PartitionTask {
             self.control.set_progress(&self.topic, self.partition, g);
         }
     }
-
 }

@@ -32,7 +32,6 @@ use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
 
-
 /// When this process's data plane started its first copy loop.
 static PROCESS_START: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
 /// How long after the process start a resuming loop waits before reading the destination
@@ -695,7 +694,12 @@ impl PartitionTask {
     }
 
     /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
-    pub(super) async fn append(&self, w: &mut Writer, segments: Vec<Bytes>, count: i64) -> Result<Option<Outcome>, Retry> {
+    pub(super) async fn append(
+        &self,
+        w: &mut Writer,
+        segments: Vec<Bytes>,
+        count: i64,
+    ) -> Result<Option<Outcome>, Retry> {
         match self.writer.append(&self.topic, self.partition, segments).await {
             Ok(base) if base == w.dest_next => {
                 w.dest_next += count;
