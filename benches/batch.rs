@@ -192,7 +192,8 @@ fn bench_placeholder_check(c: &mut Criterion) {
             .collect(),
     );
     let mut frame = BytesMut::new();
-    frame.extend_from_slice(&7i32.to_be_bytes()); // correlation id (response header v0)
+    frame.extend_from_slice(&7i32.to_be_bytes()); // response header v1: correlation id,
+    frame.extend_from_slice(&[0]); // no tagged fields (Fetch v12 is flexible)
     resp.encode(&mut frame, 12).expect("encode");
     let frame = frame.freeze();
     g.throughput(Throughput::Elements(100));

@@ -141,7 +141,18 @@ fn main() {
         let client = ClusterClient::connect(ClusterOptions::new(vec![bootstrap.clone()])).await.unwrap();
         for (i, encoding) in encodings.split(',').enumerate() {
             let topic = format!("head-{encoding}-{}", std::process::id());
-            client.create_topic(&topic, 1, 1, &Default::default()).await.unwrap();
+            // The configs the mirror sets on destination topics (no retention: the head's
+            // placeholders carry timestamp 0, which time retention would remove on its own).
+            let configs: std::collections::BTreeMap<String, String> = [
+                ("retention.ms", "-1"),
+                ("retention.bytes", "-1"),
+                ("message.timestamp.before.max.ms", "9223372036854775807"),
+                ("compression.type", "producer"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            client.create_topic(&topic, 1, 1, &configs).await.unwrap();
             let _ = client.refresh_metadata(Some(&[topic.as_str()])).await;
             let pid_producer = 2_000_000 + i as i64;
             let per = chunk(encoding);
