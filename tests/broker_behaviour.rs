@@ -1593,8 +1593,11 @@ fn raw_exchange(addr: &str, frame: &[u8]) -> Option<Vec<u8>> {
     Some(body[4..].to_vec())
 }
 
-/// `(offset, magic, key, value)` of every message of a v0/v1 message set.
-fn legacy_messages(mut b: &[u8]) -> Vec<(i64, i8, Option<Vec<u8>>, Option<Vec<u8>>)> {
+/// One message of a v0/v1 message set: `(offset, magic, key, value)`.
+type LegacyMessage = (i64, i8, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Every message of a v0/v1 message set.
+fn legacy_messages(mut b: &[u8]) -> Vec<LegacyMessage> {
     let i32_at = |b: &[u8], at: usize| i32::from_be_bytes(b[at..at + 4].try_into().unwrap());
     let mut out = Vec::new();
     while b.len() >= 12 {
