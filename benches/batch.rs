@@ -11,6 +11,14 @@
 //!   throughput in partitions. The payloads are shared, never copied, so the cost does not
 //!   depend on their size.
 //!
+//! - `placeholder_check`: the check the proxy runs on every partition of every Fetch response
+//!   (`batch::has_placeholder`, DESIGN §4.3) over 10 MiB of 16 KiB data batches with no
+//!   placeholder — uncompressed (worst case: the first record's key is read) and with the
+//!   compression bit set (header only); throughput in batches. And the whole response path
+//!   for a Fetch v12 response of 100 partitions × one 16 KiB batch without placeholders
+//!   (`intercept::apply`: decode, check, forward the broker's bytes), which a Fetch below v16
+//!   of a non-mirror topic did not pay before; throughput in partitions.
+//!
 //! Batches are real v2 batches (kafka-protocol's `RecordBatchEncoder`, uncompressed — for the
 //! CRC and the header walk a compressed payload is just bytes).
 //!
@@ -125,5 +133,78 @@ fn bench_produce_frame(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_patch_header, bench_batch_iter, bench_produce_frame);
+fn bench_placeholder_check(c: &mut Criterion) {
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{FetchResponse, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    use mirrorgate::proxy::brokers::BrokerDirectory;
+    use mirrorgate::proxy::intercept;
+    use mirrorgate::proxy::rewrite::AddressMap;
+    use mirrorgate::proxy::route::ResponseAction;
+    use mirrorgate::wire::batch::has_placeholder;
+
+    let mut plain = BytesMut::with_capacity(10 << 20);
+    let mut offset = 0;
+    while plain.len() + 16 * 1024 <= 10 << 20 {
+        let b = batch_with_payload(16 * 1024 - HEADER_LEN, offset);
+        offset = b.next_offset();
+        plain.extend_from_slice(b.bytes());
+    }
+    let mut compressed = plain.clone();
+    let mut pos = 0;
+    while pos < compressed.len() {
+        let len = 12 + i32::from_be_bytes(compressed[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        compressed[pos + 22] |= 4; // zstd bit (the CRC is not checked here)
+        pos += len;
+    }
+    let batches = BatchIter::new(plain.clone().freeze()).count() as u64;
+    let mut g = c.benchmark_group("placeholder_check");
+    g.throughput(Throughput::Elements(batches));
+    for (label, buf) in [("uncompressed", plain.freeze()), ("compressed", compressed.freeze())] {
+        g.bench_function(BenchmarkId::new("10MiB_of_16KiB", label), |b| b.iter(|| has_placeholder(black_box(&buf))));
+    }
+
+    struct Map;
+    impl AddressMap for Map {
+        fn advertised(&self, node_id: i32) -> (StrBytes, i32) {
+            (StrBytes::from_static_str("127.0.0.1"), 9000 + node_id)
+        }
+    }
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let directory = BrokerDirectory::new(vec!["b:9092".into()], tx);
+    let batch = batch_with_payload(16 * 1024 - HEADER_LEN, 0);
+    let resp = FetchResponse::default().with_responses(
+        (0..10)
+            .map(|t| {
+                FetchableTopicResponse::default()
+                    .with_topic(TopicName(StrBytes::from_string(format!("orders-{t}"))))
+                    .with_partitions(
+                        (0..10)
+                            .map(|p| {
+                                PartitionData::default()
+                                    .with_partition_index(p)
+                                    .with_high_watermark(1000)
+                                    .with_records(Some(batch.bytes().clone()))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    );
+    let mut frame = BytesMut::new();
+    frame.extend_from_slice(&7i32.to_be_bytes()); // response header v1: correlation id,
+    frame.extend_from_slice(&[0]); // no tagged fields (Fetch v12 is flexible)
+    resp.encode(&mut frame, 12).expect("encode");
+    let frame = frame.freeze();
+    g.throughput(Throughput::Elements(100));
+    g.bench_function(BenchmarkId::new("fetch_response_v12", "100_partitions_of_16KiB"), |b| {
+        b.iter(|| {
+            intercept::apply(ResponseAction::Fetch, 1, 12, black_box(frame.clone()), &Map, &directory, &[], None)
+                .expect("apply")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_patch_header, bench_batch_iter, bench_produce_frame, bench_placeholder_check);
 criterion_main!(benches);

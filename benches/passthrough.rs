@@ -88,7 +88,7 @@ fn pipelined(count: usize, make: impl Fn(i32) -> Bytes) -> (BytesMut, Vec<Bytes>
 
 fn route_one(frame: Bytes) -> bool {
     let prefix = RequestPrefix::parse(&frame).expect("valid prefix");
-    match route::decide(&prefix, frame, |_| true, false) {
+    match route::decide(&prefix, frame, |_| true) {
         Decision::Upstream { expect_response, .. } => expect_response,
         Decision::Close(reason) => panic!("bench frame refused: {reason}"),
     }

@@ -1550,3 +1550,121 @@ async fn api_versions(c: &mut BrokerConnection) -> Result<i16, mirrorgate::clien
         .with_client_software_version(StrBytes::from_static_str("1"));
     c.send(&req, 3).await.map(|r| r.error_code)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fetch below v4 on a broker that still serves it (Kafka 3.x; 4.0 removed Fetch v0-3, KIP-896).
+// ---------------------------------------------------------------------------------------------
+
+/// A Fetch v3 request (header v1, client id "pin") for partition 0 of `topic` from `offset`.
+fn fetch_v3_frame(topic: &str, offset: i64) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_i16(1); // Fetch
+    b.put_i16(3);
+    b.put_i32(7); // correlation id
+    b.put_i16(3);
+    b.put_slice(b"pin");
+    b.put_i32(-1); // replica id
+    b.put_i32(0); // max wait ms
+    b.put_i32(1); // min bytes
+    b.put_i32(1 << 20); // max bytes
+    b.put_i32(1); // topics
+    b.put_i16(topic.len() as i16);
+    b.put_slice(topic.as_bytes());
+    b.put_i32(1); // partitions
+    b.put_i32(0);
+    b.put_i64(offset);
+    b.put_i32(1 << 20);
+    let mut frame = (b.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&b);
+    frame
+}
+
+/// Sends a length-prefixed `frame` to `addr` and returns the response body after the
+/// correlation id (header v0), or `None` when the broker closes the connection instead.
+fn raw_exchange(addr: &str, frame: &[u8]) -> Option<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(frame).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body[4..].to_vec())
+}
+
+/// One message of a v0/v1 message set: `(offset, magic, key, value)`.
+type LegacyMessage = (i64, i8, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Every message of a v0/v1 message set.
+fn legacy_messages(mut b: &[u8]) -> Vec<LegacyMessage> {
+    let i32_at = |b: &[u8], at: usize| i32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    while b.len() >= 12 {
+        let offset = i64::from_be_bytes(b[..8].try_into().unwrap());
+        let size = i32_at(b, 8) as usize;
+        if b.len() < 12 + size {
+            break;
+        }
+        let m = &b[12..12 + size];
+        let magic = m[4] as i8;
+        let mut pos = 6 + if magic >= 1 { 8 } else { 0 }; // crc, magic, attributes, timestamp
+        let mut bytes = || {
+            let n = i32_at(m, pos);
+            pos += 4;
+            (n >= 0).then(|| {
+                let v = m[pos..pos + n as usize].to_vec();
+                pos += n as usize;
+                v
+            })
+        };
+        let key = bytes();
+        let value = bytes();
+        out.push((offset, magic, key, value));
+        b = &b[12 + size..];
+    }
+    out
+}
+
+/// Kafka 3.9 still serves Fetch v0-3 and down-converts v2 batches into v0/v1 message sets
+/// for them (`LazyDownConversionRecords`): a placeholder batch becomes one ordinary v1
+/// message per offset carrying the placeholder key and a null value — data to the client,
+/// with no control-batch form to turn it into. This is why mirrorgate refuses Fetch below v4
+/// (closes the connection) and advertises Fetch from v4 only, as Kafka 4.0 does.
+#[tokio::test]
+async fn fetch_v3_on_kafka_3_9_down_converts_placeholders_into_data_messages() {
+    let cluster = support::cluster_with("pin39", 1, "3.9.1", &[]);
+    let mut b = Broker::connect(&cluster).await;
+    let topic = support::unique_name("pin-fetch-v3");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let (pid, epoch) = b.init_producer_id().await;
+    let own = OwnBatch {
+        base_offset: 0,
+        count: 3,
+        timestamp: now_ms(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: 0,
+    };
+    assert_eq!(b.produce_ok(&topic, placeholder_batch(&own, 5, 100)).await, 0);
+    assert_eq!(b.produce_ok(&topic, idem_batch(pid, epoch, 3, 1, now_ms(), "data")).await, 3);
+
+    let addr = cluster.bootstrap.split(',').next().unwrap();
+    let body = raw_exchange(addr, &fetch_v3_frame(&topic, 0)).expect("Kafka 3.9 answers Fetch v3");
+    // throttle_time_ms, 1 topic (name), 1 partition: index, error, high watermark, records.
+    let mut pos = 4 + 4;
+    pos += 2 + usize::from(u16::from_be_bytes([body[pos], body[pos + 1]]));
+    pos += 4; // partitions count
+    let error = i16::from_be_bytes([body[pos + 4], body[pos + 5]]);
+    assert_eq!(error, NONE);
+    pos += 4 + 2 + 8;
+    let size = i32::from_be_bytes(body[pos..pos + 4].try_into().unwrap()) as usize;
+    let messages = legacy_messages(&body[pos + 4..pos + 4 + size]);
+    let offsets: Vec<i64> = messages.iter().map(|m| m.0).collect();
+    assert_eq!(offsets, vec![0, 1, 2, 3], "one message per offset: {messages:?}");
+    for (offset, magic, key, value) in &messages[..3] {
+        assert_eq!(*magic, 1, "down-converted to message format v1");
+        assert_eq!(&key.as_ref().expect("the placeholder key")[..8], PLACEHOLDER_MAGIC, "offset {offset}");
+        assert_eq!(*value, None);
+    }
+}

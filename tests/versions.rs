@@ -399,4 +399,39 @@ async fn guarded_apis_keep_a_3_9_destinations_minimum_versions() {
     }
     let (d, t) = (direct[&(ApiKey::TxnOffsetCommit as i16)], through[&(ApiKey::TxnOffsetCommit as i16)]);
     assert_eq!(t.0, d.0, "TxnOffsetCommit: minimum through mirrorgate {t:?}, broker {d:?}");
+    // Fetch is the exception: a 3.9 broker down-converts placeholders into data messages for
+    // Fetch v0-3 (tests/broker_behaviour.rs), so mirrorgate advertises Fetch from v4 and closes
+    // a connection that sends an older Fetch anyway.
+    let (d, t) = (direct[&(ApiKey::Fetch as i16)], through[&(ApiKey::Fetch as i16)]);
+    assert_eq!((d.0, t.0), (0, 4), "Fetch minimum: broker {d:?}, through mirrorgate {t:?}");
+    assert!(fetch_v3_answered(&dest.bootstrap), "the 3.9 broker answers Fetch v3");
+    assert!(!fetch_v3_answered(&mg.bootstrap), "mirrorgate closes the connection on Fetch v3");
+}
+
+/// Whether `addr` answers a Fetch v3 request (for a topic that does not exist) rather than
+/// closing the connection.
+fn fetch_v3_answered(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let mut b: Vec<u8> = Vec::new();
+    b.extend_from_slice(&1i16.to_be_bytes()); // Fetch
+    b.extend_from_slice(&3i16.to_be_bytes());
+    b.extend_from_slice(&7i32.to_be_bytes());
+    b.extend_from_slice(&3i16.to_be_bytes());
+    b.extend_from_slice(b"old");
+    for v in [-1i32, 0, 1, 1 << 20, 1] {
+        b.extend_from_slice(&v.to_be_bytes()); // replica, max wait, min bytes, max bytes, 1 topic
+    }
+    b.extend_from_slice(&1i16.to_be_bytes());
+    b.extend_from_slice(b"x");
+    b.extend_from_slice(&1i32.to_be_bytes()); // 1 partition
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&(1i32 << 20).to_be_bytes());
+    let mut frame = (b.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&b);
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).is_ok()
 }

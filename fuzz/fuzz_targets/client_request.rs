@@ -57,8 +57,8 @@ fn request(frame: &Bytes, table: &MirrorApiTable) {
     }
     gate(&prefix, frame);
     // route::decide for both answers of "does the destination know this api key".
-    let _ = route::decide(&prefix, frame.clone(), |_| true, true);
-    let _ = route::decide(&prefix, frame.clone(), |_| false, false);
+    let _ = route::decide(&prefix, frame.clone(), |_| true);
+    let _ = route::decide(&prefix, frame.clone(), |_| false);
 }
 
 /// The read-only gate's walks (src/proxy/mirror_gate.rs `intercept`).

@@ -472,11 +472,12 @@ pub const KEYS: &[ConfigKey] = &[
     },
     ConfigKey {
         name: "mirror.fill.max.gap",
-        default: Some("1000000"),
+        default: Some("100000000"),
         kind: ConfigType::Long { min: 0, max: i64::MAX },
         sensitive: false,
         doc: "Largest source offset gap filled with placeholders, offsets (larger gaps start a new offset segment). \
-              Set from the measured fill rate: about 0.35 s and 32 MB per million offsets (docs/performance.md).",
+              The default fills a removed head of up to 100 million offsets, so such a topic is mirrored physically identical; \
+              see docs/performance.md for what a fill costs.",
     },
     ConfigKey {
         name: "mirror.inflight.max.bytes",

@@ -408,6 +408,25 @@ impl ControlPlane {
         self.with_state(|s| s.topics.get(topic).is_some_and(|t| t.source_log_append_time))
     }
 
+    /// Whether any mirror topic's source stamps LogAppendTime (the proxy then looks up the
+    /// topics of a Fetch response; otherwise it never needs their names).
+    pub fn any_source_log_append_time(&self) -> bool {
+        self.with_state(|s| s.topics.values().any(|t| t.source_log_append_time))
+    }
+
+    /// The mirror topic whose destination topic id (Kafka's base64 form) is `id`, from the
+    /// partition states (each records the destination topic it copies into); `None` when no
+    /// mirror partition names it. A scan of the partition states: callers ask only for ids the
+    /// proxy has not learned from Metadata.
+    pub fn mirror_topic_by_destination_id(&self, id: &str) -> Option<String> {
+        self.with_state(|s| {
+            s.partitions
+                .iter()
+                .find(|(_, r)| r.destination_topic_id.as_deref() == Some(id))
+                .map(|((topic, _), _)| topic.clone())
+        })
+    }
+
     /// The mirror that makes `topic` read-only, if any: a mirror topic is read-only unless
     /// every partition state is STOPPED (KIP-1279 §9). `None` for ordinary topics and stopped
     /// mirror topics.

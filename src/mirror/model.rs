@@ -155,7 +155,7 @@ pub enum GapAction {
 }
 
 /// Largest gap, in offsets, filled at [`MAX_OFFSET_SEGMENTS`] whatever `mirror.fill.max.gap`
-/// says: the default fill bound (about 0.35 s and 32 MB of placeholders, docs/performance.md).
+/// says (about 0.35 s and 32 MB of placeholders, docs/performance.md).
 /// A larger gap still starts a segment, so past the cap the list grows by at most one
 /// segment per million source offsets.
 pub const FORCED_FILL_MAX_GAP: i64 = 1_000_000;

@@ -273,12 +273,7 @@ where
                 },
             };
             let decision = match decision {
-                GateDecision::Pass => route::decide(
-                    &prefix,
-                    frame,
-                    |k| shared.directory.supports_api(k),
-                    shared.gate.as_ref().is_some_and(|g| g.has_mirror_topics()),
-                ),
+                GateDecision::Pass => route::decide(&prefix, frame, |k| shared.directory.supports_api(k)),
                 GateDecision::Drop => continue,
                 GateDecision::Local(_) if identity.session_expired() => {
                     return format!(
@@ -296,19 +291,16 @@ where
                 GateDecision::ForwardProduce { frame, expect_response, rejected } => {
                     Decision::Upstream { frame, expect_response, action: ResponseAction::ProduceMerge(rejected) }
                 }
-                GateDecision::ForwardMerge { frame, merge } => match route::decide(
-                    &prefix,
-                    frame,
-                    |k| shared.directory.supports_api(k),
-                    shared.gate.as_ref().is_some_and(|g| g.has_mirror_topics()),
-                ) {
-                    Decision::Upstream { frame, expect_response, action } => Decision::Upstream {
-                        frame,
-                        expect_response,
-                        action: ResponseAction::Merged(Box::new(action), merge),
-                    },
-                    close => close,
-                },
+                GateDecision::ForwardMerge { frame, merge } => {
+                    match route::decide(&prefix, frame, |k| shared.directory.supports_api(k)) {
+                        Decision::Upstream { frame, expect_response, action } => Decision::Upstream {
+                            frame,
+                            expect_response,
+                            action: ResponseAction::Merged(Box::new(action), merge),
+                        },
+                        close => close,
+                    }
+                }
             };
             match decision {
                 Decision::Close(reason) => return reason,

@@ -5,7 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, MetadataResponse,
-    ProduceResponse,
+    ProduceResponse, ShareFetchResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -16,6 +16,7 @@ use super::mirror_gate::{self, MirrorGate};
 use super::rewrite::{self, AddressMap};
 use super::route::ResponseAction;
 use super::versions;
+use crate::mirror::topics::base64_uuid;
 
 /// Extra api keys mirrorgate serves itself and advertises in ApiVersions:
 /// `(api_key, min_version, max_version)`.
@@ -112,8 +113,25 @@ pub fn apply(
         ResponseAction::Fetch => {
             let mut resp = FetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             let endpoints = rewrite::fetch(&mut resp, map);
-            let placeholders = gate.is_some_and(|g| replace_placeholders(&mut resp, g));
+            let placeholders = replace_placeholders(&mut resp, gate);
             if !endpoints && !placeholders {
+                return Ok(frame);
+            }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::ShareFetch => {
+            let mut resp = ShareFetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            for e in &mut resp.node_endpoints {
+                (e.host, e.port) = map.advertised(e.node_id.0);
+            }
+            let mut changed = !resp.node_endpoints.is_empty();
+            for p in resp.responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                if let Some(restored) = p.records.as_ref().and_then(|r| restore_mirror_records(r, false)) {
+                    p.records = Some(restored);
+                    changed = true;
+                }
+            }
+            if !changed {
                 return Ok(frame);
             }
             resp.encode(&mut out, decode_version).map_err(ctx)?;
@@ -157,25 +175,31 @@ pub fn local_api_versions(
     Ok(out.freeze())
 }
 
-/// Restores the source's view of mirror topics in a Fetch response: each placeholder batch
-/// becomes a synthesised COMMIT control batch for the same offsets (DESIGN §4.3), so clients
-/// skip those offsets exactly as they skip transaction markers and compaction holes on the
-/// source; for a source that stamps LogAppendTime, each data batch gets its timestamp type
-/// back (the destination keeps the append time as the batch's max timestamp, DESIGN §4.10).
-/// Returns whether anything changed. Batches of other topics are not looked at.
-fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
+/// Restores the source's view in a Fetch response: in every partition, whatever the topic,
+/// each placeholder batch becomes a synthesised COMMIT control batch for the same offsets
+/// (DESIGN §4.3), so clients skip those offsets exactly as they skip transaction markers and
+/// compaction holes on the source. Placeholders are recognised by content
+/// ([`crate::wire::batch::has_placeholder`], a header walk per partition), so a topic id the
+/// proxy has not learned yet (right after a restart) and a topic whose mirror was deleted are
+/// served right too. For a mirror topic whose source stamps LogAppendTime, each data batch
+/// also gets its timestamp type back (the destination keeps the append time as the batch's
+/// max timestamp, DESIGN §4.10); that needs the topic to be a mirror topic of `gate`, found by
+/// name, by a learned topic id, or by the destination topic id in the mirror's partition
+/// states. Returns whether anything changed.
+fn replace_placeholders(resp: &mut FetchResponse, gate: Option<&MirrorGate>) -> bool {
     let mut changed = false;
     for t in &mut resp.responses {
-        let name = if t.topic.0.is_empty() {
-            gate.known_topic_name(t.topic_id.as_bytes())
-        } else {
-            Some(t.topic.0.to_string())
-        };
-        let Some(name) = name else { continue };
-        if !gate.control.is_mirror_topic(&name) {
-            continue;
-        }
-        let log_append_time = gate.control.source_log_append_time(&name);
+        let log_append_time = gate.is_some_and(|g| {
+            g.control.any_source_log_append_time() && {
+                let name = if t.topic.0.is_empty() {
+                    g.known_topic_name(t.topic_id.as_bytes())
+                        .or_else(|| g.control.mirror_topic_by_destination_id(&base64_uuid(t.topic_id.as_bytes())))
+                } else {
+                    Some(t.topic.0.to_string())
+                };
+                name.is_some_and(|n| g.control.source_log_append_time(&n))
+            }
+        });
         for p in &mut t.partitions {
             let Some(records) = &p.records else { continue };
             if let Some(restored) = restore_mirror_records(records, log_append_time) {
@@ -187,7 +211,7 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
     changed
 }
 
-/// The `records` of one mirror-topic partition of a Fetch response as the client must see
+/// The `records` of one partition of a Fetch or ShareFetch response as the client must see
 /// them ([`replace_placeholders`]): each placeholder batch replaced by a COMMIT control batch
 /// for the same offsets, and, with `log_append_time` (the source stamps LogAppendTime), each
 /// data batch marked LogAppendTime. Batches after the first malformed one, and a trailing
@@ -195,11 +219,11 @@ fn replace_placeholders(resp: &mut FetchResponse, gate: &MirrorGate) -> bool {
 /// broker bytes (the fuzz target `responses` drives it).
 pub fn restore_mirror_records(records: &Bytes, log_append_time: bool) -> Option<Bytes> {
     use crate::wire::batch::{self, BatchIter, OwnBatch};
-    let mut iter = BatchIter::new(records.clone());
-    let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
-    if !log_append_time && !batches.iter().any(|b| b.is_placeholder()) {
+    if !log_append_time && !batch::has_placeholder(records) {
         return None;
     }
+    let mut iter = BatchIter::new(records.clone());
+    let batches: Vec<_> = iter.by_ref().map_while(Result::ok).collect();
     let consumed: usize = batches.iter().map(|b| b.bytes().len()).sum();
     let mut out = BytesMut::with_capacity(records.len());
     for b in &batches {
@@ -328,6 +352,87 @@ mod tests {
         body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // aborted_transactions count
         let err = FetchResponse::decode(&mut Bytes::from(body), 12).expect_err("impossible count");
         assert!(err.to_string().contains("exceeds"), "{err}");
+    }
+
+    fn placeholder_and_data() -> (Bytes, Bytes) {
+        use crate::wire::batch::{control_batch, placeholder_batch, OwnBatch};
+        let own = |base, count| OwnBatch {
+            base_offset: base,
+            count,
+            timestamp: 5,
+            producer_id: 9,
+            producer_epoch: 0,
+            base_sequence: 0,
+        };
+        // A control batch stands in for "anything that is not a placeholder".
+        let data = control_batch(&own(0, 2));
+        let records = [data.as_ref(), placeholder_batch(&own(2, 3), 1, 2).as_ref()].concat();
+        (Bytes::from(records), data)
+    }
+
+    /// Placeholders are replaced by content, without a gate and for a topic id no Metadata
+    /// answer taught the proxy (right after a restart, or a deleted mirror's topic).
+    #[test]
+    fn fetch_by_an_unknown_topic_id_gets_placeholders_replaced() {
+        use crate::wire::batch::BatchIter;
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let (records, data) = placeholder_and_data();
+        let resp = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_topic_id(uuid::Uuid::from_bytes([7; 16]))
+            .with_partitions(vec![PartitionData::default().with_records(Some(records))])]);
+        let mut frame = BytesMut::new();
+        header::put_response_header(&mut frame, 11, 1);
+        resp.encode(&mut frame, 13).unwrap();
+        let out = apply(ResponseAction::Fetch, 1, 13, frame.freeze(), &NoMap, &directory(), &[], None).unwrap();
+        let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
+        let got = FetchResponse::decode(&mut body, 13).unwrap();
+        let records = got.responses[0].partitions[0].records.clone().unwrap();
+        let batches: Vec<_> = BatchIter::new(records).map(Result::unwrap).collect();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0].bytes(), &data, "other batches stay byte for byte");
+        assert!(batches[1].is_control() && batches[1].crc_is_valid());
+        assert_eq!((batches[1].base_offset(), batches[1].last_offset()), (2, 4));
+
+        // Nothing to replace: the broker's own bytes go back.
+        let resp = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_topic_id(uuid::Uuid::from_bytes([7; 16]))
+            .with_partitions(vec![PartitionData::default().with_records(Some(data))])]);
+        let mut frame = BytesMut::new();
+        header::put_response_header(&mut frame, 12, 1);
+        resp.encode(&mut frame, 13).unwrap();
+        let frame = frame.freeze();
+        let out = apply(ResponseAction::Fetch, 1, 13, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
+        assert_eq!(out.as_ptr(), frame.as_ptr(), "forwarded as it came");
+    }
+
+    /// ShareFetch (KIP-932): placeholder batches become control batches, which the share
+    /// consumer skips and acknowledges as gaps (Kafka's `ShareCompletedFetch`); node endpoints
+    /// point at mirrorgate.
+    #[test]
+    fn share_fetch_placeholders_become_control_batches() {
+        use crate::wire::batch::BatchIter;
+        use kafka_protocol::messages::share_fetch_response::{
+            NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+        };
+        let (records, _) = placeholder_and_data();
+        let resp = ShareFetchResponse::default()
+            .with_responses(vec![ShareFetchableTopicResponse::default()
+                .with_topic_id(uuid::Uuid::from_bytes([3; 16]))
+                .with_partitions(vec![PartitionData::default().with_records(Some(records))])])
+            .with_node_endpoints(vec![NodeEndpoint::default()
+                .with_node_id(kafka_protocol::messages::BrokerId(1))
+                .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker"))
+                .with_port(9092)]);
+        let mut frame = BytesMut::new();
+        header::put_response_header(&mut frame, 13, 1);
+        resp.encode(&mut frame, 1).unwrap();
+        let out = apply(ResponseAction::ShareFetch, 78, 1, frame.freeze(), &NoMap, &directory(), &[], None).unwrap();
+        let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
+        let got = ShareFetchResponse::decode(&mut body, 1).unwrap();
+        let records = got.responses[0].partitions[0].records.clone().unwrap();
+        let kinds: Vec<_> = BatchIter::new(records).map(|b| b.unwrap().is_placeholder()).collect();
+        assert_eq!(kinds, vec![false, false]);
+        assert_eq!((got.node_endpoints[0].host.as_str(), got.node_endpoints[0].port), ("127.0.0.1", 9001));
     }
 
     fn intercepted_produce_range() -> (i16, i16) {

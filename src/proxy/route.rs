@@ -28,8 +28,12 @@ pub enum ResponseAction {
     DescribeCluster,
     /// Rewrite KIP-951 `node_endpoints` (Produce v10+).
     Produce,
-    /// Rewrite KIP-951 `node_endpoints` (Fetch v16+).
+    /// Rewrite KIP-951 `node_endpoints` (Fetch v16+) and replace placeholder batches with
+    /// control batches in every partition (DESIGN §4.3).
     Fetch,
+    /// Replace placeholder batches with control batches in every partition of a ShareFetch
+    /// response (KIP-932), so a share consumer acknowledges those offsets as gaps.
+    ShareFetch,
     /// Add POLICY_VIOLATION results for the mirror partitions taken out of the request (and
     /// rewrite `node_endpoints`).
     ProduceMerge(std::sync::Arc<Vec<super::mirror_gate::Rejected>>),
@@ -73,14 +77,13 @@ pub enum Decision {
 /// neither the destination nor mirrorgate knows close the connection (as a broker would)
 /// with a logged reason.
 ///
-/// `mirror_topics` says whether any mirror topic exists: Fetch responses are then decoded to
-/// replace placeholder batches with control batches.
-pub fn decide(
-    prefix: &RequestPrefix,
-    frame: Bytes,
-    supports_api: impl Fn(i16) -> bool,
-    mirror_topics: bool,
-) -> Decision {
+/// Every Fetch (v4 and up) and ShareFetch response is decoded to replace placeholder batches
+/// with control batches, whatever the topic: placeholders are recognised by content (a topic
+/// id the proxy has not seen, a mirror deleted since). Fetch below v4 closes the connection:
+/// a broker that still serves it (Kafka 3.x) down-converts placeholder batches into v0/v1
+/// messages that a client would read as data (docs/broker-behaviour.md), and mirrorgate
+/// advertises Fetch from v4 only ([`versions::intercepted_range`]), as Kafka 4.0 does (KIP-896).
+pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool) -> Decision {
     let key = ApiKey::try_from(prefix.api_key).ok();
     if key.is_none() && !supports_api(prefix.api_key) {
         return Decision::Close(format!(
@@ -119,10 +122,12 @@ pub fn decide(
                 None => Decision::Close("malformed Produce request (cannot read acks)".into()),
             }
         }
-        Some(ApiKey::Fetch) => upstream(
-            frame,
-            if mirror_topics || prefix.api_version >= 16 { ResponseAction::Fetch } else { ResponseAction::Forward },
-        ),
+        Some(ApiKey::Fetch) if prefix.api_version < 4 => Decision::Close(format!(
+            "Fetch v{} (message format v0/v1, down-converted by the broker) is not supported through mirrorgate: mirrorgate advertises Fetch v4 and up, as Kafka 4.0 does; use a client from Kafka 0.11 on",
+            prefix.api_version
+        )),
+        Some(ApiKey::Fetch) => upstream(frame, ResponseAction::Fetch),
+        Some(ApiKey::ShareFetch) => upstream(frame, ResponseAction::ShareFetch),
         _ => upstream(frame, ResponseAction::Forward),
     }
 }
@@ -183,10 +188,30 @@ mod tests {
         assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), None);
     }
 
+    /// Fetch below v4 is refused (a 3.x broker would down-convert placeholders into data
+    /// messages); Fetch v4+ and ShareFetch responses are always looked at.
+    #[test]
+    fn fetch_below_v4_closes_and_reads_are_always_decoded() {
+        for (key, version, want) in [
+            (1, 3, None),
+            (1, 0, None),
+            (1, 4, Some(ResponseAction::Fetch)),
+            (1, 17, Some(ResponseAction::Fetch)),
+            (78, 1, Some(ResponseAction::ShareFetch)),
+        ] {
+            let f = req(key, version, &[], 2);
+            match (decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true), want) {
+                (Decision::Close(r), None) => assert!(r.contains(&format!("Fetch v{version}")), "{r}"),
+                (Decision::Upstream { action, .. }, Some(w)) => assert!(action == w, "{key} v{version}: {action:?}"),
+                (d, w) => panic!("{key} v{version}: {d:?}, expected {w:?}"),
+            }
+        }
+    }
+
     #[test]
     fn acks_zero_expects_no_response() {
         let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false) {
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
             Decision::Upstream { expect_response, .. } => assert!(!expect_response),
             d => panic!("{d:?}"),
         }
@@ -196,13 +221,8 @@ mod tests {
     fn unknown_api_key_closes_unless_destination_knows_it() {
         let f = req(31000, 0, &[], 1);
         let p = RequestPrefix::parse(&f).unwrap();
-        assert!(
-            matches!(decide(&p, f.clone(), |_| false, false), Decision::Close(r) if r.contains("unknown api key 31000"))
-        );
-        assert!(matches!(
-            decide(&p, f, |k| k == 31000, false),
-            Decision::Upstream { action: ResponseAction::Forward, .. }
-        ));
+        assert!(matches!(decide(&p, f.clone(), |_| false), Decision::Close(r) if r.contains("unknown api key 31000")));
+        assert!(matches!(decide(&p, f, |k| k == 31000), Decision::Upstream { action: ResponseAction::Forward, .. }));
     }
 
     #[test]
@@ -210,20 +230,20 @@ mod tests {
         for (key, version) in [(17, 1), (36, 0), (36, 2)] {
             let f = req(key, version, &[], 1);
             assert!(matches!(
-                decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false),
+                decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true),
                 Decision::Upstream { action: ResponseAction::Forward, expect_response: true, .. }
             ));
         }
         let f = req(17, 0, &[], 1);
         assert!(
-            matches!(decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false), Decision::Close(r) if r.contains("v0"))
+            matches!(decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true), Decision::Close(r) if r.contains("v0"))
         );
     }
 
     #[test]
     fn api_versions_above_ours_falls_back_to_v0() {
         let f = req(18, 99, &[], 2);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true, false) {
+        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
             Decision::Upstream { frame, action, .. } => {
                 assert_eq!(action, ResponseAction::ApiVersions { fallback: true });
                 assert_eq!(&frame[..], &[0, 18, 0, 0, 0, 0, 0, 42, 0, 2, b'i', b'd']);

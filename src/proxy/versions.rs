@@ -18,6 +18,7 @@ pub const INTERCEPTED: &[ApiKey] = &[
     ApiKey::DescribeCluster,
     ApiKey::Produce,
     ApiKey::Fetch,
+    ApiKey::ShareFetch,
 ];
 
 /// Error code `UNSUPPORTED_VERSION` (Kafka protocol error 35).

@@ -157,30 +157,60 @@ impl Batch {
         crc32c::crc32c(&self.bytes[CRC_START..]) == self.crc()
     }
     /// Whether this is a placeholder batch written by a mirror (first record's key starts
-    /// with [`PLACEHOLDER_MAGIC`]); reads only the first record's header of an uncompressed,
-    /// non-control batch.
+    /// with [`PLACEHOLDER_MAGIC`]). See [`is_placeholder_batch`].
     pub fn is_placeholder(&self) -> bool {
-        if self.compression() != 0 || self.is_control() {
+        is_placeholder_batch(&self.bytes)
+    }
+}
+
+/// Whether the whole v2 batch in `bytes` (header and records, as [`BatchIter`] yields it) is a
+/// placeholder batch (DESIGN §4.3), by content alone: the header fields first — attributes
+/// with no compression, control or transactional bit (a mirror writes placeholders as plain
+/// idempotent batches), at least one record — and only then the first record's key, which
+/// must start with [`PLACEHOLDER_MAGIC`]. A batch of real data therefore costs a few header
+/// reads, and at most a few varints of its first record when it is an uncompressed
+/// non-transactional batch. Never panics on short or malformed bytes (`false`).
+pub fn is_placeholder_batch(bytes: &[u8]) -> bool {
+    if bytes.len() < HEADER_LEN + 1 + PLACEHOLDER_MAGIC.len() {
+        return false;
+    }
+    if be_i16(bytes, 21) & (ATTR_COMPRESSION_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) != 0 || be_i32(bytes, 57) < 1 {
+        return false;
+    }
+    let rec = &bytes[HEADER_LEN..];
+    let key_at = (|| {
+        let (_len, p) = read_varint(rec, 0)?;
+        let (_ts, p) = read_varlong(rec, p + 1)?; // after the record's attributes byte
+        let (_offset_delta, p) = read_varint(rec, p)?;
+        let (key_len, p) = read_varint(rec, p)?;
+        (key_len >= PLACEHOLDER_MAGIC.len() as i64).then_some(p)
+    })();
+    key_at.is_some_and(|p| rec.get(p..p + PLACEHOLDER_MAGIC.len()) == Some(&PLACEHOLDER_MAGIC[..]))
+}
+
+/// Whether a Fetch (or ShareFetch) partition's `records` hold at least one placeholder batch
+/// among their whole v2 batches ([`is_placeholder_batch`]). Walks batch headers in place (no
+/// `Bytes` handles, no allocation); stops at a partial batch at the end, at a batch of another
+/// message format, or at an impossible length. This is the check the proxy runs on every
+/// partition of every Fetch response (docs/performance.md "Placeholder check").
+pub fn has_placeholder(records: &[u8]) -> bool {
+    let mut pos = 0usize;
+    while records.len() - pos >= HEADER_LEN {
+        let rest = &records[pos..];
+        let length = be_i32(rest, 8);
+        if length < (HEADER_LEN - LOG_OVERHEAD) as i32 || rest[16] != 2 {
             return false;
         }
-        let rec = &self.bytes[HEADER_LEN..];
-        let mut pos = 0;
-        let ok = (|| {
-            let (_len, p) = read_varint(rec, pos)?;
-            pos = p + 1; // attributes
-            let (_ts, p) = read_varlong(rec, pos)?;
-            let (_od, p) = read_varint(rec, p)?;
-            let (klen, p) = read_varint(rec, p)?;
-            pos = p;
-            Some(klen)
-        })();
-        match ok {
-            Some(klen) if klen >= PLACEHOLDER_MAGIC.len() as i64 => {
-                rec.get(pos..pos + PLACEHOLDER_MAGIC.len()) == Some(&PLACEHOLDER_MAGIC[..])
-            }
-            _ => false,
+        let total = LOG_OVERHEAD + length as usize;
+        if rest.len() < total {
+            return false;
         }
+        if is_placeholder_batch(&rest[..total]) {
+            return true;
+        }
+        pos += total;
     }
+    false
 }
 
 /// Iterates the whole batches at the front of a Fetch response's `records` bytes. A partial
@@ -448,6 +478,39 @@ mod tests {
         let c = Batch { bytes: control_batch(&own(10, 3)) };
         assert!(c.crc_is_valid() && c.is_control() && c.is_transactional() && !c.is_placeholder());
         assert_eq!((c.base_offset(), c.next_offset(), c.record_count()), (10, 13, 1));
+    }
+
+    /// The per-partition check the proxy runs on every Fetch response: found after other
+    /// batches, not found in data, control, compressed or transactional batches (even with a
+    /// placeholder-like key), and no panic on cut or corrupt bytes.
+    #[test]
+    fn has_placeholder_walks_headers_and_checks_the_first_key() {
+        let p = placeholder_batch(&own(10, 3), 0xfeed, 110);
+        let c = control_batch(&own(0, 10));
+        let both = [c.as_ref(), p.as_ref()].concat();
+        assert!(has_placeholder(&both) && has_placeholder(&p));
+        assert!(!has_placeholder(&c) && !has_placeholder(&[]));
+        // The same bytes with the compression, transactional or control bit set (CRC not
+        // checked here): not a placeholder, the key is not even looked at.
+        for bit in [1i16, ATTR_TRANSACTIONAL, ATTR_CONTROL] {
+            let mut v = p.to_vec();
+            v[21..23].copy_from_slice(&bit.to_be_bytes());
+            assert!(!has_placeholder(&v), "attributes {bit:#x}");
+        }
+        // A first key that differs in its last magic byte, or is shorter than the magic.
+        let mut v = p.to_vec();
+        let at = v.windows(8).position(|w| w == PLACEHOLDER_MAGIC).unwrap();
+        v[at + 7] ^= 1;
+        assert!(!has_placeholder(&v));
+        // A partial batch at the end (the broker cuts at max_bytes) and garbage never panic.
+        assert!(!has_placeholder(&p[..p.len() - 1]));
+        assert!(!has_placeholder(&both[..both.len() - 5]), "placeholder cut short");
+        for cut in 0..both.len() {
+            let _ = has_placeholder(&both[..cut]);
+            let mut g = both.clone();
+            g[cut] = 0xff;
+            let _ = has_placeholder(&g);
+        }
     }
 
     #[test]

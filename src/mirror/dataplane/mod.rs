@@ -6,6 +6,7 @@
 
 pub mod dest_topic;
 pub mod errors;
+mod fill;
 pub mod live;
 pub mod log_end;
 pub mod mux;
@@ -49,7 +50,7 @@ pub struct Progress {
 }
 
 /// Default of `mirror.fill.max.gap`, offsets.
-const FILL_MAX_GAP: i64 = 1_000_000;
+const FILL_MAX_GAP: i64 = 100_000_000;
 
 struct Running {
     stop: CancellationToken,

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
-use crate::mirror::model::{gap_action, GapAction, OffsetSegment, PartitionStateRecord, StartPosition};
-use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch, OwnBatch};
+use crate::mirror::model::{OffsetSegment, PartitionStateRecord, StartPosition};
+use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
 use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
 use crate::wire::split::{self, Piece, RunHeader};
@@ -31,10 +31,6 @@ use super::log_end;
 use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
-
-/// Largest placeholder batch, in offsets (~160 KB; benches/fill_rate.rs measured 5.8M
-/// offsets/s with 5000-offset batches against 2.9M/s with 1000).
-const PLACEHOLDER_CHUNK: i64 = 5000;
 
 /// When this process's data plane started its first copy loop.
 static PROCESS_START: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
@@ -89,13 +85,13 @@ pub struct PartitionTask {
 }
 
 /// Destination append position of a partition.
-struct Writer {
-    producer_id: i64,
-    producer_epoch: i16,
+pub(super) struct Writer {
+    pub(super) producer_id: i64,
+    pub(super) producer_epoch: i16,
     /// Next destination offset.
-    dest_next: i64,
+    pub(super) dest_next: i64,
     /// Source offset − destination offset in the current segment.
-    shift: i64,
+    pub(super) shift: i64,
 }
 
 /// Test hook: with `MIRRORGATE_FAILPOINT=mid-batch:N` the process exits (code 86, no cleanup,
@@ -103,7 +99,7 @@ struct Writer {
 /// a filled gap partly written (a run or hole of a split compacted batch, or a placeholder
 /// chunk, that is not the last of its batch), so that tests can restart mirrorgate at
 /// exactly the points where the copy must resume inside a batch.
-fn failpoint_mid_batch() {
+pub(super) fn failpoint_mid_batch() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
@@ -119,12 +115,12 @@ fn failpoint_mid_batch() {
     }
 }
 
-fn sequence_for(dest_offset: i64) -> i32 {
+pub(super) fn sequence_for(dest_offset: i64) -> i32 {
     (dest_offset & 0x7fff_ffff) as i32
 }
 
 impl PartitionTask {
-    fn record(&self) -> Option<PartitionStateRecord> {
+    pub(super) fn record(&self) -> Option<PartitionStateRecord> {
         self.control.partition(&self.topic, self.partition)
     }
 
@@ -545,56 +541,12 @@ impl PartitionTask {
             .map_or(log_start, |b| b.base_offset().min(log_start)))
     }
 
-    async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
+    pub(super) async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
         self.control
             .update_partition(&self.topic, self.partition, |r| r.segments = segments)
             .await
             .map(|_| ())
             .map_err(|e| Retry::new(e.to_string()))
-    }
-
-    /// Fills source offsets `[from, to)`: placeholders within the fill bound, otherwise a new
-    /// offset segment starting at `to` (persisted before anything is appended after it).
-    async fn gap(&self, w: &mut Writer, from: i64, to: i64, ts: i64) -> Result<Option<Outcome>, Retry> {
-        let n = to - from;
-        if n <= 0 {
-            return Ok(None);
-        }
-        let mut segs = self.record().map(|r| r.segments).unwrap_or_default();
-        if let GapAction::NewSegment { replace_last } = gap_action(&segs, w.dest_next, n, self.fill_max_gap) {
-            // (A last segment that holds no offset yet is replaced: nothing was written in it,
-            // so a run of gaps leaves one segment, and the list stays bounded.)
-            if replace_last {
-                segs.pop();
-            }
-            let seg = OffsetSegment { source_start: to, destination_start: w.dest_next };
-            segs.push(seg);
-            self.persist_segments(segs).await?;
-            tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, shift = seg.shift(), replace_last, "source gap beyond mirror.fill.max.gap: new offset segment");
-            w.shift = seg.shift();
-            return Ok(None);
-        }
-        let mut src = from;
-        while src < to {
-            let count = (to - src).min(PLACEHOLDER_CHUNK) as i32;
-            let own = OwnBatch {
-                base_offset: 0,
-                count,
-                timestamp: ts,
-                producer_id: w.producer_id,
-                producer_epoch: w.producer_epoch,
-                base_sequence: sequence_for(w.dest_next),
-            };
-            let bytes = batch::placeholder_batch(&own, self.nonce, src);
-            if let Some(o) = self.append(w, vec![bytes], i64::from(count)).await? {
-                return Ok(Some(o));
-            }
-            src += i64::from(count);
-            if src < to {
-                failpoint_mid_batch();
-            }
-        }
-        Ok(None)
     }
 
     async fn append_data(&self, w: &mut Writer, b: &Batch) -> Result<Option<Outcome>, Retry> {
@@ -742,7 +694,12 @@ impl PartitionTask {
     }
 
     /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
-    async fn append(&self, w: &mut Writer, segments: Vec<Bytes>, count: i64) -> Result<Option<Outcome>, Retry> {
+    pub(super) async fn append(
+        &self,
+        w: &mut Writer,
+        segments: Vec<Bytes>,
+        count: i64,
+    ) -> Result<Option<Outcome>, Retry> {
         match self.writer.append(&self.topic, self.partition, segments).await {
             Ok(base) if base == w.dest_next => {
                 w.dest_next += count;
@@ -795,7 +752,7 @@ pub struct Retry {
 }
 
 impl Retry {
-    fn new(why: String) -> Self {
+    pub(super) fn new(why: String) -> Self {
         Self { why, after_ambiguous_append: false }
     }
 }
