@@ -58,6 +58,14 @@ pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Ar
     start_cluster(name, nodes, version, &[], props)
 }
 
+/// The one-node cluster `name` of Kafka `version` formatted with feature levels
+/// (`scripts/kafka.sh start --feature NAME=LEVEL`, e.g. `transaction.version=1`) and extra
+/// broker properties, started on first use.
+pub fn cluster_with_features(name: &str, version: &str, features: &[&str], props: &[&str]) -> Arc<Cluster> {
+    let flags: Vec<&str> = features.iter().flat_map(|f| ["--feature", *f]).collect();
+    start_cluster(name, 1, version, &flags, props)
+}
+
 /// The one-node cluster `name` of Kafka `version` with tiered storage (KIP-405) on Kafka's
 /// `LocalTieredStorage` (`scripts/kafka.sh start --tiered`), started on first use.
 pub fn tiered_cluster(name: &str, version: &str) -> Arc<Cluster> {
