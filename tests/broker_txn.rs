@@ -267,10 +267,17 @@ impl Broker {
     }
 
     async fn try_log_end(&mut self, topic: &str) -> (i16, i64) {
+        let (code, offset, _) = self.list_offsets(topic, -1).await;
+        (code, offset)
+    }
+
+    /// ListOffsets v7 of partition 0 at `timestamp` (-1 latest, -3 max timestamp, or a
+    /// timestamp): (error code, offset, timestamp).
+    async fn list_offsets(&mut self, topic: &str, timestamp: i64) -> (i16, i64, i64) {
         let mut p = ListOffsetsPartition::default();
         p.partition_index = 0;
         p.current_leader_epoch = -1;
-        p.timestamp = -1;
+        p.timestamp = timestamp;
         let mut t = ListOffsetsTopic::default();
         t.name = name(topic);
         t.partitions = vec![p];
@@ -279,7 +286,7 @@ impl Broker {
         req.topics = vec![t];
         let resp = self.conn.send(&req, 7).await.expect("ListOffsets");
         let p = &resp.topics[0].partitions[0];
-        (p.error_code, p.offset)
+        (p.error_code, p.offset, p.timestamp)
     }
 
     async fn log_end(&mut self, topic: &str) -> i64 {
@@ -289,8 +296,9 @@ impl Broker {
     }
 
     /// Waits (15 s at most) until the log end of `topic` is `expected`, then checks that it
-    /// stays there for 500 ms (the coordinator wrote one marker, not more).
-    async fn wait_log_end(&mut self, topic: &str, expected: i64) {
+    /// stays there for 500 ms (the coordinator wrote one marker, not more). Returns when (ms
+    /// since the epoch) it was first seen there.
+    async fn wait_log_end(&mut self, topic: &str, expected: i64) -> i64 {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let end = self.log_end(topic).await;
@@ -301,8 +309,10 @@ impl Broker {
             assert!(Instant::now() < deadline, "{topic}: log end {end}, expected {expected} within 15 s");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let reached = now_ms();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(self.log_end(topic).await, expected, "{topic}: more than one marker");
+        reached
     }
 
     /// A new idempotent producer id (InitProducerId with no transactional id).
@@ -403,7 +413,12 @@ async fn q1_empty_transaction_appends_exactly_one_marker(s: Setup) {
             let before = now_ms();
             t.end(&mut b.conn, commit).await.expect("EndTxn");
             let after = now_ms();
-            b.wait_log_end(&topic, end + 1).await;
+            let reached = b.wait_log_end(&topic, end + 1).await;
+            eprintln!(
+                "[pin] {s:?} {protocol:?} commit={commit}: EndTxn took {} ms, marker in the log <= {} ms after it",
+                after - before,
+                reached - after
+            );
             let f = b.fetch(&topic, end, 0).await;
             assert_eq!(f.batches.len(), 1, "{protocol:?} commit={commit}: one batch at {end}: {f:?}");
             let m = &f.batches[0];
@@ -709,11 +724,166 @@ async fn q6_markers_of_one_transaction_land_at_each_partitions_log_end(s: Setup)
     }
 }
 
+/// Q0: what each cluster advertises: EndTxn v5 (the TV_2 client protocol) from Kafka 4.0 on,
+/// whatever `transaction.version` is finalized; 3.9.1 stops at EndTxn v4 and Produce v11.
+async fn q0_versions_and_the_finalized_transaction_version(s: Setup) {
+    let cluster = s.cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("mirrorgate-test"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    let resp = b.conn.send(&req, 3).await.expect("ApiVersions v3");
+    let max = |key: i16| resp.api_keys.iter().find(|k| k.api_key == key).map_or(-1, |k| k.max_version);
+    let tv = resp
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map_or(0, |f| f.max_version_level);
+    let got = (max(0), max(24), max(26), tv);
+    eprintln!("[pin] {s:?}: Produce max {}, AddPartitionsToTxn max {}, EndTxn max {}, transaction.version {}", got.0, got.1, got.2, got.3);
+    match s.tv {
+        None => assert_eq!(got, (11, 5, 4, 0), "3.9.1: no TV_2 protocol, transaction.version 0"),
+        Some(tv) => assert_eq!(got, (13, 5, 5, i16::from(tv)), "4.x: TV_2 protocol advertised at any transaction.version"),
+    }
+}
+
+/// Q3b: after a crash, DescribeTransactions on the (deterministic) transactional id gives the
+/// open transaction's producer id, epoch and partitions; resuming with them ends it at the
+/// right place. After EndTxn it shows the completed state (V2: the bumped epoch).
+async fn q3_describe_transactions_recovers_an_open_transaction(s: Setup) {
+    let cluster = s.cluster();
+    let mut b = Broker::connect(&cluster).await;
+    for protocol in protocols(&mut b).await {
+        let topic = support::unique_name("txn-q3d");
+        b.create_topic(&topic).await;
+        let produce_version = if protocol == TxnProtocol::V2 { 12 } else { 11 };
+        let t = b.txn_producer("txn-q3d", 60_000, protocol).await;
+        let tid = t.transactional_id.clone();
+        assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
+        b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "x"), Some(&tid), produce_version)
+            .await;
+        let d = txn::describe(&mut b.conn, &tid).await.unwrap().expect("the open transaction is described");
+        assert_eq!(
+            (d.state.as_str(), d.producer_id, d.producer_epoch, d.timeout_ms, d.partitions.clone()),
+            ("Ongoing", t.producer_id, t.producer_epoch, 60_000, vec![(topic.clone(), 0)]),
+            "{protocol:?}"
+        );
+        let mut r = TxnProducer::resume(&tid, d.producer_id, d.producer_epoch, protocol);
+        r.end(&mut b.conn, false).await.expect("EndTxn(ABORT) from the description");
+        b.wait_log_end(&topic, 2).await;
+        let f = b.fetch(&topic, 1, 0).await;
+        assert_eq!((f.batches[0].base_offset(), control_type(&f.batches[0])), (1, ABORT));
+        let done = txn::describe(&mut b.conn, &tid).await.unwrap().unwrap();
+        let bump = i16::from(protocol == TxnProtocol::V2);
+        assert_eq!((done.state.as_str(), done.producer_epoch), ("CompleteAbort", t.producer_epoch + bump), "{protocol:?}");
+        assert_eq!(txn::describe(&mut b.conn, &support::unique_name("txn-unknown")).await.unwrap(), None);
+    }
+}
+
+/// Q7: the sequences of a second transaction of the same producer on the same partition: V1
+/// keeps the epoch, so the sequence continues; V2 bumped the epoch, so it starts at 0. And a
+/// refused (out-of-order) first batch of a transaction on a partition with sequence s makes
+/// every later batch there with a sequence above s refused too, even the right one (KIP-890
+/// part 1's verification entry keeps the lowest sequence tried): with V1, trying 0 where 2
+/// was due leaves the transaction unable to write to that partition.
+async fn q7_sequences_of_the_next_transaction_on_the_same_partition(s: Setup) {
+    let cluster = s.cluster();
+    let mut b = Broker::connect(&cluster).await;
+    for protocol in protocols(&mut b).await {
+        let (good, poisoned) = match protocol {
+            TxnProtocol::V1 => ([2, 0, 1, 3], [0, 2, 3, 2]),
+            TxnProtocol::V2 => ([2, 0, 1, 3], [1, 0, 1, 0]),
+        };
+        let tried = next_txn_sequences(&mut b, s, protocol, &good).await;
+        let tried_after_refusal = next_txn_sequences(&mut b, s, protocol, &poisoned).await;
+        let expected: [(i32, i16, i64); 4] = match protocol {
+            TxnProtocol::V1 => [(2, NONE, 3), (0, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (1, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (3, NONE, 4)],
+            TxnProtocol::V2 => [(2, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (0, NONE, 3), (1, NONE, 4), (3, OUT_OF_ORDER_SEQUENCE_NUMBER, -1)],
+        };
+        assert_eq!(tried, expected.to_vec(), "{protocol:?}: the next transaction's sequences");
+        let oos = OUT_OF_ORDER_SEQUENCE_NUMBER;
+        let expected_after_refusal: [(i32, i16, i64); 4] = match protocol {
+            // Sequence 0 refused first: the right sequence 2 is refused as well, for good.
+            TxnProtocol::V1 => [(0, oos, -1), (2, oos, -1), (3, oos, -1), (2, oos, -1)],
+            // Sequence 1 refused first: the lower 0 is still accepted, then 1, and 0 again is
+            // a duplicate (answered with the first append's offset).
+            TxnProtocol::V2 => [(1, oos, -1), (0, NONE, 3), (1, NONE, 4), (0, NONE, 3)],
+        };
+        assert_eq!(tried_after_refusal, expected_after_refusal.to_vec(), "{protocol:?}: after a refused first batch");
+    }
+}
+
+/// One transaction of 2 records (sequences 0, 1) aborted, then a second transaction of the
+/// same producer on the same partition tries one-record batches with the sequences of
+/// `order`: (sequence, error code, base offset) of each.
+async fn next_txn_sequences(b: &mut Broker, s: Setup, protocol: TxnProtocol, order: &[i32]) -> Vec<(i32, i16, i64)> {
+    let topic = support::unique_name("txn-q7");
+    b.create_topic(&topic).await;
+    let produce_version = if protocol == TxnProtocol::V2 { 12 } else { 11 };
+    let mut t = b.txn_producer("txn-q7", 60_000, protocol).await;
+    let tid = t.transactional_id.clone();
+    assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
+    b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "one"), Some(&tid), produce_version)
+        .await;
+    t.end(&mut b.conn, false).await.unwrap();
+    b.wait_log_end(&topic, 3).await;
+    assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
+    let mut tried = vec![];
+    for &seq in order {
+        let (code, base) = b
+            .produce(&topic, batch(t.producer_id, t.producer_epoch, seq, true, 1, now_ms(), "two"), Some(&tid), produce_version)
+            .await;
+        tried.push((seq, code, base));
+    }
+    eprintln!("[pin] {s:?} {protocol:?}: next transaction, (sequence, error, base offset): {tried:?}");
+    t.end(&mut b.conn, false).await.unwrap();
+    tried
+}
+
+/// Q6b: a marker carries the coordinator's clock, not a timestamp of ours: on a partition of
+/// year-old records, ListOffsets by a timestamp between the records and now answers the
+/// marker's offset, and the max timestamp is the marker's.
+async fn q6_a_markers_timestamp_is_seen_by_list_offsets(s: Setup) {
+    let cluster = s.cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let topic = support::unique_name("txn-q6t");
+    b.create_topic(&topic).await;
+    let (pid, epoch) = b.idempotent_producer().await;
+    let old = now_ms() - 365 * 24 * 3600 * 1000;
+    b.produce_ok(&topic, batch(pid, epoch, 0, false, 2, old, "old"), None, 11).await;
+    let mut t = b.txn_producer("txn-q6t", 60_000, TxnProtocol::V1).await;
+    assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
+    t.end(&mut b.conn, true).await.unwrap();
+    b.wait_log_end(&topic, 3).await;
+    b.produce_ok(&topic, batch(pid, epoch, 2, false, 2, old + 1_000, "later"), None, 11).await;
+    let by_time = b.list_offsets(&topic, old + 500).await;
+    let max_ts = b.list_offsets(&topic, -3).await;
+    eprintln!("[pin] {s:?}: ListOffsets(old+500) -> {by_time:?}, MAX_TIMESTAMP -> {max_ts:?}");
+    assert_eq!((by_time.0, by_time.1), (NONE, 2), "the marker (offset 2, stamped now) answers a timestamp lookup");
+    assert_eq!((max_ts.0, max_ts.1), (NONE, 2), "the marker holds the max timestamp");
+}
+
 macro_rules! pins {
     ($($module:ident => $setup:expr;)*) => {$(
         mod $module {
             use super::*;
             const S: Setup = $setup;
+            #[tokio::test]
+            async fn q0_versions_and_the_finalized_transaction_version() {
+                super::q0_versions_and_the_finalized_transaction_version(S).await
+            }
+            #[tokio::test]
+            async fn q3_describe_transactions_recovers_an_open_transaction() {
+                super::q3_describe_transactions_recovers_an_open_transaction(S).await
+            }
+            #[tokio::test]
+            async fn q7_sequences_of_the_next_transaction_on_the_same_partition() {
+                super::q7_sequences_of_the_next_transaction_on_the_same_partition(S).await
+            }
+            #[tokio::test]
+            async fn q6_a_markers_timestamp_is_seen_by_list_offsets() {
+                super::q6_a_markers_timestamp_is_seen_by_list_offsets(S).await
+            }
             #[tokio::test]
             async fn q1_empty_transaction_appends_exactly_one_marker() {
                 super::q1_empty_transaction_appends_exactly_one_marker(S).await

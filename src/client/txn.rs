@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProducerId, TopicName,
+    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProducerId, TopicName,
     TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -111,6 +111,60 @@ pub struct TxnProducer {
     pub producer_epoch: i16,
     /// The client transaction version the requests speak.
     pub protocol: TxnProtocol,
+}
+
+/// What the coordinator holds for a transactional id (DescribeTransactions v0, KIP-664).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnDescription {
+    /// Kafka's `TransactionState` name: `Empty`, `Ongoing`, `PrepareCommit`, `PrepareAbort`,
+    /// `CompleteCommit`, `CompleteAbort`, `Dead`, `PrepareEpochFence`.
+    pub state: String,
+    /// Producer id.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// Transaction timeout, ms.
+    pub timeout_ms: i32,
+    /// The partitions (topic, partition) in the open transaction.
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// DescribeTransactions v0 of `transactional_id`, asked of its coordinator: `Ok(None)` when
+/// the coordinator does not know the id (`TRANSACTIONAL_ID_NOT_FOUND`, 105). This is how a
+/// restarted writer learns the producer id and epoch of a transaction it left open, without
+/// InitProducerId (which would abort it at the log end).
+///
+/// # Errors
+/// [`TxnError`] with the error code (retriable ones retried for 30 s).
+pub async fn describe(conn: &mut BrokerConnection, transactional_id: &str) -> Result<Option<TxnDescription>, TxnError> {
+    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid(transactional_id)]);
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        let resp = conn.send(&req, 0).await?;
+        let Some(st) = resp.transaction_states.first() else {
+            return Err(TxnError::Kafka { api: "DescribeTransactions", transactional_id: transactional_id.into(), code: -1 });
+        };
+        match st.error_code {
+            0 => {
+                return Ok(Some(TxnDescription {
+                    state: st.transaction_state.to_string(),
+                    producer_id: st.producer_id.0,
+                    producer_epoch: st.producer_epoch,
+                    timeout_ms: st.transaction_timeout_ms,
+                    partitions: st
+                        .topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), *p)))
+                        .collect(),
+                }))
+            }
+            105 => return Ok(None),
+            c if retriable(c) && Instant::now() < deadline => tokio::time::sleep(RETRY_EVERY).await,
+            code => {
+                return Err(TxnError::Kafka { api: "DescribeTransactions", transactional_id: transactional_id.into(), code })
+            }
+        }
+    }
 }
 
 /// How long the retriable answers are retried, and how often.
