@@ -211,7 +211,13 @@ impl Broker {
 
     /// Produce (acks=all) of `records` to partition 0 of `topic` at `version`; returns
     /// (error code, base offset).
-    async fn produce(&mut self, topic: &str, records: Bytes, transactional_id: Option<&str>, version: i16) -> (i16, i64) {
+    async fn produce(
+        &mut self,
+        topic: &str,
+        records: Bytes,
+        transactional_id: Option<&str>,
+        version: i16,
+    ) -> (i16, i64) {
         let mut req = ProduceRequest::default();
         req.transactional_id = transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string())));
         req.acks = -1;
@@ -299,16 +305,10 @@ impl Broker {
     /// stays there for 500 ms (the coordinator wrote one marker, not more). Returns when (ms
     /// since the epoch) it was first seen there.
     async fn wait_log_end(&mut self, topic: &str, expected: i64) -> i64 {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let end = self.log_end(topic).await;
-            assert!(end <= expected, "{topic}: log end {end} passed the expected {expected}");
-            if end == expected {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{topic}: log end {end}, expected {expected} within 15 s");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let end = txn::wait_for_log_end(&mut self.conn, topic, 0, expected, Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|e| panic!("{topic}: {e}"));
+        assert_eq!(end, expected, "{topic}: log end passed the expected {expected}");
         let reached = now_ms();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(self.log_end(topic).await, expected, "{topic}: more than one marker");
@@ -447,7 +447,10 @@ async fn q1_empty_transaction_appends_exactly_one_marker(s: Setup) {
             // a lost answer) succeeds and writes no second marker.
             let mut retry = TxnProducer::resume(&t.transactional_id, t.producer_id, epoch_before, protocol);
             let again = retry.end(&mut b.conn, commit).await;
-            eprintln!("[pin] {s:?} {protocol:?} commit={commit}: EndTxn retried -> {:?}", again.as_ref().map_err(|e| e.code()));
+            eprintln!(
+                "[pin] {s:?} {protocol:?} commit={commit}: EndTxn retried -> {:?}",
+                again.as_ref().map_err(|e| e.code())
+            );
             assert!(again.is_ok(), "{protocol:?}: a retried EndTxn is answered NONE: {again:?}");
             assert_eq!(retry.producer_epoch, t.producer_epoch, "the retry's answer carries the current epoch");
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -483,9 +486,14 @@ async fn q2_aborted_data_is_written_as_aborted_data(s: Setup) {
         let tid = t.transactional_id.clone();
         let produce_version = if protocol == TxnProtocol::V2 { 12 } else { 11 };
         // Without AddPartitionsToTxn first.
-        let (unadded, _) =
-            b.produce(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "a"), Some(&tid), produce_version)
-                .await;
+        let (unadded, _) = b
+            .produce(
+                &topic,
+                batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "a"),
+                Some(&tid),
+                produce_version,
+            )
+            .await;
         let implicit = unadded == NONE;
         eprintln!("[pin] {s:?} {protocol:?}: transactional Produce v{produce_version} without AddPartitionsToTxn -> {unadded}");
         let expected = match protocol {
@@ -496,20 +504,35 @@ async fn q2_aborted_data_is_written_as_aborted_data(s: Setup) {
             // cluster at transaction.version 1 too.
             TxnProtocol::V2 => NONE,
         };
-        assert_eq!(unadded, expected, "{protocol:?}: transactional Produce v{produce_version} without AddPartitionsToTxn");
+        assert_eq!(
+            unadded, expected,
+            "{protocol:?}: transactional Produce v{produce_version} without AddPartitionsToTxn"
+        );
         let first = 0;
         let seq = 2;
         if !implicit {
             assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
             let base = b
-                .produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "a"), Some(&tid), produce_version)
+                .produce_ok(
+                    &topic,
+                    batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "a"),
+                    Some(&tid),
+                    produce_version,
+                )
                 .await;
             assert_eq!(base, 0);
         }
-        let idem = b.produce_ok(&topic, batch(pid, epoch, 0, false, 1, now_ms(), &format!("c{produce_version}")), None, 11).await;
+        let idem = b
+            .produce_ok(&topic, batch(pid, epoch, 0, false, 1, now_ms(), &format!("c{produce_version}")), None, 11)
+            .await;
         assert_eq!(idem, 2, "the idempotent batch lands right after the open transaction's");
         let base = b
-            .produce_ok(&topic, batch(t.producer_id, t.producer_epoch, seq, true, 2, now_ms(), "b"), Some(&tid), produce_version)
+            .produce_ok(
+                &topic,
+                batch(t.producer_id, t.producer_epoch, seq, true, 2, now_ms(), "b"),
+                Some(&tid),
+                produce_version,
+            )
             .await;
         assert_eq!(base, 3);
         // The open transaction holds the LSO at its first offset.
@@ -576,8 +599,13 @@ async fn q3_a_resumed_producer_continues_the_open_transaction(s: Setup) {
         let t = b.txn_producer("txn-q3", 60_000, protocol).await;
         assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
         let tid = t.transactional_id.clone();
-        b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "x"), Some(&tid), produce_version)
-            .await;
+        b.produce_ok(
+            &topic,
+            batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "x"),
+            Some(&tid),
+            produce_version,
+        )
+        .await;
         let stored = (t.producer_id, t.producer_epoch);
         drop(t);
         drop(b);
@@ -586,7 +614,12 @@ async fn q3_a_resumed_producer_continues_the_open_transaction(s: Setup) {
         let mut r = TxnProducer::resume(&tid, stored.0, stored.1, protocol);
         assert_eq!(r.add_partitions(&mut b2.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE], "re-adding is accepted");
         let base = b2
-            .produce_ok(&topic, batch(r.producer_id, r.producer_epoch, 2, true, 1, now_ms(), "y"), Some(&tid), produce_version)
+            .produce_ok(
+                &topic,
+                batch(r.producer_id, r.producer_epoch, 2, true, 1, now_ms(), "y"),
+                Some(&tid),
+                produce_version,
+            )
             .await;
         assert_eq!(base, 2);
         r.end(&mut b2.conn, true).await.expect("EndTxn(COMMIT) of the resumed transaction");
@@ -613,8 +646,13 @@ async fn q4_init_producer_id_aborts_the_open_transaction_at_the_log_end(s: Setup
         let mut t = b.txn_producer("txn-q4", 60_000, protocol).await;
         let tid = t.transactional_id.clone();
         assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
-        b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "open"), Some(&tid), produce_version)
-            .await;
+        b.produce_ok(
+            &topic,
+            batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "open"),
+            Some(&tid),
+            produce_version,
+        )
+        .await;
         b.produce_ok(&topic, batch(pid, epoch, 0, false, 2, now_ms(), "other"), None, 11).await;
         // InitProducerId on the same id, raw, to see its first answer.
         let req = InitProducerIdRequest::default()
@@ -638,7 +676,10 @@ async fn q4_init_producer_id_aborts_the_open_transaction_at_the_log_end(s: Setup
             "[pin] {s:?} {protocol:?}: InitProducerId on an open txn answered {answers:?}; epoch {} -> {new_pid}/{new_epoch}",
             t.producer_epoch
         );
-        assert_eq!(answers[0], CONCURRENT_TRANSACTIONS, "the first InitProducerId aborts and answers CONCURRENT_TRANSACTIONS");
+        assert_eq!(
+            answers[0], CONCURRENT_TRANSACTIONS,
+            "the first InitProducerId aborts and answers CONCURRENT_TRANSACTIONS"
+        );
         assert_eq!(new_pid, t.producer_id, "same producer id");
         // The abort fences the open epoch (epoch + 1 on the marker), the new InitProducerId
         // takes the next one.
@@ -678,8 +719,13 @@ async fn q4_the_transaction_timeout_aborts_the_open_transaction(s: Setup) {
             assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
             let mut end = 0;
             if with_data {
-                b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "z"), Some(&tid), produce_version)
-                    .await;
+                b.produce_ok(
+                    &topic,
+                    batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "z"),
+                    Some(&tid),
+                    produce_version,
+                )
+                .await;
                 end = 1;
             }
             b.wait_log_end(&topic, end + 1).await;
@@ -761,10 +807,15 @@ async fn q0_versions_and_the_finalized_transaction_version(s: Setup) {
         .find(|f| f.name.as_str() == "transaction.version")
         .map_or(0, |f| f.max_version_level);
     let got = (max(0), max(24), max(26), tv);
-    eprintln!("[pin] {s:?}: Produce max {}, AddPartitionsToTxn max {}, EndTxn max {}, transaction.version {}", got.0, got.1, got.2, got.3);
+    eprintln!(
+        "[pin] {s:?}: Produce max {}, AddPartitionsToTxn max {}, EndTxn max {}, transaction.version {}",
+        got.0, got.1, got.2, got.3
+    );
     match s.tv {
         None => assert_eq!(got, (11, 5, 4, 0), "3.9.1: no TV_2 protocol, transaction.version 0"),
-        Some(tv) => assert_eq!(got, (13, 5, 5, i16::from(tv)), "4.x: TV_2 protocol advertised at any transaction.version"),
+        Some(tv) => {
+            assert_eq!(got, (13, 5, 5, i16::from(tv)), "4.x: TV_2 protocol advertised at any transaction.version")
+        }
     }
 }
 
@@ -781,8 +832,13 @@ async fn q3_describe_transactions_recovers_an_open_transaction(s: Setup) {
         let t = b.txn_producer("txn-q3d", 60_000, protocol).await;
         let tid = t.transactional_id.clone();
         assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
-        b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "x"), Some(&tid), produce_version)
-            .await;
+        b.produce_ok(
+            &topic,
+            batch(t.producer_id, t.producer_epoch, 0, true, 1, now_ms(), "x"),
+            Some(&tid),
+            produce_version,
+        )
+        .await;
         let d = txn::describe(&mut b.conn, &tid).await.unwrap().expect("the open transaction is described");
         assert_eq!(
             (d.state.as_str(), d.producer_id, d.producer_epoch, d.timeout_ms, d.partitions.clone()),
@@ -796,7 +852,11 @@ async fn q3_describe_transactions_recovers_an_open_transaction(s: Setup) {
         assert_eq!((f.batches[0].base_offset(), control_type(&f.batches[0])), (1, ABORT));
         let done = txn::describe(&mut b.conn, &tid).await.unwrap().unwrap();
         let bump = i16::from(protocol == TxnProtocol::V2);
-        assert_eq!((done.state.as_str(), done.producer_epoch), ("CompleteAbort", t.producer_epoch + bump), "{protocol:?}");
+        assert_eq!(
+            (done.state.as_str(), done.producer_epoch),
+            ("CompleteAbort", t.producer_epoch + bump),
+            "{protocol:?}"
+        );
         assert_eq!(txn::describe(&mut b.conn, &support::unique_name("txn-unknown")).await.unwrap(), None);
     }
 }
@@ -818,8 +878,18 @@ async fn q7_sequences_of_the_next_transaction_on_the_same_partition(s: Setup) {
         let tried = next_txn_sequences(&mut b, s, protocol, &good).await;
         let tried_after_refusal = next_txn_sequences(&mut b, s, protocol, &poisoned).await;
         let expected: [(i32, i16, i64); 4] = match protocol {
-            TxnProtocol::V1 => [(2, NONE, 3), (0, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (1, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (3, NONE, 4)],
-            TxnProtocol::V2 => [(2, OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (0, NONE, 3), (1, NONE, 4), (3, OUT_OF_ORDER_SEQUENCE_NUMBER, -1)],
+            TxnProtocol::V1 => [
+                (2, NONE, 3),
+                (0, OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+                (1, OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+                (3, NONE, 4),
+            ],
+            TxnProtocol::V2 => [
+                (2, OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+                (0, NONE, 3),
+                (1, NONE, 4),
+                (3, OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+            ],
         };
         assert_eq!(tried, expected.to_vec(), "{protocol:?}: the next transaction's sequences");
         let oos = OUT_OF_ORDER_SEQUENCE_NUMBER;
@@ -844,15 +914,25 @@ async fn next_txn_sequences(b: &mut Broker, s: Setup, protocol: TxnProtocol, ord
     let mut t = b.txn_producer("txn-q7", 60_000, protocol).await;
     let tid = t.transactional_id.clone();
     assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
-    b.produce_ok(&topic, batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "one"), Some(&tid), produce_version)
-        .await;
+    b.produce_ok(
+        &topic,
+        batch(t.producer_id, t.producer_epoch, 0, true, 2, now_ms(), "one"),
+        Some(&tid),
+        produce_version,
+    )
+    .await;
     t.end(&mut b.conn, false).await.unwrap();
     b.wait_log_end(&topic, 3).await;
     assert_eq!(t.add_partitions(&mut b.conn, &[(&topic, 0)]).await.unwrap(), vec![NONE]);
     let mut tried = vec![];
     for &seq in order {
         let (code, base) = b
-            .produce(&topic, batch(t.producer_id, t.producer_epoch, seq, true, 1, now_ms(), "two"), Some(&tid), produce_version)
+            .produce(
+                &topic,
+                batch(t.producer_id, t.producer_epoch, seq, true, 1, now_ms(), "two"),
+                Some(&tid),
+                produce_version,
+            )
             .await;
         tried.push((seq, code, base));
     }

@@ -21,9 +21,10 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProducerId, TopicName,
-    TransactionalId,
+    AddPartitionsToTxnRequest, BrokerId, DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, ListOffsetsRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -76,6 +77,21 @@ pub enum TxnError {
     /// The request did not get an answer.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The partition's log end did not reach the expected offset in time (a marker not
+    /// written yet, or written elsewhere).
+    #[error("{topic}-{partition}: log end {seen} did not reach {expected} within {ms} ms")]
+    LogEnd {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+        /// The offset waited for.
+        expected: i64,
+        /// The last log end seen.
+        seen: i64,
+        /// How long it waited, ms.
+        ms: u128,
+    },
     /// The broker answered with a Kafka error code (not one this module retries, or still
     /// retriable when the deadline passed).
     #[error("{api} for transactional id {transactional_id}: Kafka error {code}")]
@@ -94,7 +110,7 @@ impl TxnError {
     pub fn code(&self) -> Option<i16> {
         match self {
             TxnError::Kafka { code, .. } => Some(*code),
-            TxnError::Client(_) => None,
+            TxnError::Client(_) | TxnError::LogEnd { .. } => None,
         }
     }
 }
@@ -142,7 +158,11 @@ pub async fn describe(conn: &mut BrokerConnection, transactional_id: &str) -> Re
     loop {
         let resp = conn.send(&req, 0).await?;
         let Some(st) = resp.transaction_states.first() else {
-            return Err(TxnError::Kafka { api: "DescribeTransactions", transactional_id: transactional_id.into(), code: -1 });
+            return Err(TxnError::Kafka {
+                api: "DescribeTransactions",
+                transactional_id: transactional_id.into(),
+                code: -1,
+            });
         };
         match st.error_code {
             0 => {
@@ -161,7 +181,11 @@ pub async fn describe(conn: &mut BrokerConnection, transactional_id: &str) -> Re
             105 => return Ok(None),
             c if retriable(c) && Instant::now() < deadline => tokio::time::sleep(RETRY_EVERY).await,
             code => {
-                return Err(TxnError::Kafka { api: "DescribeTransactions", transactional_id: transactional_id.into(), code })
+                return Err(TxnError::Kafka {
+                    api: "DescribeTransactions",
+                    transactional_id: transactional_id.into(),
+                    code,
+                })
             }
         }
     }
@@ -189,7 +213,9 @@ pub async fn find_coordinator(
     conn: &mut BrokerConnection,
     transactional_id: &str,
 ) -> Result<(i32, String, i32), TxnError> {
-    let req = FindCoordinatorRequest::default().with_key(StrBytes::from_string(transactional_id.to_string())).with_key_type(1);
+    let req = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_string(transactional_id.to_string()))
+        .with_key_type(1);
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         let resp = conn.send(&req, 3).await?;
@@ -331,5 +357,59 @@ impl TxnProducer {
             }
             tokio::time::sleep(RETRY_EVERY).await;
         }
+    }
+}
+
+/// Waits until the log end of `topic`-`partition` — the high watermark that ListOffsets v7
+/// (latest, READ_UNCOMMITTED) answers, so the marker is replicated — is at least
+/// `expected`, polling the partition leader on `leader` every 20 ms for up to `timeout`.
+/// Returns the log end seen. The data plane calls it after [`TxnProducer::end`] with
+/// `expected` = marker offset + 1 before appending anything else to the partition: the
+/// coordinator writes markers after EndTxn returns (1 to 140 ms later on one node,
+/// docs/broker-behaviour.md T1).
+///
+/// # Errors
+/// [`TxnError::LogEnd`] when `timeout` passes first; [`TxnError::Kafka`] for a ListOffsets
+/// error code other than the retriable `LEADER_NOT_AVAILABLE` (5) / `OFFSET_NOT_AVAILABLE` (78).
+pub async fn wait_for_log_end(
+    leader: &mut BrokerConnection,
+    topic: &str,
+    partition: i32,
+    expected: i64,
+    timeout: Duration,
+) -> Result<i64, TxnError> {
+    let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_isolation_level(0).with_topics(vec![
+        ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_string(topic.to_string()))).with_partitions(
+            vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)],
+        ),
+    ]);
+    let started = Instant::now();
+    let mut seen = -1;
+    loop {
+        let resp = leader.send(&req, 7).await?;
+        let answer = resp.topics.first().and_then(|t| t.partitions.first()).map(|p| (p.error_code, p.offset));
+        match answer {
+            Some((0, offset)) => {
+                seen = offset;
+                if offset >= expected {
+                    return Ok(offset);
+                }
+            }
+            Some((5 | 78, _)) => {}
+            other => {
+                return Err(TxnError::Kafka {
+                    api: "ListOffsets",
+                    transactional_id: String::new(),
+                    code: other.map_or(-1, |(code, _)| code),
+                })
+            }
+        }
+        if started.elapsed() > timeout {
+            return Err(TxnError::LogEnd { topic: topic.into(), partition, expected, seen, ms: timeout.as_millis() });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
