@@ -64,11 +64,39 @@ struct Setup {
 }
 
 impl Setup {
+    /// The key of this setup's cluster in `support`.
+    fn key(self) -> String {
+        format!("txn-{}-tv{}", self.version, self.tv.map_or("d".into(), |t| t.to_string()))
+    }
+
     fn cluster(self) -> std::sync::Arc<Cluster> {
-        let key = format!("txn-{}-tv{}", self.version, self.tv.map_or("d".into(), |t| t.to_string()));
         let feature = self.tv.map(|t| format!("transaction.version={t}"));
         let features: Vec<&str> = feature.iter().map(String::as_str).collect();
-        support::cluster_with_features(&key, self.version, &features, PROPS)
+        support::cluster_with_features(&self.key(), self.version, &features, PROPS)
+    }
+}
+
+/// Held by each test while it runs: when the last of the `tests` tests of a setup ends
+/// (passing or not), that setup's cluster is stopped, so that a whole-suite run does not keep
+/// five clusters up at once.
+struct Lease {
+    setup: Setup,
+    tests: usize,
+}
+
+static FINISHED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let key = self.setup.key();
+        let done = {
+            let mut finished = FINISHED.lock().unwrap_or_else(|e| e.into_inner());
+            finished.push(key.clone());
+            finished.iter().filter(|k| **k == key).count()
+        };
+        if done == self.tests {
+            support::stop_cluster(&key);
+        }
     }
 }
 
@@ -964,60 +992,44 @@ async fn q6_a_markers_timestamp_is_seen_by_list_offsets(s: Setup) {
     assert_eq!((max_ts.0, max_ts.1), (NONE, 2), "the marker holds the max timestamp");
 }
 
-macro_rules! pins {
-    ($($module:ident => $setup:expr;)*) => {$(
+/// One module per cluster setup with every question as a test; the test list is given once.
+macro_rules! cluster_tests {
+    ($module:ident, $setup:expr, [$($t:ident),* $(,)?]) => {
         mod $module {
             use super::*;
             const S: Setup = $setup;
-            #[tokio::test]
-            async fn q0_versions_and_the_finalized_transaction_version() {
-                super::q0_versions_and_the_finalized_transaction_version(S).await
-            }
-            #[tokio::test]
-            async fn q3_describe_transactions_recovers_an_open_transaction() {
-                super::q3_describe_transactions_recovers_an_open_transaction(S).await
-            }
-            #[tokio::test]
-            async fn q7_sequences_of_the_next_transaction_on_the_same_partition() {
-                super::q7_sequences_of_the_next_transaction_on_the_same_partition(S).await
-            }
-            #[tokio::test]
-            async fn q6_a_markers_timestamp_is_seen_by_list_offsets() {
-                super::q6_a_markers_timestamp_is_seen_by_list_offsets(S).await
-            }
-            #[tokio::test]
-            async fn q1_empty_transaction_appends_exactly_one_marker() {
-                super::q1_empty_transaction_appends_exactly_one_marker(S).await
-            }
-            #[tokio::test]
-            async fn q2_aborted_data_is_written_as_aborted_data() {
-                super::q2_aborted_data_is_written_as_aborted_data(S).await
-            }
-            #[tokio::test]
-            async fn q3_a_resumed_producer_continues_the_open_transaction() {
-                super::q3_a_resumed_producer_continues_the_open_transaction(S).await
-            }
-            #[tokio::test]
-            async fn q4_init_producer_id_aborts_the_open_transaction_at_the_log_end() {
-                super::q4_init_producer_id_aborts_the_open_transaction_at_the_log_end(S).await
-            }
-            #[tokio::test]
-            async fn q4_the_transaction_timeout_aborts_the_open_transaction() {
-                super::q4_the_transaction_timeout_aborts_the_open_transaction(S).await
-            }
-            #[tokio::test]
-            async fn q5_idempotent_sequences_stay_contiguous_across_foreign_offsets() {
-                super::q5_idempotent_sequences_stay_contiguous_across_foreign_offsets(S).await
-            }
-            #[tokio::test]
-            async fn q6_markers_of_one_transaction_land_at_each_partitions_log_end() {
-                super::q6_markers_of_one_transaction_land_at_each_partitions_log_end(S).await
-            }
+            const TESTS: usize = [$(stringify!($t)),*].len();
+            $(
+                #[tokio::test]
+                async fn $t() {
+                    let _lease = Lease { setup: S, tests: TESTS };
+                    super::$t(S).await
+                }
+            )*
         }
-    )*};
+    };
+}
+
+macro_rules! pins {
+    (tests = $tests:tt; $($module:ident => $setup:expr;)*) => {
+        $( cluster_tests!($module, $setup, $tests); )*
+    };
 }
 
 pins! {
+    tests = [
+        q0_versions_and_the_finalized_transaction_version,
+        q1_empty_transaction_appends_exactly_one_marker,
+        q2_aborted_data_is_written_as_aborted_data,
+        q3_a_resumed_producer_continues_the_open_transaction,
+        q3_describe_transactions_recovers_an_open_transaction,
+        q4_init_producer_id_aborts_the_open_transaction_at_the_log_end,
+        q4_the_transaction_timeout_aborts_the_open_transaction,
+        q5_idempotent_sequences_stay_contiguous_across_foreign_offsets,
+        q6_markers_of_one_transaction_land_at_each_partitions_log_end,
+        q6_a_markers_timestamp_is_seen_by_list_offsets,
+        q7_sequences_of_the_next_transaction_on_the_same_partition,
+    ];
     kafka_3_9_1 => Setup { version: "3.9.1", tv: None };
     kafka_4_1_1_tv1 => Setup { version: "4.1.1", tv: Some(1) };
     kafka_4_1_1_tv2 => Setup { version: "4.1.1", tv: Some(2) };

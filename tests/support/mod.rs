@@ -158,6 +158,15 @@ fn start_cluster_env(
     c
 }
 
+/// Stops the cluster `name` of this test binary, if it was started, and forgets it (its next
+/// use starts a new one): for a binary whose groups of tests each use their own cluster.
+pub fn stop_cluster(name: &str) {
+    let cluster = CLUSTERS.get().and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).remove(name));
+    if let Some(c) = cluster {
+        let _ = Command::new(repo().join("scripts/kafka.sh")).args(["stop", &c.name]).output();
+    }
+}
+
 /// A cluster only one test uses, stopped when the test ends (passing or not), so that a
 /// test binary does not keep every cluster of its tests running until it exits.
 pub struct OwnedCluster(Arc<Cluster>);
