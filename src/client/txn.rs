@@ -413,3 +413,27 @@ pub async fn wait_for_log_end(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_end_txn_version_chooses_the_client_transaction_version() {
+        // Kafka's TransactionVersion.transactionVersionForEndTxn: v5+ is TV_2.
+        assert_eq!(TxnProtocol::V1.end_txn_version(), 4);
+        assert_eq!(TxnProtocol::V2.end_txn_version(), 5);
+    }
+
+    #[test]
+    fn only_load_and_concurrency_answers_are_retried_on_the_same_coordinator() {
+        for code in [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS] {
+            assert!(retriable(code), "{code}");
+        }
+        for code in
+            [0, NOT_COORDINATOR, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED, TRANSACTION_ABORTABLE]
+        {
+            assert!(!retriable(code), "{code}");
+        }
+    }
+}
