@@ -3,8 +3,10 @@
 #
 #   scripts/kafka.sh fetch [VERSION]
 #   scripts/kafka.sh start NAME [--nodes 1|3] [--version V] [--owner-pid PID] [--tiered] [--prop key=value ...]
-#                    [--extra-listener LNAME@HOST]   (a second client listener per node on another
+#                    [--extra-listener LNAME@HOST] [--feature NAME=LEVEL ...]   (a second client listener per node on another
 #                    loopback address and port; its bootstrap is written to <state>/NAME/bootstrap.LNAME)
+#        --feature: a feature level given to `kafka-storage format --feature` (Kafka 3.9+, KIP-1022),
+#        e.g. transaction.version=1 for a Kafka 4.x cluster with transaction version 1
 #        --tiered: KIP-405 tiered storage on, remote tier = Kafka's LocalTieredStorage (a directory
 #        under the cluster's state; from the kafka-storage test jar, fetched by fetch-tiered)
 #        [--secure SSL|SASL_SSL|SASL_PLAINTEXT] [--client-auth none|requested|required]
@@ -53,7 +55,7 @@ STOP_TIMEOUT="${MIRRORGATE_KAFKA_STOP_TIMEOUT:-10}"
 
 log() { printf '[kafka.sh] %s\n' "$*" >&2; }
 die() { printf '[kafka.sh] ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,39p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,41p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 now_ms() { date +%s%3N; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "required command not found: $1"; }
@@ -578,6 +580,7 @@ cmd_start() {
   local name="$1"; shift
   valid_name "$name"
   local nodes=1 version="$DEFAULT_VERSION" owner="" props=() tiered=0 extra="" secure="" client_auth="none" users=()
+  local features=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
@@ -589,6 +592,7 @@ cmd_start() {
       --prop) props+=("${2:?--prop needs key=value}"); shift 2 ;;
       --prop=*) props+=("${1#*=}"); shift ;;
       --tiered) tiered=1; shift ;;
+      --feature) features+=(--feature "${2:?--feature needs NAME=LEVEL}"); shift 2 ;;
       --extra-listener) extra="${2:?--extra-listener needs LNAME@HOST}"; shift 2 ;;
       --extra-listener=*) extra="${1#*=}"; shift ;;
       --secure) secure="${2:?--secure needs a protocol}"; shift 2 ;;
@@ -707,7 +711,7 @@ cmd_start() {
     write_node_config "$cdir" "$n" "$nodes" "$voters"
     java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
       -Dlog4j2.configurationFile="$(kafka_home "$version")/tools-log4j2.properties" \
-      -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" "${scram_args[@]+"${scram_args[@]}"}" \
+      -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" "${scram_args[@]+"${scram_args[@]}"}" "${features[@]+"${features[@]}"}" \
       -c "$cdir/node-$n/server.properties" </dev/null >"$cdir/node-$n/format.log" 2>&1 8>&- 9>&- &
     fmt_pids+=($!)
   done

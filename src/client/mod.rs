@@ -11,6 +11,7 @@ pub mod sasl;
 pub mod security;
 pub mod stream;
 pub mod tls;
+pub mod txn;
 
 pub use cluster::{
     Acks, BrokerInfo, ClusterClient, ClusterError, ClusterMetadata, ClusterOptions, CreateTopicOutcome,

@@ -58,6 +58,14 @@ pub fn cluster_with(name: &str, nodes: u32, version: &str, props: &[&str]) -> Ar
     start_cluster(name, nodes, version, &[], props)
 }
 
+/// The one-node cluster `name` of Kafka `version` formatted with feature levels
+/// (`scripts/kafka.sh start --feature NAME=LEVEL`, e.g. `transaction.version=1`) and extra
+/// broker properties, started on first use.
+pub fn cluster_with_features(name: &str, version: &str, features: &[&str], props: &[&str]) -> Arc<Cluster> {
+    let flags: Vec<&str> = features.iter().flat_map(|f| ["--feature", *f]).collect();
+    start_cluster(name, 1, version, &flags, props)
+}
+
 /// The one-node cluster `name` of Kafka `version` with tiered storage (KIP-405) on Kafka's
 /// `LocalTieredStorage` (`scripts/kafka.sh start --tiered`), started on first use.
 pub fn tiered_cluster(name: &str, version: &str) -> Arc<Cluster> {
@@ -148,6 +156,15 @@ fn start_cluster_env(
     let c = Arc::new(Cluster { name: unique, bootstrap, version: version.into(), secure, tls_dir });
     map.insert(name.into(), c.clone());
     c
+}
+
+/// Stops the cluster `name` of this test binary, if it was started, and forgets it (its next
+/// use starts a new one): for a binary whose groups of tests each use their own cluster.
+pub fn stop_cluster(name: &str) {
+    let cluster = CLUSTERS.get().and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).remove(name));
+    if let Some(c) = cluster {
+        let _ = Command::new(repo().join("scripts/kafka.sh")).args(["stop", &c.name]).output();
+    }
 }
 
 /// A cluster only one test uses, stopped when the test ends (passing or not), so that a
