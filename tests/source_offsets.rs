@@ -26,11 +26,24 @@ const T_OLD: i64 = 1_700_000_000_000;
 const T_MID: i64 = 1_700_000_100_000;
 const T_NEW: i64 = 1_700_000_200_000;
 
+/// One partition; no time retention (the records carry fixed timestamps from 2023).
 fn create_topic(bootstrap: &str, topic: &str) {
     kafka_tool_ok(
         V,
         "topics",
-        &["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1"],
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+            "--config",
+            "retention.ms=-1",
+        ],
         None,
     );
 }
@@ -39,11 +52,14 @@ fn client(bootstrap: &str) -> ClusterClient {
     block(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()]))).unwrap()
 }
 
+/// librdkafka producer; batches of 10 records, so that DeleteRecords leaves the log start
+/// on a batch boundary.
 fn produce(bootstrap: &str, topic: &str, count: usize, prefix: &str, timestamp_ms: Option<i64>) {
     let n = count.to_string();
     let ts = timestamp_ms.map(|t| t.to_string());
     let mut args =
         vec!["produce", "--bootstrap", bootstrap, "--topic", topic, "--count", &n, "--partition", "0", "--prefix", prefix];
+    args.extend(["--prop", "batch.num.messages=10", "--prop", "linger.ms=0"]);
     if let Some(ts) = &ts {
         args.extend(["--timestamp-ms", ts.as_str()]);
     }
@@ -282,7 +298,7 @@ async fn group_offsets_lag_and_failover_are_in_source_offsets() {
 }
 
 /// Two segments: a shifted head (log start 200) and a mid-log gap larger than the fill bound
-/// (an aborted transaction of 150 records), so the map is (200 → 0), (453 → 102).
+/// (an aborted transaction of 150 records at 302..451).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mid_log_gap_beyond_the_fill_bound_keeps_source_offsets() {
     let source = cluster("source");
@@ -311,6 +327,9 @@ async fn a_mid_log_gap_beyond_the_fill_bound_keeps_source_offsets() {
                 &aborted.join(","),
                 "--order",
                 "commit-first",
+                // One batch per transaction: the aborted gap is one gap of 151 offsets.
+                "--prop",
+                "linger.ms=500",
             ],
         ),
         "TxnProducer",
@@ -318,9 +337,17 @@ async fn a_mid_log_gap_beyond_the_fill_bound_keeps_source_offsets() {
     assert!(out.contains("offsets=[300]"), "{out}");
     produce(&source.bootstrap, &topic, 100, "b", None);
     delete_records(&source.bootstrap, &topic, 200);
-    start_mirror(&mg, &source, &topic);
-    // 200..301 at 0..101 (the COMMIT marker a placeholder), 453..552 at 102..201.
-    wait_destination_end(&dst, &topic, 202);
+    let mirror = start_mirror(&mg, &source, &topic);
+    // The head (source 200..) is shifted to destination 0, and the aborted records (the data
+    // plane takes each skipped batch as one gap) start a second segment.
+    eventually(Duration::from_secs(120), || {
+        let got = block(through.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        let rows = describe_json(&mg, &mirror);
+        let segments = rows[0]["segments"].as_array().map_or(0, Vec::len);
+        (got == 553 && segments == 2).then_some(()).ok_or(format!("log end {got} through mirrorgate: {rows:?}"))
+    });
+    let direct = block(dst.list_offsets(&topic, 0, -1)).unwrap();
+    assert!(direct < 553 - 200, "the destination's own numbering is shifted twice: {direct}");
     for ts in [-2, -1] {
         let want = block(src.list_offsets(&topic, 0, ts)).unwrap();
         eventually(Duration::from_secs(60), || {
