@@ -57,8 +57,19 @@ fn client(bootstrap: &str) -> ClusterClient {
 fn produce(bootstrap: &str, topic: &str, count: usize, prefix: &str, timestamp_ms: Option<i64>) {
     let n = count.to_string();
     let ts = timestamp_ms.map(|t| t.to_string());
-    let mut args =
-        vec!["produce", "--bootstrap", bootstrap, "--topic", topic, "--count", &n, "--partition", "0", "--prefix", prefix];
+    let mut args = vec![
+        "produce",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--count",
+        &n,
+        "--partition",
+        "0",
+        "--prefix",
+        prefix,
+    ];
     args.extend(["--prop", "batch.num.messages=10", "--prop", "linger.ms=0"]);
     if let Some(ts) = &ts {
         args.extend(["--timestamp-ms", ts.as_str()]);
@@ -107,7 +118,14 @@ fn wait_destination_end(dst: &ClusterClient, topic: &str, end: i64) {
 }
 
 /// `Offset:N\tvalue` lines of a Java console consumer reading partition 0 of `topic`.
-fn java_read(bootstrap: &str, topic: &str, from: &str, count: usize, isolation: &str, group: Option<&str>) -> Vec<String> {
+fn java_read(
+    bootstrap: &str,
+    topic: &str,
+    from: &str,
+    count: usize,
+    isolation: &str,
+    group: Option<&str>,
+) -> Vec<String> {
     let n = count.to_string();
     let mut args = vec![
         "--bootstrap-server",
@@ -184,12 +202,22 @@ fn committed(c: &ClusterClient, group: &str, topic: &str, version: i16) -> BTree
     let mut out = BTreeMap::new();
     for t in &resp.topics {
         if t.name.0.as_str() == topic {
-            out.extend(t.partitions.iter().filter(|p| p.committed_offset >= 0).map(|p| (p.partition_index, p.committed_offset)));
+            out.extend(
+                t.partitions
+                    .iter()
+                    .filter(|p| p.committed_offset >= 0)
+                    .map(|p| (p.partition_index, p.committed_offset)),
+            );
         }
     }
     for g in &resp.groups {
         for t in g.topics.iter().filter(|t| t.name.0.as_str() == topic) {
-            out.extend(t.partitions.iter().filter(|p| p.committed_offset >= 0).map(|p| (p.partition_index, p.committed_offset)));
+            out.extend(
+                t.partitions
+                    .iter()
+                    .filter(|p| p.committed_offset >= 0)
+                    .map(|p| (p.partition_index, p.committed_offset)),
+            );
         }
     }
     out
@@ -198,7 +226,8 @@ fn committed(c: &ClusterClient, group: &str, topic: &str, version: i16) -> BTree
 /// `(CURRENT-OFFSET, LOG-END-OFFSET, LAG)` of partition 0 of `topic` in
 /// `kafka-consumer-groups --describe --group`.
 fn group_describe(bootstrap: &str, group: &str, topic: &str) -> (String, String, String) {
-    let out = kafka_tool_ok(V, "consumer-groups", &["--bootstrap-server", bootstrap, "--describe", "--group", group], None);
+    let out =
+        kafka_tool_ok(V, "consumer-groups", &["--bootstrap-server", bootstrap, "--describe", "--group", group], None);
     let line = out
         .lines()
         .find(|l| l.split_whitespace().nth(1) == Some(topic))
@@ -225,7 +254,9 @@ async fn a_shifted_partition_reads_like_the_source() {
         let want = block(src.list_offsets(&topic, 0, ts)).unwrap();
         eventually(Duration::from_secs(60), || {
             let got = block(through.list_offsets(&topic, 0, ts)).map_err(|e| e.to_string())?;
-            (got == want).then_some(()).ok_or(format!("ListOffsets {ts}: {got} through mirrorgate, {want} on the source"))
+            (got == want)
+                .then_some(())
+                .ok_or(format!("ListOffsets {ts}: {got} through mirrorgate, {want} on the source"))
         });
     }
     assert_eq!(block(through.list_offsets(&topic, 0, -1)).unwrap(), 5000);

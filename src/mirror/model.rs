@@ -409,7 +409,9 @@ mod tests {
             let held = |x: i64| {
                 segs.iter().enumerate().any(|(i, s)| {
                     x >= s.source_start
-                        && segs.get(i + 1).is_none_or(|n| x < s.source_start + (n.destination_start - s.destination_start))
+                        && segs
+                            .get(i + 1)
+                            .is_none_or(|n| x < s.source_start + (n.destination_start - s.destination_start))
                 })
             };
             let mut last = i64::MIN;

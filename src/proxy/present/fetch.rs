@@ -156,7 +156,8 @@ mod tests {
     #[test]
     fn broker_bytes_never_panic() {
         let segs = [OffsetSegment { source_start: 10, destination_start: 0 }];
-        for bytes in [&[][..], &[0; 11], &[0xff; 40], &[0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 2]] {
+        for bytes in [&[][..], &[0; 11], &[0xff; 40], &[0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 2]]
+        {
             let _ = patch_base_offsets(bytes, &segs);
         }
         // A magic 1 entry is left alone.

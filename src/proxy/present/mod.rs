@@ -24,9 +24,8 @@ pub mod offsets;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersResponse, FetchRequest,
-    ListOffsetsResponse, OffsetCommitRequest, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    TxnOffsetCommitRequest,
+    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersResponse, FetchRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -142,8 +141,7 @@ fn rewrite<T: Decodable + Encodable>(
 ) -> Result<Bytes, String> {
     let v = prefix.api_version;
     let why = |e: String| format!("{key:?} v{v} request naming a shifted mirror topic (source offsets): {e}");
-    let start =
-        header::request_header_len(&frame, key.request_header_version(v)).map_err(|e| why(e.to_string()))?;
+    let start = header::request_header_len(&frame, key.request_header_version(v)).map_err(|e| why(e.to_string()))?;
     let mut req = T::decode(&mut frame.slice(start..), v).map_err(|e| why(e.to_string()))?;
     if !f(&mut req) {
         return Ok(frame);
@@ -163,8 +161,7 @@ fn edit<T: Decodable + Encodable>(
     f: impl FnOnce(&mut T) -> bool,
 ) -> Result<Bytes, String> {
     let why = |e: String| format!("{key:?} v{v} response (source offsets): {e}");
-    let start =
-        header::response_header_len(&frame, key.response_header_version(v)).map_err(|e| why(e.to_string()))?;
+    let start = header::response_header_len(&frame, key.response_header_version(v)).map_err(|e| why(e.to_string()))?;
     let mut resp = T::decode(&mut frame.slice(start..), v).map_err(|e| why(e.to_string()))?;
     if !f(&mut resp) {
         return Ok(frame);
@@ -181,3 +178,6 @@ pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: 
     let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
     fetch::response(resp, &maps)
 }
+
+#[cfg(test)]
+mod tests;
