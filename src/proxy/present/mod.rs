@@ -7,7 +7,7 @@
 //! ([`offsets`]), OffsetCommit, TxnOffsetCommit and OffsetFetch ([`groups`]).
 //!
 //! Partitions without a shift are never touched: with no shifted partition at all, one
-//! pointer load per request; otherwise a request is decoded only when its bytes name a
+//! read-locked reference count per request; otherwise a request is decoded only when its bytes name a
 //! shifted topic (a `memmem` search per shifted topic name and id), and a response only for
 //! the APIs that carry offsets. The maps come from the control plane
 //! ([`crate::mirror::offset_maps`]), which has them before the data plane appends into a new
