@@ -69,6 +69,19 @@ pub fn request(
     let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok((frame, action)) };
     let wrap = |a: ResponseAction| ResponseAction::Present(Box::new(a));
     let m = &*maps;
+    let by_name = matches!(
+        key,
+        ApiKey::Fetch
+            | ApiKey::OffsetCommit
+            | ApiKey::TxnOffsetCommit
+            | ApiKey::DeleteRecords
+            | ApiKey::ListOffsets
+            | ApiKey::OffsetForLeaderEpoch
+            | ApiKey::DescribeProducers
+    );
+    if by_name && !m.mentioned_in(&frame) {
+        return Ok((frame, action));
+    }
     Ok(match key {
         // OffsetFetch v8+ may ask for every topic of a group: its answer is always looked at.
         ApiKey::OffsetFetch => (frame, wrap(action)),
@@ -85,7 +98,6 @@ pub fn request(
                 (frame, action)
             }
         }
-        _ if !m.mentioned_in(&frame) => (frame, action),
         ApiKey::Fetch => (rewrite(key, prefix, frame, |r: &mut FetchRequest| fetch::request(r, m))?, action),
         ApiKey::OffsetCommit => {
             (rewrite(key, prefix, frame, |r: &mut OffsetCommitRequest| groups::offset_commit(r, m))?, action)
