@@ -10,6 +10,10 @@
 //!   `[patched header, payload]` (1 topic × 100 partitions, and 10 topics × 10 partitions);
 //!   throughput in partitions. The payloads are shared, never copied, so the cost does not
 //!   depend on their size.
+//! - `present_patch`: [`patch_base_offsets`] over a Fetch `records` buffer of a shifted
+//!   partition (1 MiB of 16 KiB batches, and 1 MiB of 1 KiB batches): the copy of the buffer
+//!   plus an 8-byte base-offset patch per batch that the proxy adds to a Fetch response of a
+//!   shifted partition (`proxy::present`, docs/protocol.md); throughput in buffer bytes.
 //!
 //! - `placeholder_check`: the check the proxy runs on every partition of every Fetch response
 //!   (`batch::has_placeholder`, DESIGN §4.3) over 10 MiB of 16 KiB data batches with no
@@ -30,6 +34,8 @@ use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use mirrorgate::mirror::model::OffsetSegment;
+use mirrorgate::proxy::present::fetch::patch_base_offsets;
 use mirrorgate::wire::batch::{patch_header, Batch, BatchIter, HeaderPatch, HEADER_LEN};
 use mirrorgate::wire::produce::ProduceFrameBuilder;
 
@@ -206,5 +212,33 @@ fn bench_placeholder_check(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_patch_header, bench_batch_iter, bench_produce_frame, bench_placeholder_check);
+fn bench_present_patch(c: &mut Criterion) {
+    let segments = [OffsetSegment { source_start: 3_000_000_000, destination_start: 0 }];
+    let mut g = c.benchmark_group("present_patch");
+    for batch_bytes in [16 * 1024, 1024] {
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        let mut offset = 0;
+        while buf.len() + batch_bytes <= 1 << 20 {
+            let b = batch_with_payload(batch_bytes - HEADER_LEN, offset);
+            offset = b.next_offset();
+            buf.extend_from_slice(b.bytes());
+        }
+        let buf = buf.freeze();
+        let batches = BatchIter::new(buf.clone()).count();
+        g.throughput(Throughput::Bytes(buf.len() as u64));
+        g.bench_function(BenchmarkId::new("1MiB", format!("{batches}_batches")), |b| {
+            b.iter(|| patch_base_offsets(black_box(&buf), &segments).expect("shifted"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_patch_header,
+    bench_batch_iter,
+    bench_produce_frame,
+    bench_present_patch,
+    bench_placeholder_check
+);
 criterion_main!(benches);

@@ -2,7 +2,8 @@
 //! (src/mirror/dataplane/source.rs `chunk_of`, partition.rs's batch loop and `append_split`):
 //! `BatchIter`, the header accessors, CRC, decompression, `records::walk`, the split of a
 //! compacted batch (`split::plan`, `split::build_run`), and the proxy's placeholder
-//! restoration on the same bytes (`intercept::restore_mirror_records`).
+//! restoration on the same bytes (`intercept::restore_mirror_records`), and the base offset
+//! patch of a shifted partition (`proxy::present::fetch::patch_base_offsets`).
 //!
 //! Input: byte 0 = mode (even: the rest after byte 1 is raw `records` bytes; odd: a Fetch
 //! response body at the data plane's `FETCH_VERSION`), byte 1 = where a resumed copy starts
@@ -12,7 +13,10 @@
 //!   without overlap; a run's records hold consecutive offsets;
 //! - each run `build_run` makes is one valid v2 batch (CRC, count, offset deltas 0..n,
 //!   base offset 0) holding the same keys, values, headers and timestamps;
-//! - restoring placeholders keeps every batch's offset range.
+//! - restoring placeholders keeps every batch's offset range;
+//! - patching base offsets keeps the length, every batch's CRC validity and record count,
+//!   moves each batch by the shift of its segment, and changes no byte outside the first 8
+//!   of a batch.
 #![no_main]
 
 use bytes::Bytes;
@@ -20,7 +24,9 @@ use kafka_protocol::messages::FetchResponse;
 use kafka_protocol::protocol::Decodable;
 use libfuzzer_sys::fuzz_target;
 use mirrorgate::mirror::dataplane::source::{chunk_of, FETCH_VERSION};
+use mirrorgate::mirror::model::{source_offset, OffsetSegment};
 use mirrorgate::proxy::intercept::restore_mirror_records;
+use mirrorgate::proxy::present::fetch::patch_base_offsets;
 use mirrorgate::wire::batch::{Batch, BatchIter};
 use mirrorgate::wire::records;
 use mirrorgate::wire::split::{self, Piece, RunHeader};
@@ -56,10 +62,33 @@ fn records_bytes(records: &Bytes, from: i64, log_append_time: bool) {
         batch(&b, from);
     }
     let _ = iter.truncated_at();
+    present(records, from);
     if let Some(restored) = restore_mirror_records(records, log_append_time) {
         let after: Vec<_> =
             BatchIter::new(restored).map_while(Result::ok).map(|b| (b.base_offset(), b.last_offset())).collect();
         assert_eq!(after, ranges, "restoring placeholders changed the batches' offset ranges");
+    }
+}
+
+/// Two segments: destination `[0, 100)` is source `from + 1000..`, destination `100..` is
+/// source `from + 5000..`.
+fn present(records: &Bytes, from: i64) {
+    let segments = [
+        OffsetSegment { source_start: from + 1000, destination_start: 0 },
+        OffsetSegment { source_start: from + 5000, destination_start: 100 },
+    ];
+    let Some(patched) = patch_base_offsets(records, &segments) else { return };
+    assert_eq!(patched.len(), records.len(), "patching changed the length");
+    let before: Vec<Batch> = BatchIter::new(records.clone()).map_while(Result::ok).collect();
+    let after: Vec<Batch> = BatchIter::new(patched.clone()).map_while(Result::ok).collect();
+    assert_eq!(before.len(), after.len(), "patching changed which batches walk");
+    let mut at = 0;
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.base_offset(), source_offset(&segments, b.base_offset()));
+        assert_eq!((a.crc_is_valid(), a.record_count()), (b.crc_is_valid(), b.record_count()));
+        let n = b.bytes().len();
+        assert_eq!(patched[at + 8..at + n], records[at + 8..at + n], "bytes past the base offset changed");
+        at += n;
     }
 }
 

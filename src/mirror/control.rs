@@ -171,6 +171,9 @@ pub struct ControlPlane {
     /// Serialises writers so that persist order equals apply order.
     write_lock: tokio::sync::Mutex<()>,
     loaded: AtomicBool,
+    /// The offset maps of shifted partitions, rebuilt on every state change (the proxy
+    /// presents source offsets through them, `proxy::present`).
+    offset_maps: RwLock<Arc<super::offset_maps::OffsetMaps>>,
     destination: ClusterAccess,
     source_timeouts: (std::time::Duration, std::time::Duration),
 }
@@ -197,6 +200,7 @@ impl ControlPlane {
             persist,
             write_lock: tokio::sync::Mutex::new(()),
             loaded: AtomicBool::new(false),
+            offset_maps: RwLock::new(Arc::default()),
             destination,
             source_timeouts,
         }
@@ -204,7 +208,7 @@ impl ControlPlane {
 
     /// Installs the state loaded from `__mirror_state`; from now on mirror topics are served.
     pub fn load(&self, state: ControlState) {
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) = state;
+        self.update_state(|s| *s = state);
         self.loaded.store(true, Ordering::Release);
     }
 
@@ -389,8 +393,21 @@ impl ControlPlane {
         f(&self.state.read().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// Changes the in-memory state (callers persist first) and rebuilds the offset maps of
+    /// shifted partitions under the same lock, so a reader never sees a state newer than
+    /// its maps.
     fn update_state(&self, f: impl FnOnce(&mut ControlState)) {
-        f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()))
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        f(&mut state);
+        let maps = Arc::new(super::offset_maps::OffsetMaps::build(&state));
+        *self.offset_maps.write().unwrap_or_else(|e| e.into_inner()) = maps;
+    }
+
+    /// The offset maps of every shifted mirror partition (DESIGN §4.2), as of the last state
+    /// change: persisted to `__mirror_state` before the data plane appends into a new
+    /// segment, so they are at least as new as the destination data a reader can see.
+    pub fn offset_maps(&self) -> Arc<super::offset_maps::OffsetMaps> {
+        self.offset_maps.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Whether any topic belongs to a mirror.

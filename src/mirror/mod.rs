@@ -9,6 +9,7 @@ pub mod control;
 pub mod dataplane;
 pub mod loops;
 pub mod model;
+pub mod offset_maps;
 pub mod persist;
 pub mod secrets;
 pub mod state_machine;

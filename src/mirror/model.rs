@@ -214,6 +214,41 @@ pub fn destination_offset(segments: &[OffsetSegment], source: i64) -> i64 {
     source - last.shift()
 }
 
+/// Whether an offset map presents offsets that differ from the destination's: some segment
+/// has a shift (source offset ≠ destination offset). Such partitions are translated by the
+/// proxy (`proxy::present`); all others are forwarded untouched.
+pub fn is_shifted(segments: &[OffsetSegment]) -> bool {
+    segments.iter().any(|s| s.shift() != 0)
+}
+
+/// The source offset of destination offset `destination` through the offset `segments`
+/// (DESIGN §4.2), the inverse of [`destination_offset`] for the offsets the destination holds:
+///
+/// - a negative offset (Kafka's "none", e.g. -1 for an unknown last stable offset or no
+///   committed offset) or no segments: `destination` unchanged;
+/// - inside segment *i*, destination `[dᵢ, dᵢ₊₁)`: `destination + shiftᵢ`;
+/// - exactly at a segment's destination start `dᵢ₊₁` (an end offset or high watermark
+///   between two segments, or the first record of the later one): that segment's source
+///   start `sᵢ₊₁` — the source offset of the next record, past the gap;
+/// - in the last (open-ended) segment, also past the destination log end (offsets written
+///   after a failover continue the source's numbering): `destination + shift`;
+/// - below the first segment's destination start (only when it is not 0): with the first
+///   segment's shift.
+///
+/// So `source_offset(s, destination_offset(s, x)) == x` for every source offset `x` a
+/// segment holds, and a source offset inside a gap maps back to the first source offset
+/// after the gap. Monotonic.
+pub fn source_offset(segments: &[OffsetSegment], destination: i64) -> i64 {
+    if destination < 0 {
+        return destination;
+    }
+    let Some(first) = segments.first() else { return destination };
+    // The last segment whose destination start is at or below `destination`: on equal
+    // destination starts (an empty segment followed by its successor) the later one wins.
+    let seg = segments.iter().rev().find(|s| s.destination_start <= destination).unwrap_or(first);
+    destination.saturating_add(seg.shift())
+}
+
 /// The state record of one mirror partition (KIP-1279 §4; prototype `MirrorPartitionMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStateRecord {
@@ -341,6 +376,74 @@ mod tests {
         // Monotonic: a later source offset never maps to an earlier destination offset.
         let mapped: Vec<i64> = (0..30).map(|o| destination_offset(&three, o)).collect();
         assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "{mapped:?}");
+    }
+
+    #[test]
+    fn destination_offsets_map_back_to_source_offsets() {
+        assert_eq!(source_offset(&[], 42), 42, "no map: identical");
+        assert_eq!(source_offset(&[seg(0, 0)], 42), 42);
+        assert_eq!(source_offset(&SHIFTED, 0), 200, "a segment's destination start: its source start");
+        assert_eq!(source_offset(&SHIFTED, 309), 509, "last offset of the first segment");
+        assert_eq!(source_offset(&SHIFTED, 310), 2000, "the boundary: the next segment's source start");
+        assert_eq!(source_offset(&SHIFTED, 910), 2600, "open-ended last segment");
+        assert_eq!(source_offset(&SHIFTED, 5_000_000), 5_001_690, "past the log end (writes after a failover)");
+        assert_eq!(source_offset(&SHIFTED, -1), -1, "Kafka's 'none' stays");
+        assert_eq!(source_offset(&SHIFTED, i64::MIN), i64::MIN);
+        assert_eq!(source_offset(&[seg(i64::MAX - 5, 0)], 10), i64::MAX, "saturates, never wraps");
+        assert!(!is_shifted(&[]));
+        assert!(!is_shifted(&[seg(0, 0)]));
+        assert!(is_shifted(&SHIFTED));
+        assert!(is_shifted(&[seg(0, 0), seg(500, 400)]), "identical head, shifted later");
+    }
+
+    #[test]
+    fn source_and_destination_offsets_round_trip() {
+        // 0..3 | gap 3..10 | 10..13 | gap 13..20 | 20.. ; and a shifted head with three segments.
+        let maps: [&[OffsetSegment]; 4] = [
+            &[seg(0, 0), seg(10, 3), seg(20, 6)],
+            &SHIFTED,
+            &[seg(3000, 0), seg(7000, 1500), seg(9000, 1600)],
+            &[seg(100, 0)],
+        ];
+        for segs in maps {
+            let held = |x: i64| {
+                segs.iter().enumerate().any(|(i, s)| {
+                    x >= s.source_start
+                        && segs
+                            .get(i + 1)
+                            .is_none_or(|n| x < s.source_start + (n.destination_start - s.destination_start))
+                })
+            };
+            let mut last = i64::MIN;
+            for x in 0..12_000 {
+                let d = destination_offset(segs, x);
+                let back = source_offset(segs, d);
+                if held(x) {
+                    assert_eq!(back, x, "{segs:?}: source {x} -> destination {d} -> {back}");
+                } else {
+                    // In a gap (or before the first segment): the first source offset after it.
+                    assert!(back >= x, "{segs:?}: gap offset {x} -> {d} -> {back}");
+                    assert_eq!(destination_offset(segs, back), d, "{segs:?}: {x}");
+                }
+                assert!(back >= last, "monotonic");
+                last = back;
+            }
+            // Every destination offset maps to a source offset that maps back to it.
+            for d in 0..2_000 {
+                assert_eq!(destination_offset(segs, source_offset(segs, d)), d, "{segs:?}: destination {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_segment_boundary_maps_to_the_latest_source_start() {
+        // Segment (10, 3) holds nothing (replaced in the data plane, but a reader may see the
+        // list with it): destination 3 is the first record of the segment starting at 20.
+        let segs = [seg(0, 0), seg(10, 3), seg(20, 3)];
+        assert_eq!(source_offset(&segs, 3), 20);
+        assert_eq!(source_offset(&segs, 2), 2);
+        // High watermark of [3000, 0] with 2000 records: the source's log end.
+        assert_eq!(source_offset(&[seg(3000, 0)], 2000), 5000);
     }
 
     #[test]

@@ -302,6 +302,16 @@ where
                     }
                 }
             };
+            // Source offsets for shifted mirror partitions (a pointer load when there are none).
+            let decision = match (decision, &shared.gate) {
+                (Decision::Upstream { frame, expect_response, action }, Some(gate)) => {
+                    match super::present::request(gate, &prefix, frame, action) {
+                        Ok((frame, action)) => Decision::Upstream { frame, expect_response, action },
+                        Err(reason) => return reason,
+                    }
+                }
+                (decision, _) => decision,
+            };
             match decision {
                 Decision::Close(reason) => return reason,
                 Decision::Upstream { frame, expect_response, action } => {

@@ -42,6 +42,10 @@ pub fn apply(
     if matches!(action, ResponseAction::Forward) {
         return Ok(frame);
     }
+    if let ResponseAction::Present(inner) = action {
+        let frame = apply(*inner, api_key, api_version, frame, map, directory, extra_apis, gate)?;
+        return super::present::response(api_key, api_version, frame, gate);
+    }
     if let ResponseAction::Merged(inner, merge) = action {
         let frame = apply(*inner, api_key, api_version, frame, map, directory, extra_apis, gate)?;
         return merge.apply(&frame);
@@ -58,7 +62,9 @@ pub fn apply(
     let mut out = BytesMut::with_capacity(body.len() + 64);
     header::put_response_header(&mut out, correlation_id, header_version);
     match action {
-        ResponseAction::Forward | ResponseAction::Merged(..) => unreachable!("handled above"),
+        ResponseAction::Forward | ResponseAction::Merged(..) | ResponseAction::Present(..) => {
+            unreachable!("handled above")
+        }
         ResponseAction::ApiVersions { fallback } => {
             // KIP-511: a broker that does not know the requested version answers in the v0
             // schema with UNSUPPORTED_VERSION; its first field is the error code either way.
@@ -114,7 +120,9 @@ pub fn apply(
             let mut resp = FetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             let endpoints = rewrite::fetch(&mut resp, map);
             let placeholders = replace_placeholders(&mut resp, gate);
-            if !endpoints && !placeholders {
+            // After the placeholders: base offsets of the batches as the client gets them.
+            let offsets = gate.is_some_and(|g| super::present::fetch_response(&mut resp, g));
+            if !endpoints && !placeholders && !offsets {
                 return Ok(frame);
             }
             resp.encode(&mut out, decode_version).map_err(ctx)?;

@@ -10,6 +10,7 @@ pub mod intercept;
 pub mod limits;
 pub mod listener;
 pub mod mirror_gate;
+pub mod present;
 pub mod rewrite;
 pub mod route;
 pub mod state_guard;

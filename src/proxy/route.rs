@@ -37,6 +37,9 @@ pub enum ResponseAction {
     /// Add POLICY_VIOLATION results for the mirror partitions taken out of the request (and
     /// rewrite `node_endpoints`).
     ProduceMerge(std::sync::Arc<Vec<super::mirror_gate::Rejected>>),
+    /// The inner action, then the offsets of shifted mirror partitions mapped destination →
+    /// source ([`super::present`]).
+    Present(Box<ResponseAction>),
     /// The inner action, then a rewrite adding the state topic's refusals
     /// ([`super::state_guard`]).
     Merged(Box<ResponseAction>, super::state_guard::ResponseMerge),
@@ -49,6 +52,7 @@ impl PartialEq for ResponseAction {
                 (Self::ApiVersions { fallback: a }, Self::ApiVersions { fallback: b }) => a == b,
                 (Self::ProduceMerge(a), Self::ProduceMerge(b)) => std::sync::Arc::ptr_eq(a, b),
                 (Self::Merged(a, _), Self::Merged(b, _)) => a == b,
+                (Self::Present(a), Self::Present(b)) => a == b,
                 _ => true,
             }
     }

@@ -42,7 +42,7 @@ pub fn intercepted_range(api_key: i16) -> Option<(i16, i16)> {
     let r = key.valid_versions();
     let decoded = if INTERCEPTED.contains(&key) {
         Some((r.min, r.max))
-    } else if super::state_guard::GUARDED.contains(&key) {
+    } else if super::state_guard::GUARDED.contains(&key) || super::present::DECODED.contains(&key) {
         Some((0, r.max))
     } else {
         None

@@ -1,0 +1,169 @@
+//! Fetch through the offset map: the request's fetch offsets go source → destination, the
+//! response's offsets destination → source, batch base offsets included.
+//!
+//! A record batch (magic 2) starts with `baseOffset: int64`, `batchLength: int32`,
+//! `partitionLeaderEpoch: int32`, `magic: int8`, `crc: uint32`; the CRC-32C covers the bytes
+//! from `attributes` on (Kafka `DefaultRecordBatch`, KIP-98), so the base offset is patched
+//! in place — no CRC is recomputed, no record is decompressed — and record offsets, stored as
+//! deltas from it, follow. A batch never spans two segments (a new segment starts where the
+//! destination log ends, before the next append), so one shift applies per batch.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+
+use crate::mirror::model::{source_offset, OffsetSegment};
+use crate::mirror::offset_maps::OffsetMaps;
+
+/// Bytes before `batchLength`'s end: `baseOffset` (8) + `batchLength` (4).
+const LOG_OVERHEAD: usize = 12;
+/// Offset of the `magic` byte in a batch.
+const MAGIC_OFFSET: usize = 16;
+
+/// Rewrites the fetch offsets (and a follower's `log_start_offset`, if set) of the shifted
+/// partitions in a Fetch request source → destination. Returns whether anything changed.
+/// Partitions an incremental fetch session (KIP-227) leaves out keep the destination offset
+/// the broker cached from an earlier request, which the map still gives them (a map only
+/// ever grows at the destination log end).
+pub fn request(req: &mut FetchRequest, maps: &OffsetMaps) -> bool {
+    let mut changed = false;
+    for t in &mut req.topics {
+        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        for p in &mut t.partitions {
+            if tm.partition(p.partition).is_none() {
+                continue;
+            }
+            p.fetch_offset = tm.to_destination(p.partition, p.fetch_offset);
+            p.log_start_offset = tm.to_destination(p.partition, p.log_start_offset);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Rewrites every offset of the shifted partitions in a Fetch response destination →
+/// source: high watermark, last stable offset, log start offset, each aborted transaction's
+/// first offset, the diverging epoch's end offset and each batch's base offset. Partitions
+/// an incremental session leaves out are simply absent. Returns whether anything changed.
+pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps) -> bool {
+    if maps.is_empty() {
+        return false;
+    }
+    let mut changed = false;
+    for t in &mut resp.responses {
+        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        for p in &mut t.partitions {
+            let Some(segs) = tm.partition(p.partition_index) else { continue };
+            p.high_watermark = source_offset(segs, p.high_watermark);
+            p.last_stable_offset = source_offset(segs, p.last_stable_offset);
+            p.log_start_offset = source_offset(segs, p.log_start_offset);
+            p.diverging_epoch.end_offset = source_offset(segs, p.diverging_epoch.end_offset);
+            for a in p.aborted_transactions.iter_mut().flatten() {
+                a.first_offset = source_offset(segs, a.first_offset);
+            }
+            if let Some(patched) = p.records.as_deref().and_then(|r| patch_base_offsets(r, segs)) {
+                p.records = Some(patched);
+            }
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// A copy of `records` (a Fetch response partition's record batches) with each batch's base
+/// offset mapped destination → source through `segments`; `None` when no base offset
+/// changes. Only the first 8 bytes of each batch change: no CRC-covered byte, no payload.
+/// Walking stops at the first entry whose length is negative or that is not magic 2 (the
+/// mirror writes only magic 2; older entries are left as the broker sent them), and a
+/// trailing partial batch (the broker cuts at `max_bytes`) keeps its bytes, its base offset
+/// patched when present. Never panics on broker bytes.
+pub fn patch_base_offsets(records: &[u8], segments: &[OffsetSegment]) -> Option<Bytes> {
+    let mut out: Option<BytesMut> = None;
+    let mut pos = 0usize;
+    while let Some(head) = records.get(pos..pos + LOG_OVERHEAD) {
+        let base = i64::from_be_bytes(head[..8].try_into().ok()?);
+        let length = i32::from_be_bytes(head[8..12].try_into().ok()?);
+        let magic_ok = records.get(pos + MAGIC_OFFSET).is_none_or(|m| *m == 2);
+        if length < 0 || !magic_ok {
+            break;
+        }
+        let mapped = source_offset(segments, base);
+        if mapped != base {
+            let buf = out.get_or_insert_with(|| BytesMut::from(records));
+            buf[pos..pos + 8].copy_from_slice(&mapped.to_be_bytes());
+        }
+        pos = match pos.checked_add(LOG_OVERHEAD + length as usize) {
+            Some(p) => p,
+            None => break,
+        };
+    }
+    out.map(BytesMut::freeze)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::batch::{self, BatchIter, OwnBatch};
+
+    fn batch_at(base: i64, count: i32) -> Bytes {
+        let own = OwnBatch {
+            base_offset: base,
+            count,
+            timestamp: 1_700_000_000_000,
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+        };
+        batch::control_batch(&own)
+    }
+
+    #[test]
+    fn base_offsets_move_and_crcs_stay_valid() {
+        // Destination 0..5 is source 3000..3005; destination 5.. is source 7000.. .
+        let segs = [
+            OffsetSegment { source_start: 3000, destination_start: 0 },
+            OffsetSegment { source_start: 7000, destination_start: 5 },
+        ];
+        let mut records = BytesMut::new();
+        let mut starts = Vec::new();
+        for (base, count) in [(0, 3), (3, 2), (5, 4)] {
+            starts.push(records.len());
+            records.extend_from_slice(&batch_at(base, count));
+        }
+        starts.push(records.len());
+        let whole = records.clone().freeze();
+        records.extend_from_slice(&batch_at(9, 1)[..20]); // a partial batch cut at max_bytes
+        let patched = patch_base_offsets(&records, &segs).expect("shifted");
+        assert_eq!(patched.len(), records.len());
+        let got: Vec<(i64, i64)> = BatchIter::new(patched.slice(..whole.len()))
+            .map(|b| {
+                let b = b.expect("a valid batch");
+                assert!(b.crc_is_valid(), "the CRC still matches");
+                (b.base_offset(), b.last_offset())
+            })
+            .collect();
+        assert_eq!(got, vec![(3000, 3002), (3003, 3004), (7000, 7003)]);
+        assert_eq!(i64::from_be_bytes(patched[whole.len()..whole.len() + 8].try_into().unwrap()), 7004);
+        // Everything but the base offsets is byte for byte the broker's.
+        for (i, (a, b)) in patched.iter().zip(records.iter()).enumerate() {
+            let in_base = starts.iter().any(|s| (*s..*s + 8).contains(&i));
+            if !in_base {
+                assert_eq!(a, b, "byte {i}");
+            }
+        }
+        assert!(patch_base_offsets(&whole, &[OffsetSegment { source_start: 0, destination_start: 0 }]).is_none());
+    }
+
+    #[test]
+    fn broker_bytes_never_panic() {
+        let segs = [OffsetSegment { source_start: 10, destination_start: 0 }];
+        for bytes in [&[][..], &[0; 11], &[0xff; 40], &[0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 2]]
+        {
+            let _ = patch_base_offsets(bytes, &segs);
+        }
+        // A magic 1 entry is left alone.
+        let mut v1 = vec![0u8; 30];
+        v1[11] = 18;
+        v1[16] = 1;
+        assert!(patch_base_offsets(&v1, &segs).is_none());
+    }
+}

@@ -1,0 +1,195 @@
+//! Source offsets for shifted mirror partitions (issue 12, item 1; DESIGN §4.2): a mirror
+//! partition whose offset map has a shift holds source offset `x` at destination offset
+//! `x − shift`. Through mirrorgate, every offset a client sends for such a partition is
+//! taken as a source offset and mapped to the destination's, and every offset the destination
+//! answers is mapped back, so clients see the source's numbering: Fetch ([`fetch`]),
+//! ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers and Produce
+//! ([`offsets`]), OffsetCommit, TxnOffsetCommit and OffsetFetch ([`groups`]).
+//!
+//! Partitions without a shift are never touched: with no shifted partition at all, one
+//! read-locked reference count per request; otherwise a request is decoded only when its bytes name a
+//! shifted topic (a `memmem` search per shifted topic name and id), and a response only for
+//! the APIs that carry offsets. The maps come from the control plane
+//! ([`crate::mirror::offset_maps`]), which has them before the data plane appends into a new
+//! segment. Versions kafka-protocol cannot decode close the connection when they name a
+//! shifted topic (fail closed, never destination offsets presented as source offsets).
+//!
+//! Not translated (docs/protocol.md): KIP-932 share groups (ShareFetch acquired records,
+//! ShareAcknowledge batches, share-group offset admin APIs), and WriteTxnMarkers (brokers
+//! only).
+
+pub mod fetch;
+pub mod groups;
+pub mod offsets;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersResponse, FetchRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::mirror::offset_maps::OffsetMaps;
+use crate::wire::header::{self, RequestPrefix};
+use crate::wire::scan::{self, TopicRef};
+
+use super::mirror_gate::MirrorGate;
+use super::route::ResponseAction;
+
+/// APIs decoded only to present source offsets (besides those [`super::versions`] already
+/// lists): their advertised maximum is capped at what kafka-protocol decodes.
+pub const DECODED: &[ApiKey] = &[
+    ApiKey::ListOffsets,
+    ApiKey::OffsetCommit,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetForLeaderEpoch,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeProducers,
+];
+
+/// The request as it goes upstream and what to do with its answer: offsets in the request
+/// mapped source → destination, and the response action wrapped in
+/// [`ResponseAction::Present`] when the answer carries offsets of a shifted partition.
+/// Fetch answers are handled by the Fetch action itself ([`fetch::response`]).
+///
+/// # Errors
+/// A request naming a shifted topic that cannot be decoded or re-encoded (the caller closes
+/// the connection with the reason).
+pub fn request(
+    gate: &MirrorGate,
+    prefix: &RequestPrefix,
+    frame: Bytes,
+    action: ResponseAction,
+) -> Result<(Bytes, ResponseAction), String> {
+    let maps = gate.control.offset_maps();
+    if maps.is_empty() {
+        return Ok((frame, action));
+    }
+    let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok((frame, action)) };
+    let wrap = |a: ResponseAction| ResponseAction::Present(Box::new(a));
+    let m = &*maps;
+    let by_name = matches!(
+        key,
+        ApiKey::Fetch
+            | ApiKey::OffsetCommit
+            | ApiKey::TxnOffsetCommit
+            | ApiKey::DeleteRecords
+            | ApiKey::ListOffsets
+            | ApiKey::OffsetForLeaderEpoch
+            | ApiKey::DescribeProducers
+    );
+    if by_name && !m.mentioned_in(&frame) {
+        return Ok((frame, action));
+    }
+    Ok(match key {
+        // OffsetFetch v8+ may ask for every topic of a group: its answer is always looked at.
+        ApiKey::OffsetFetch => (frame, wrap(action)),
+        ApiKey::Produce => {
+            let scan = scan::produce_topics(&frame, prefix.api_version)
+                .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
+            let shifted = scan.topics.iter().any(|t| match &t.topic {
+                TopicRef::Name(n) => m.topic(&n.0).is_some(),
+                TopicRef::Id(id) => m.topic_by_id(&id.0).is_some(),
+            });
+            if shifted {
+                (frame, wrap(action))
+            } else {
+                (frame, action)
+            }
+        }
+        ApiKey::Fetch => (rewrite(key, prefix, frame, |r: &mut FetchRequest| fetch::request(r, m))?, action),
+        ApiKey::OffsetCommit => {
+            (rewrite(key, prefix, frame, |r: &mut OffsetCommitRequest| groups::offset_commit(r, m))?, action)
+        }
+        ApiKey::TxnOffsetCommit => {
+            (rewrite(key, prefix, frame, |r: &mut TxnOffsetCommitRequest| groups::txn_offset_commit(r, m))?, action)
+        }
+        ApiKey::DeleteRecords => (
+            rewrite(key, prefix, frame, |r: &mut DeleteRecordsRequest| offsets::delete_records_request(r, m))?,
+            wrap(action),
+        ),
+        ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch | ApiKey::DescribeProducers => (frame, wrap(action)),
+        _ => (frame, action),
+    })
+}
+
+/// Maps the offsets of shifted partitions in a response `frame` (header + body) to a
+/// request of `api_key` at `api_version` destination → source; the frame unchanged when
+/// nothing changes.
+///
+/// # Errors
+/// The response cannot be decoded or encoded (the caller closes the client connection).
+pub fn response(api_key: i16, api_version: i16, frame: Bytes, gate: Option<&MirrorGate>) -> Result<Bytes, String> {
+    let Some(gate) = gate else { return Ok(frame) };
+    let maps = gate.control.offset_maps();
+    let Ok(key) = ApiKey::try_from(api_key) else { return Ok(frame) };
+    let m = &*maps;
+    let v = api_version;
+    match key {
+        ApiKey::ListOffsets => edit(key, v, frame, |r: &mut ListOffsetsResponse| offsets::list_offsets(r, m)),
+        ApiKey::OffsetForLeaderEpoch => {
+            edit(key, v, frame, |r: &mut OffsetForLeaderEpochResponse| offsets::offset_for_leader_epoch(r, m))
+        }
+        ApiKey::DeleteRecords => {
+            edit(key, v, frame, |r: &mut DeleteRecordsResponse| offsets::delete_records_response(r, m))
+        }
+        ApiKey::DescribeProducers => {
+            edit(key, v, frame, |r: &mut DescribeProducersResponse| offsets::describe_producers(r, m))
+        }
+        ApiKey::Produce => edit(key, v, frame, |r: &mut ProduceResponse| offsets::produce(r, m)),
+        ApiKey::OffsetFetch => edit(key, v, frame, |r: &mut OffsetFetchResponse| groups::offset_fetch(r, m)),
+        _ => Ok(frame),
+    }
+}
+
+/// Decodes the request body of `frame`, applies `f`, and re-encodes it behind the client's
+/// own header bytes when `f` changed something.
+fn rewrite<T: Decodable + Encodable>(
+    key: ApiKey,
+    prefix: &RequestPrefix,
+    frame: Bytes,
+    f: impl FnOnce(&mut T) -> bool,
+) -> Result<Bytes, String> {
+    let v = prefix.api_version;
+    let why = |e: String| format!("{key:?} v{v} request naming a shifted mirror topic (source offsets): {e}");
+    let start = header::request_header_len(&frame, key.request_header_version(v)).map_err(|e| why(e.to_string()))?;
+    let mut req = T::decode(&mut frame.slice(start..), v).map_err(|e| why(e.to_string()))?;
+    if !f(&mut req) {
+        return Ok(frame);
+    }
+    let mut out = BytesMut::with_capacity(frame.len() + 16);
+    out.extend_from_slice(&frame[..start]);
+    req.encode(&mut out, v).map_err(|e| why(e.to_string()))?;
+    Ok(out.freeze())
+}
+
+/// Decodes the response body of `frame`, applies `f`, and re-encodes it behind the broker's
+/// header bytes when `f` changed something.
+fn edit<T: Decodable + Encodable>(
+    key: ApiKey,
+    v: i16,
+    frame: Bytes,
+    f: impl FnOnce(&mut T) -> bool,
+) -> Result<Bytes, String> {
+    let why = |e: String| format!("{key:?} v{v} response (source offsets): {e}");
+    let start = header::response_header_len(&frame, key.response_header_version(v)).map_err(|e| why(e.to_string()))?;
+    let mut resp = T::decode(&mut frame.slice(start..), v).map_err(|e| why(e.to_string()))?;
+    if !f(&mut resp) {
+        return Ok(frame);
+    }
+    let mut out = BytesMut::with_capacity(frame.len() + 16);
+    out.extend_from_slice(&frame[..start]);
+    resp.encode(&mut out, v).map_err(|e| why(e.to_string()))?;
+    Ok(out.freeze())
+}
+
+/// The offsets of a Fetch response (decoded by the Fetch action) destination → source, for
+/// the shifted partitions; whether anything changed.
+pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: &MirrorGate) -> bool {
+    let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
+    fetch::response(resp, &maps)
+}
+
+#[cfg(test)]
+mod tests;
