@@ -34,6 +34,8 @@ pub const ATTR_CONTROL: i16 = 0x20;
 /// `PLACEHOLDER_MAGIC ++ nonce (8 bytes) ++ source offset (i64)`: unique per installation and
 /// offset, so placeholders never share a key with each other or (in practice) with real data.
 pub const PLACEHOLDER_MAGIC: &[u8; 8] = b"\x00MGPH\x01\xfe\x00";
+/// Bytes of a placeholder record key: magic, nonce, source offset.
+const PLACEHOLDER_KEY_LEN: usize = 24;
 
 /// Why bytes are not a usable record batch.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -156,36 +158,93 @@ impl Batch {
     pub fn crc_is_valid(&self) -> bool {
         crc32c::crc32c(&self.bytes[CRC_START..]) == self.crc()
     }
-    /// Whether this is a placeholder batch written by a mirror (first record's key starts
-    /// with [`PLACEHOLDER_MAGIC`]). See [`is_placeholder_batch`].
+    /// Whether this is a placeholder batch written by a mirror (every record a placeholder
+    /// record of one nonce and consecutive source offsets). See [`is_placeholder_batch`].
     pub fn is_placeholder(&self) -> bool {
         is_placeholder_batch(&self.bytes)
     }
 }
 
 /// Whether the whole v2 batch in `bytes` (header and records, as [`BatchIter`] yields it) is a
-/// placeholder batch (DESIGN §4.3), by content alone: the header fields first — attributes
-/// with no compression, control or transactional bit (a mirror writes placeholders as plain
-/// idempotent batches), at least one record — and only then the first record's key, which
-/// must start with [`PLACEHOLDER_MAGIC`]. A batch of real data therefore costs a few header
-/// reads, and at most a few varints of its first record when it is an uncompressed
-/// non-transactional batch. Never panics on short or malformed bytes (`false`).
+/// placeholder batch (DESIGN §4.3), by content alone and exactly as [`placeholder_batch`]
+/// writes one. The fast path reads the header first — attributes with no compression, control
+/// or transactional bit (a mirror writes placeholders as plain idempotent batches), a producer
+/// id ≥ 0, at least one record — and then the first record's key, which must start with
+/// [`PLACEHOLDER_MAGIC`]. A batch of real data therefore costs a few header reads, and at most
+/// a few varints of its first record when it is an uncompressed non-transactional batch.
+///
+/// Only when that first key matches is the whole batch checked, so that a batch which merely
+/// starts with a placeholder (a client that read placeholders directly and forwarded them with
+/// real records after them) is never taken for one: `recordCount == lastOffsetDelta + 1`, and
+/// every record `i` has attributes 0, offset delta `i`, a key of exactly
+/// `PLACEHOLDER_MAGIC ++ nonce ++ source offset` with the first record's nonce and source
+/// offset `first + i`, a null value and no headers, its varint length matching its bytes, and
+/// the records ending exactly at the end of the batch. A placeholder batch partly removed by
+/// compaction (records missing, offset deltas with gaps) is therefore not recognised; the log
+/// cleaner removes placeholder tombstones a whole batch at a time (one timestamp, one delete
+/// horizon per batch), which leaves no batch or an empty one (`recordCount` 0, skipped by
+/// clients). Never panics on short or malformed bytes (`false`).
 pub fn is_placeholder_batch(bytes: &[u8]) -> bool {
+    const KEY_LEN: usize = PLACEHOLDER_KEY_LEN;
     if bytes.len() < HEADER_LEN + 1 + PLACEHOLDER_MAGIC.len() {
         return false;
     }
-    if be_i16(bytes, 21) & (ATTR_COMPRESSION_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) != 0 || be_i32(bytes, 57) < 1 {
+    let count = be_i32(bytes, 57);
+    if be_i16(bytes, 21) & (ATTR_COMPRESSION_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) != 0
+        || count < 1
+        || be_i64(bytes, 43) < 0
+    {
         return false;
     }
     let rec = &bytes[HEADER_LEN..];
-    let key_at = (|| {
+    // Fast path: the first record's key.
+    let first_key_at = (|| {
         let (_len, p) = read_varint(rec, 0)?;
         let (_ts, p) = read_varlong(rec, p + 1)?; // after the record's attributes byte
         let (_offset_delta, p) = read_varint(rec, p)?;
         let (key_len, p) = read_varint(rec, p)?;
         (key_len >= PLACEHOLDER_MAGIC.len() as i64).then_some(p)
     })();
-    key_at.is_some_and(|p| rec.get(p..p + PLACEHOLDER_MAGIC.len()) == Some(&PLACEHOLDER_MAGIC[..]))
+    let Some(p) = first_key_at else { return false };
+    if rec.get(p..p + PLACEHOLDER_MAGIC.len()) != Some(&PLACEHOLDER_MAGIC[..]) {
+        return false;
+    }
+    // Full check: every record is a placeholder of the same nonce and consecutive offsets.
+    if i64::from(be_i32(bytes, 23)) + 1 != i64::from(count) {
+        return false;
+    }
+    let Some(first_key) = rec.get(p..p + KEY_LEN) else { return false };
+    let nonce = &first_key[8..16];
+    let first = i64::from_be_bytes(first_key[16..24].try_into().unwrap_or([0; 8]));
+    let mut pos = 0usize;
+    for i in 0..i64::from(count) {
+        let ok = (|| {
+            let (len, body) = read_varint(rec, pos)?;
+            let end = body.checked_add(usize::try_from(len).ok()?)?;
+            if end > rec.len() || *rec.get(body)? != 0 {
+                return None; // cut short, or record attributes other than 0
+            }
+            let (_ts, q) = read_varlong(rec, body + 1)?;
+            let (offset_delta, q) = read_varint(rec, q)?;
+            let (key_len, q) = read_varint(rec, q)?;
+            if offset_delta != i || key_len != KEY_LEN as i64 {
+                return None;
+            }
+            let key = rec.get(q..q + KEY_LEN)?;
+            let offset = i64::from_be_bytes(key[16..24].try_into().ok()?);
+            if key[..8] != PLACEHOLDER_MAGIC[..] || &key[8..16] != nonce || Some(offset) != first.checked_add(i) {
+                return None;
+            }
+            let (value_len, q) = read_varint(rec, q + KEY_LEN)?;
+            let (headers, q) = read_varint(rec, q)?;
+            (value_len == -1 && headers == 0 && q == end).then_some(end)
+        })();
+        match ok {
+            Some(end) => pos = end,
+            None => return false,
+        }
+    }
+    pos == rec.len()
 }
 
 /// Whether a Fetch (or ShareFetch) partition's `records` hold at least one placeholder batch
@@ -394,7 +453,7 @@ pub fn placeholder_batch(b: &OwnBatch, nonce: u64, source_base: i64) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + b.count.max(1) as usize * 32);
     put_header(&mut out, b, 0, b.count - 1, b.count);
     for i in 0..b.count {
-        let mut key = [0u8; 24];
+        let mut key = [0u8; PLACEHOLDER_KEY_LEN];
         key[..8].copy_from_slice(PLACEHOLDER_MAGIC);
         key[8..16].copy_from_slice(&nonce.to_be_bytes());
         key[16..24].copy_from_slice(&(source_base + i64::from(i)).to_be_bytes());
@@ -510,6 +569,74 @@ mod tests {
             let mut g = both.clone();
             g[cut] = 0xff;
             let _ = has_placeholder(&g);
+        }
+    }
+
+    fn ph_key(nonce: u64, offset: i64) -> [u8; PLACEHOLDER_KEY_LEN] {
+        let mut key = [0u8; PLACEHOLDER_KEY_LEN];
+        key[..8].copy_from_slice(PLACEHOLDER_MAGIC);
+        key[8..16].copy_from_slice(&nonce.to_be_bytes());
+        key[16..24].copy_from_slice(&offset.to_be_bytes());
+        key
+    }
+
+    /// A batch of `records` (offset delta, key, value) as an uncompressed producer writes it.
+    fn batch_of(records: &[(i32, Vec<u8>, Option<&[u8]>)], last_offset_delta: i32) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        put_header(&mut out, &own(0, last_offset_delta + 1), 0, last_offset_delta, records.len() as i32);
+        for (delta, key, value) in records {
+            put_record(&mut out, *delta, key, *value);
+        }
+        finish(&mut out, 0);
+        out.to_vec()
+    }
+
+    /// Issue 12 review: a placeholder is recognised by all its records, not by the first key.
+    /// A batch a client forwarded with a placeholder first and real records after it (which
+    /// the proxy would turn into a COMMIT control batch, losing the real records) is not one.
+    #[test]
+    fn only_whole_placeholder_batches_are_recognised() {
+        let p = placeholder_batch(&own(10, 3), 0xfeed, 110);
+        assert!(is_placeholder_batch(&p));
+        let ph = |i: i64| ph_key(0xfeed, 110 + i).to_vec();
+        // The same records written by hand are recognised (the check is the layout, not ours).
+        assert!(is_placeholder_batch(&batch_of(&[(0, ph(0), None), (1, ph(1), None), (2, ph(2), None)], 2)));
+        // Placeholder first, a real record after it.
+        let mixed = batch_of(&[(0, ph(0), None), (1, b"order-17".to_vec(), Some(b"paid"))], 1);
+        assert!(!is_placeholder_batch(&mixed) && !has_placeholder(&mixed));
+        // Placeholder first, a real record with a placeholder-like key but a value.
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None), (1, ph(1), Some(b"v"))], 1)));
+        // Another nonce, a wrong or repeated source offset, a gap in the offset deltas.
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None), (1, ph_key(0xbeef, 111).to_vec(), None)], 1)));
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None), (1, ph(0), None)], 1)));
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None), (1, ph(2), None)], 1)));
+        // Compaction-like removal (the middle record gone, lastOffsetDelta kept): record count
+        // and offset deltas no longer match, so it is not taken for a placeholder batch.
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None), (2, ph(2), None)], 2)));
+        // A single placeholder record with more offsets announced than records.
+        assert!(!is_placeholder_batch(&batch_of(&[(0, ph(0), None)], 1)));
+        // An ordinary keyed uncompressed batch, and a record with headers or attributes.
+        assert!(!is_placeholder_batch(&batch_of(&[(0, b"k".to_vec(), Some(b"v")), (1, b"k2".to_vec(), None)], 1)));
+        let mut v = p.to_vec();
+        let last_headers = v.len() - 1;
+        v[last_headers] = 2; // headers count 1 (zigzag), without the header bytes
+        assert!(!is_placeholder_batch(&v));
+        // A producer id below 0 (not an idempotent mirror batch).
+        let mut v = p.to_vec();
+        v[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        assert!(!is_placeholder_batch(&v));
+        // Trailing bytes after the last record.
+        let mut v = p.to_vec();
+        v.push(0);
+        assert!(!is_placeholder_batch(&v));
+        // Never panics on cut or corrupted bytes.
+        for cut in 0..p.len() {
+            assert!(!is_placeholder_batch(&p[..cut]));
+            for byte in [0x00, 0x7f, 0x80, 0xff] {
+                let mut g = p.to_vec();
+                g[cut] = byte;
+                let _ = is_placeholder_batch(&g);
+            }
         }
     }
 
