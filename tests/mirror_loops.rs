@@ -9,6 +9,16 @@ use std::time::Duration;
 
 use support::*;
 
+use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
+
+fn client(bootstrap: &str) -> ClusterClient {
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        rt.block_on(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()])))
+    })
+    .unwrap()
+}
+
 const V: &str = "4.1.1";
 
 fn create_topic(bootstrap: &str, topic: &str) {
@@ -170,6 +180,15 @@ async fn start_positions_latest_and_timestamp_copy_nothing_older() {
             Err(out)
         }
     });
+    // Nothing below the copy start is readable data: the destination log start is moved up
+    // to it (issue 12 review item 2), so the skipped head's placeholders do not stay.
+    let dst = client(&b.bootstrap);
+    for t in [&latest, &by_time, &future] {
+        eventually(Duration::from_secs(60), || match block(dst.list_offsets(t, 0, -2)) {
+            Ok(50) => Ok(()),
+            other => Err(format!("{t}: destination log start {other:?}, copy start 50")),
+        });
+    }
     produce(&latest, "fresh", "5");
     let consume = |topic: &str, n: &str| -> Vec<String> {
         let out = ok(

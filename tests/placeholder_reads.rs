@@ -277,6 +277,8 @@ async fn removed_head_of_two_million_offsets_is_filled_resumed_and_removed() {
     let dest = cluster("dest");
     let state = unique_name("__mirror_state-head");
     let port = free_port_range(12);
+    let metrics_port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
     let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
     let topic = unique_name("head");
     create_topic(&source.bootstrap, &topic, 1);
@@ -291,6 +293,7 @@ async fn removed_head_of_two_million_offsets_is_filled_resumed_and_removed() {
         front(),
         MirrorgateOptions {
             state_topic: Some(&state),
+            extra_yaml: &yaml,
             env: &[("MIRRORGATE_FAILPOINT", "mid-batch:100")],
             ..Default::default()
         },
@@ -304,14 +307,20 @@ async fn removed_head_of_two_million_offsets_is_filled_resumed_and_removed() {
     assert!(mg.log().contains("filling a source gap with placeholders"), "{}", tail(&mg.log(), 20));
     let cut = block(dst.list_offsets(&topic, 0, -1)).unwrap();
     assert!(cut > 0 && cut < HEAD, "killed mid-fill at destination offset {cut}");
+    // A head that was never to be copied is no data loss (issue 12 review item 3).
+    assert!(!mg.log().contains("source retention removed offsets"), "{}", tail(&mg.log(), 20));
     drop(mg);
 
     let mg = Mirrorgate::start_in_front_of(
         &dest.bootstrap,
         front(),
-        MirrorgateOptions { state_topic: Some(&state), ..Default::default() },
+        MirrorgateOptions { state_topic: Some(&state), extra_yaml: &yaml, ..Default::default() },
     );
     let report = wait_identical(&src, &dst, &topic, Duration::from_secs(240));
+    let body = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics");
+    let lost = body.lines().find_map(|l| l.strip_prefix("mirrorgate_mirror_lost_offsets_total ")).map(str::trim);
+    assert_eq!(lost, Some("0"), "the filled head is not counted as lost offsets");
+    assert!(!mg.log().contains("source retention removed offsets"), "{}", tail(&mg.log(), 20));
     assert_eq!(report.records, 10, "{report:?}");
     let log = mg.log();
     assert!(log.contains("filled a source gap with placeholders"), "{}", tail(&log, 30));
@@ -324,4 +333,13 @@ async fn removed_head_of_two_million_offsets_is_filled_resumed_and_removed() {
     let recs = consume_all(&mg.bootstrap, &topic, 10, "read_committed");
     let offsets: Vec<i64> = recs.iter().map(|r| r["offset"].as_i64().unwrap()).collect();
     assert_eq!(offsets, (HEAD..HEAD + 10).collect::<Vec<_>>());
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }

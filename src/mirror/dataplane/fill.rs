@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::mirror::model::{gap_action, GapAction, OffsetSegment};
 use crate::wire::batch::{self, OwnBatch};
 
-use super::partition::{delete_records, failpoint_mid_batch, sequence_for, Outcome, PartitionTask, Retry, Writer};
+use super::partition::{delete_records, is_policy_refusal, failpoint_mid_batch, sequence_for, Outcome, PartitionTask, Retry, Writer};
 
 /// Largest placeholder batch, in offsets (~160 KB; benches/fill_rate.rs measured 5.8M
 /// offsets/s with 5000-offset batches against 2.9M/s with 1000).
@@ -58,6 +58,11 @@ impl PartitionTask {
         let started = tokio::time::Instant::now();
         let mut reported = started;
         let mut removed_up_to = from;
+        // Set when the destination refused DeleteRecords (a topic whose cleanup.policy has no
+        // `delete`): not asked again during this fill.
+        let mut removal_refused = false;
+        // Nothing below the copy start (`--start-position`) is readable data either.
+        let copy_start = self.record().and_then(|r| r.copy_start).unwrap_or(-1);
         if large {
             tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, offsets = n, destination_offset = w.dest_next, "filling a source gap with placeholders (streamed in chunks; resumes from the destination log end after a restart)");
         }
@@ -68,13 +73,15 @@ impl PartitionTask {
                 // the destination as it is filled, so its placeholders never pile up on disk.
                 let source_log_start =
                     self.control.progress(&self.topic, self.partition).map_or(-1, |g| g.source_log_start);
-                if src.min(source_log_start) - removed_up_to >= FILL_REMOVE_EVERY {
-                    let target = src.min(source_log_start) - w.shift;
-                    match delete_records(&self.dest, &self.topic, self.partition, target).await {
-                        Ok(()) => removed_up_to = src.min(source_log_start),
-                        Err(e) => {
-                            tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "cannot move the destination log start during a head fill")
-                        }
+                let removable = src.min(source_log_start.max(copy_start));
+                if !removal_refused && removable - removed_up_to >= FILL_REMOVE_EVERY {
+                    let target = removable - w.shift;
+                    // Tried once per FILL_REMOVE_EVERY offsets whatever the answer: a failure is
+                    // retried with the next step, not on every chunk.
+                    removed_up_to = removable;
+                    if let Err(e) = delete_records(&self.dest, &self.topic, self.partition, target).await {
+                        removal_refused = is_policy_refusal(&e);
+                        tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, refused = removal_refused, "cannot move the destination log start during a fill (not asked again during this fill if refused by the topic's cleanup.policy)");
                     }
                 }
                 if reported.elapsed() >= FILL_REPORT_EVERY {

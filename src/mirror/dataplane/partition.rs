@@ -265,6 +265,9 @@ impl PartitionTask {
         // shifted to start where the source starts (DESIGN §4.2). Persisted before the first append.
         let mut segments = rec.segments.clone();
         let mut copy_start = rec.copy_start;
+        // The first source batch of a mirror created in this run (offsets below it were never
+        // going to be copied; see `due_from` below).
+        let mut created_at: Option<i64> = None;
         if segments.is_empty() {
             if dest_end != 0 {
                 return Ok(fail(
@@ -305,6 +308,7 @@ impl PartitionTask {
                 .await
                 .map_err(|e| Retry::new(e.to_string()))?;
             copy_start = from;
+            created_at = Some(first_base);
             segments = vec![first];
         }
         let seg = *segments.last().expect("at least one segment");
@@ -358,6 +362,16 @@ impl PartitionTask {
             }
             next_src = start;
         }
+        // Nothing below the copy start is readable data: the destination log start moves up to
+        // it, as for a removed head (asked once per run; DeleteRecords is idempotent).
+        if let Some(start) = copy_start {
+            let target = start - w.shift;
+            if target > 0 && target <= w.dest_next {
+                if let Err(e) = delete_records(&self.dest, topic, p, target).await {
+                    tracing::warn!(topic, partition = p, error = %e, destination_offset = target, "cannot move the destination log start to the copy start; the placeholders below it stay (a topic whose cleanup.policy has no delete)");
+                }
+            }
+        }
         let mut fetch_at = next_src;
         let aligned_at = next_src;
         let mut retries_reset = false;
@@ -384,9 +398,18 @@ impl PartitionTask {
                     let start = self.source.list_offsets(topic, p, EARLIEST_TIMESTAMP).await.map_err(retry)?;
                     if start > next_src {
                         // The batch holding `start` may begin below it; the gap up to that
-                        // batch is filled (or re-segmented) when it arrives.
-                        tracing::warn!(mirror = %self.mirror, topic, partition = p, lost_from = next_src, lost_to = start, "source retention removed offsets the mirror had not copied");
-                        self.control.count_lost_offsets(start - next_src);
+                        // batch is filled (or re-segmented) when it arrives. Only offsets the
+                        // mirror was due to copy are lost: from the copy start, the first source
+                        // batch it saw, or (neither known) the source log start of this run; a
+                        // head below that (a head fill fetching at 0) was never to be copied.
+                        let due_from =
+                            copy_start.or(epochs.first().map(|e| e.1)).or(created_at).unwrap_or(src_start).max(next_src);
+                        if start > due_from {
+                            tracing::warn!(mirror = %self.mirror, topic, partition = p, lost_from = due_from, lost_to = start, "source retention removed offsets the mirror had not copied");
+                            self.control.count_lost_offsets(start - due_from);
+                        } else {
+                            tracing::debug!(mirror = %self.mirror, topic, partition = p, from = next_src, source_log_start = start, "filling a source head below the source log start");
+                        }
                         fetch_at = start;
                         continue;
                     }
@@ -787,6 +810,13 @@ async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterErr
         });
     }
     Ok((resp.producer_id.0, resp.producer_epoch))
+}
+
+/// Whether a [`delete_records`] error is the broker refusing it for the topic's
+/// cleanup.policy: Kafka answers POLICY_VIOLATION (44) for a topic whose cleanup.policy has no
+/// `delete` (`UnifiedLog.maybeIncrementLogStartOffset` / `ReplicaManager.deleteRecords`).
+pub(super) fn is_policy_refusal(e: &ClusterError) -> bool {
+    matches!(e, ClusterError::Kafka { error, .. } if error.0 == 44)
 }
 
 /// Moves the destination log start of `topic`-`partition` to `offset` (DeleteRecords).
