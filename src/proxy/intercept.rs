@@ -5,7 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, MetadataResponse,
-    ProduceResponse, ShareFetchResponse,
+    ProduceResponse, ShareAcknowledgeResponse, ShareFetchResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -141,6 +141,16 @@ pub fn apply(
             }
             if !changed {
                 return Ok(frame);
+            }
+            resp.encode(&mut out, decode_version).map_err(ctx)?;
+        }
+        ResponseAction::ShareAcknowledge => {
+            let mut resp = ShareAcknowledgeResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
+            if resp.node_endpoints.is_empty() {
+                return Ok(frame);
+            }
+            for e in &mut resp.node_endpoints {
+                (e.host, e.port) = map.advertised(e.node_id.0);
             }
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
@@ -441,6 +451,31 @@ mod tests {
         let kinds: Vec<_> = BatchIter::new(records).map(|b| b.unwrap().is_placeholder()).collect();
         assert_eq!(kinds, vec![false, false]);
         assert_eq!((got.node_endpoints[0].host.as_str(), got.node_endpoints[0].port), ("127.0.0.1", 9001));
+    }
+
+    /// ShareAcknowledge (KIP-932): the `node_endpoints` Kafka sends with
+    /// NOT_LEADER_OR_FOLLOWER point at mirrorgate; without endpoints the broker's bytes go back.
+    #[test]
+    fn share_acknowledge_node_endpoints_point_at_mirrorgate() {
+        use kafka_protocol::messages::share_acknowledge_response::NodeEndpoint;
+        let resp = ShareAcknowledgeResponse::default().with_node_endpoints(vec![NodeEndpoint::default()
+            .with_node_id(kafka_protocol::messages::BrokerId(1))
+            .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker"))
+            .with_port(9092)]);
+        let mut frame = BytesMut::new();
+        header::put_response_header(&mut frame, 14, 1);
+        resp.encode(&mut frame, 1).unwrap();
+        let out = apply(ResponseAction::ShareAcknowledge, 79, 1, frame.freeze(), &NoMap, &directory(), &[], None).unwrap();
+        let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
+        let got = ShareAcknowledgeResponse::decode(&mut body, 1).unwrap();
+        assert_eq!((got.node_endpoints[0].host.as_str(), got.node_endpoints[0].port), ("127.0.0.1", 9001));
+
+        let mut frame = BytesMut::new();
+        header::put_response_header(&mut frame, 15, 1);
+        ShareAcknowledgeResponse::default().encode(&mut frame, 1).unwrap();
+        let frame = frame.freeze();
+        let out = apply(ResponseAction::ShareAcknowledge, 79, 1, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
+        assert_eq!(out.as_ptr(), frame.as_ptr(), "forwarded as it came");
     }
 
     fn intercepted_produce_range() -> (i16, i16) {

@@ -34,6 +34,9 @@ pub enum ResponseAction {
     /// Replace placeholder batches with control batches in every partition of a ShareFetch
     /// response (KIP-932), so a share consumer acknowledges those offsets as gaps.
     ShareFetch,
+    /// Rewrite the `node_endpoints` of a ShareAcknowledge response (KIP-932; Kafka fills them
+    /// with NOT_LEADER_OR_FOLLOWER) to mirrorgate's listeners.
+    ShareAcknowledge,
     /// Add POLICY_VIOLATION results for the mirror partitions taken out of the request (and
     /// rewrite `node_endpoints`).
     ProduceMerge(std::sync::Arc<Vec<super::mirror_gate::Rejected>>),
@@ -132,6 +135,7 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
         )),
         Some(ApiKey::Fetch) => upstream(frame, ResponseAction::Fetch),
         Some(ApiKey::ShareFetch) => upstream(frame, ResponseAction::ShareFetch),
+        Some(ApiKey::ShareAcknowledge) => upstream(frame, ResponseAction::ShareAcknowledge),
         _ => upstream(frame, ResponseAction::Forward),
     }
 }
@@ -202,6 +206,7 @@ mod tests {
             (1, 4, Some(ResponseAction::Fetch)),
             (1, 17, Some(ResponseAction::Fetch)),
             (78, 1, Some(ResponseAction::ShareFetch)),
+            (79, 1, Some(ResponseAction::ShareAcknowledge)),
         ] {
             let f = req(key, version, &[], 2);
             match (decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true), want) {

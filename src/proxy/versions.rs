@@ -19,6 +19,7 @@ pub const INTERCEPTED: &[ApiKey] = &[
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
 ];
 
 /// Error code `UNSUPPORTED_VERSION` (Kafka protocol error 35).
