@@ -465,7 +465,8 @@ mod tests {
         let mut frame = BytesMut::new();
         header::put_response_header(&mut frame, 14, 1);
         resp.encode(&mut frame, 1).unwrap();
-        let out = apply(ResponseAction::ShareAcknowledge, 79, 1, frame.freeze(), &NoMap, &directory(), &[], None).unwrap();
+        let out =
+            apply(ResponseAction::ShareAcknowledge, 79, 1, frame.freeze(), &NoMap, &directory(), &[], None).unwrap();
         let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
         let got = ShareAcknowledgeResponse::decode(&mut body, 1).unwrap();
         assert_eq!((got.node_endpoints[0].host.as_str(), got.node_endpoints[0].port), ("127.0.0.1", 9001));
@@ -474,7 +475,8 @@ mod tests {
         header::put_response_header(&mut frame, 15, 1);
         ShareAcknowledgeResponse::default().encode(&mut frame, 1).unwrap();
         let frame = frame.freeze();
-        let out = apply(ResponseAction::ShareAcknowledge, 79, 1, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
+        let out =
+            apply(ResponseAction::ShareAcknowledge, 79, 1, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
         assert_eq!(out.as_ptr(), frame.as_ptr(), "forwarded as it came");
     }
 

@@ -580,8 +580,11 @@ mod tests {
         key
     }
 
-    /// A batch of `records` (offset delta, key, value) as an uncompressed producer writes it.
-    fn batch_of(records: &[(i32, Vec<u8>, Option<&[u8]>)], last_offset_delta: i32) -> Vec<u8> {
+    /// A record to write: offset delta, key, value.
+    type Rec<'a> = (i32, Vec<u8>, Option<&'a [u8]>);
+
+    /// A batch of `records` as an uncompressed producer writes it.
+    fn batch_of(records: &[Rec<'_>], last_offset_delta: i32) -> Vec<u8> {
         let mut out = BytesMut::new();
         put_header(&mut out, &own(0, last_offset_delta + 1), 0, last_offset_delta, records.len() as i32);
         for (delta, key, value) in records {

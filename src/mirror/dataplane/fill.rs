@@ -15,7 +15,9 @@ use std::time::Duration;
 use crate::mirror::model::{gap_action, GapAction, OffsetSegment};
 use crate::wire::batch::{self, OwnBatch};
 
-use super::partition::{delete_records, is_policy_refusal, failpoint_mid_batch, sequence_for, Outcome, PartitionTask, Retry, Writer};
+use super::partition::{
+    delete_records, failpoint_mid_batch, is_policy_refusal, sequence_for, Outcome, PartitionTask, Retry, Writer,
+};
 
 /// Largest placeholder batch, in offsets (~160 KB; benches/fill_rate.rs measured 5.8M
 /// offsets/s with 5000-offset batches against 2.9M/s with 1000).

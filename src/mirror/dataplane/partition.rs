@@ -402,8 +402,11 @@ impl PartitionTask {
                         // mirror was due to copy are lost: from the copy start, the first source
                         // batch it saw, or (neither known) the source log start of this run; a
                         // head below that (a head fill fetching at 0) was never to be copied.
-                        let due_from =
-                            copy_start.or(epochs.first().map(|e| e.1)).or(created_at).unwrap_or(src_start).max(next_src);
+                        let due_from = copy_start
+                            .or(epochs.first().map(|e| e.1))
+                            .or(created_at)
+                            .unwrap_or(src_start)
+                            .max(next_src);
                         if start > due_from {
                             tracing::warn!(mirror = %self.mirror, topic, partition = p, lost_from = due_from, lost_to = start, "source retention removed offsets the mirror had not copied");
                             self.control.count_lost_offsets(start - due_from);
