@@ -27,6 +27,18 @@ use crate::mirror::control::ControlState;
 use crate::mirror::model::{now_ms, MirrorDefinition, MirrorTopic, PartitionStateRecord};
 
 /// Default name of the state topic.
+/// How long loading the state waits for a partition of `__mirror_state` to answer ListOffsets
+/// while its leader is still getting ready (retriable errors only).
+const PARTITION_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Whether `e`, or the last error behind [`ClusterError::RetriesExhausted`], is retriable.
+fn retriable_through_retries(e: &ClusterError) -> bool {
+    match e {
+        ClusterError::RetriesExhausted { last, .. } => last.is_retriable(),
+        e => e.is_retriable(),
+    }
+}
+
 pub const DEFAULT_STATE_TOPIC: &str = "__mirror_state";
 /// Version of the record format this build writes and reads (the `"v"` field).
 pub const RECORD_FORMAT_VERSION: u64 = 1;
@@ -695,11 +707,35 @@ impl StateStore {
         Ok(snapshot)
     }
 
+    /// ListOffsets of a state-topic partition, waiting up to [`PARTITION_READY_TIMEOUT`] while
+    /// the answer is retriable: a partition that Metadata already shows with a leader can still
+    /// answer NOT_LEADER_OR_FOLLOWER (6) until that broker has created it locally, which takes
+    /// seconds for a new 50-partition topic on a loaded broker (seen in `make test`).
+    ///
+    /// # Errors
+    /// The last [`ClusterError`] once it is not retriable or the wait is over.
+    async fn list_offsets_when_ready(&self, partition: i32, timestamp: i64) -> Result<i64, ClusterError> {
+        let deadline = tokio::time::Instant::now() + PARTITION_READY_TIMEOUT;
+        let mut logged = false;
+        loop {
+            match self.client.list_offsets(&self.topic.name, partition, timestamp).await {
+                Err(e) if retriable_through_retries(&e) && tokio::time::Instant::now() < deadline => {
+                    if !logged {
+                        tracing::info!(topic = %self.topic.name, partition, error = %e, "waiting for the state topic partition to be ready on its leader");
+                        logged = true;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     async fn load_partition_into(&self, partition: i32, snap: &mut StateSnapshot) -> Result<(), StoreError> {
         let topic = &self.topic.name;
         let cluster = |source| StoreError::Cluster { topic: topic.clone(), source: Box::new(source) };
-        let mut offset = self.client.list_offsets(topic, partition, EARLIEST_TIMESTAMP).await.map_err(cluster)?;
-        let end = self.client.list_offsets(topic, partition, LATEST_TIMESTAMP).await.map_err(cluster)?;
+        let mut offset = self.list_offsets_when_ready(partition, EARLIEST_TIMESTAMP).await.map_err(cluster)?;
+        let end = self.list_offsets_when_ready(partition, LATEST_TIMESTAMP).await.map_err(cluster)?;
         while offset < end {
             let fetched = match self.client.fetch(topic, partition, offset, self.settings.fetch_max_bytes).await {
                 Ok(f) => f,
