@@ -13,7 +13,7 @@ use std::sync::Arc;
 use memchr::memmem;
 
 use super::control::ControlState;
-use super::model::{destination_offset, is_shifted, source_offset, OffsetSegment};
+use super::model::{destination_offset, is_shifted, source_end_offset, source_offset, OffsetSegment};
 
 /// The offset map of one shifted partition, ascending by source start.
 pub type Segments = Arc<[OffsetSegment]>;
@@ -35,6 +35,16 @@ impl TopicMaps {
     pub fn to_source(&self, partition: i32, offset: i64) -> i64 {
         match self.partitions.get(&partition) {
             Some(s) => source_offset(s, offset),
+            None => offset,
+        }
+    }
+
+    /// Source offset of destination END offset `offset` of `partition` (a high watermark,
+    /// log end or committed position: [`source_end_offset`]); unchanged for a partition
+    /// without a shift and for negative offsets.
+    pub fn to_source_end(&self, partition: i32, offset: i64) -> i64 {
+        match self.partitions.get(&partition) {
+            Some(s) => source_end_offset(s, offset),
             None => offset,
         }
     }

@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use crate::mirror::model::{source_offset, OffsetSegment};
+use crate::mirror::model::{source_end_offset, source_offset, OffsetSegment};
 use crate::mirror::offset_maps::OffsetMaps;
 
 /// Bytes before `batchLength`'s end: `baseOffset` (8) + `batchLength` (4).
@@ -41,8 +41,10 @@ pub fn request(req: &mut FetchRequest, maps: &OffsetMaps) -> bool {
 }
 
 /// Rewrites every offset of the shifted partitions in a Fetch response destination →
-/// source: high watermark, last stable offset, log start offset, each aborted transaction's
-/// first offset, the diverging epoch's end offset and each batch's base offset. Partitions
+/// source: high watermark, last stable offset and the diverging epoch's end offset as end
+/// offsets ([`source_end_offset`]); log start offset, each aborted transaction's first
+/// offset and each batch's base offset as record offsets ([`source_offset`]), the log start
+/// capped at the high watermark. Partitions
 /// an incremental session leaves out are simply absent. Returns whether anything changed.
 pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps) -> bool {
     if maps.is_empty() {
@@ -53,10 +55,13 @@ pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps) -> bool {
         let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
         for p in &mut t.partitions {
             let Some(segs) = tm.partition(p.partition_index) else { continue };
-            p.high_watermark = source_offset(segs, p.high_watermark);
-            p.last_stable_offset = source_offset(segs, p.last_stable_offset);
-            p.log_start_offset = source_offset(segs, p.log_start_offset);
-            p.diverging_epoch.end_offset = source_offset(segs, p.diverging_epoch.end_offset);
+            // End offsets end-style (a consumer at the end of a segment reaches them), record
+            // offsets and the log start start-style, the log start never above the end.
+            p.high_watermark = source_end_offset(segs, p.high_watermark);
+            p.last_stable_offset = source_end_offset(segs, p.last_stable_offset);
+            let log_start = source_offset(segs, p.log_start_offset);
+            p.log_start_offset = if p.high_watermark >= 0 { log_start.min(p.high_watermark) } else { log_start };
+            p.diverging_epoch.end_offset = source_end_offset(segs, p.diverging_epoch.end_offset);
             for a in p.aborted_transactions.iter_mut().flatten() {
                 a.first_offset = source_offset(segs, a.first_offset);
             }

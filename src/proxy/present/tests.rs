@@ -107,7 +107,9 @@ fn fetch_response_offsets_and_batches_go_to_the_source() {
     resp.encode(&mut buf, 16).unwrap();
     let resp = FetchResponse::decode(&mut buf.freeze(), 16).unwrap();
     let p = &resp.responses[0].partitions[0];
-    assert_eq!((p.high_watermark, p.last_stable_offset, p.log_start_offset), (7003, 7000, 3000));
+    // The LSO sits at the second segment's start: end-style, the end of the first segment
+    // (source 4500), which a consumer reading the first segment reaches; not 7000.
+    assert_eq!((p.high_watermark, p.last_stable_offset, p.log_start_offset), (7003, 4500, 3000));
     assert_eq!(p.aborted_transactions.as_ref().unwrap()[0].first_offset, 4499);
     assert_eq!(p.diverging_epoch.end_offset, -1, "Kafka's 'none' stays");
     let bases: Vec<(i64, bool)> = BatchIter::new(p.records.clone().unwrap())
@@ -129,6 +131,14 @@ fn list_offsets_and_produce_answers_go_to_the_source() {
     assert!(offsets::list_offsets(&mut resp, &maps()));
     let got: Vec<i64> = resp.topics[0].partitions.iter().map(|p| p.offset).collect();
     assert_eq!(got, vec![3000, 7500, -1, 2000]);
+    // At the second segment's start (an empty segment: the destination ends there): latest
+    // (timestamp -1) is the end of the first segment, a record found by timestamp the next one.
+    let mut resp = ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
+        .with_name(name("t"))
+        .with_partitions(vec![part(0, 1500), part(0, 1500).with_timestamp(1_700_000_000_000)])]);
+    offsets::list_offsets(&mut resp, &maps());
+    let got: Vec<i64> = resp.topics[0].partitions.iter().map(|p| p.offset).collect();
+    assert_eq!(got, vec![4500, 7000]);
     let mut produce = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
         .with_name(name("t"))
         .with_partition_responses(vec![
@@ -170,7 +180,9 @@ fn committed_offsets_round_trip_in_both_offset_fetch_layouts() {
         ])]);
     assert!(groups::offset_fetch(&mut v8, &maps()));
     let got: Vec<i64> = v8.groups[0].topics[0].partitions.iter().map(|p| p.committed_offset).collect();
-    assert_eq!(got, vec![7000, 1500]);
+    // A position at the second segment's start reads as the end of the first (end-style,
+    // never above the presented high watermark): the next record read is the same.
+    assert_eq!(got, vec![4500, 1500]);
 }
 
 #[test]
@@ -187,4 +199,20 @@ fn nothing_changes_without_a_shifted_partition() {
     resp.topics[0].partitions[0].partition_index = 0;
     assert!(!offsets::list_offsets(&mut resp, &maps()), "another topic");
     assert_eq!(resp.topics[0].partitions[0].offset, 5);
+}
+
+#[test]
+fn fetch_end_offsets_at_an_empty_segment_are_reachable() {
+    // The destination ends at 1500, where the second segment starts with no record yet.
+    let mut resp = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(name("t"))
+        .with_partitions(vec![PartitionData::default()
+            .with_partition_index(0)
+            .with_high_watermark(1500)
+            .with_last_stable_offset(1500)
+            .with_log_start_offset(1500)])]);
+    assert!(fetch::response(&mut resp, &maps()));
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (4500, 4500), "the end of the first segment");
+    assert_eq!(p.log_start_offset, 4500, "the log start never above the high watermark");
 }
