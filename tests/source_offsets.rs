@@ -99,8 +99,16 @@ fn shifted_source(source: &Cluster, name: &str) -> String {
 
 /// Creates a mirror (2 s metadata sync, fill bound 100) and starts `topic`.
 fn start_mirror(mg: &Mirrorgate, source: &Cluster, topic: &str) -> String {
+    start_mirror_filling(mg, source, topic, 100)
+}
+
+/// Creates a mirror (2 s metadata sync, fill bound `fill_max_gap`) and starts `topic`.
+fn start_mirror_filling(mg: &Mirrorgate, source: &Cluster, topic: &str, fill_max_gap: i64) -> String {
     let mirror = unique_name("m");
-    let cfg = mirror_config_file(source, "mirror.metadata.refresh.interval.ms=2000\nmirror.fill.max.gap=100\n");
+    let cfg = mirror_config_file(
+        source,
+        &format!("mirror.metadata.refresh.interval.ms=2000\nmirror.fill.max.gap={fill_max_gap}\n"),
+    );
     ok(
         mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
         "--create",
@@ -430,9 +438,11 @@ fn consume_to_eof(bootstrap: &str, topic: &str, group: &str, count: usize) -> (V
 }
 
 /// A shifted head (log start 200) and a gap at the end larger than the fill bound (an
-/// aborted transaction of 150 records at 300..449, its marker at 450): the data plane starts
-/// a segment at source 451 holding nothing. Through mirrorgate the end is the end of the
-/// records (300), which a consumer reaches; `--verify` passes.
+/// aborted transaction of 150 records at 300..449 and its marker at 450, with
+/// `mirror.fill.max.gap=0`): the data plane starts a segment at source 450 for the aborted
+/// records, replaces it with one at 451 for the marker, and writes nothing into it: the
+/// destination ends at that empty segment's start. Through mirrorgate the end is the end of
+/// the records (300), which a consumer reaches; `--verify` passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trailing_gap_beyond_the_fill_bound_leaves_a_reachable_end() {
     let source = cluster("source");
@@ -464,13 +474,15 @@ async fn a_trailing_gap_beyond_the_fill_bound_leaves_a_reachable_end() {
     );
     delete_records(&source.bootstrap, &topic, 200);
     assert_eq!(block(src.list_offsets(&topic, 0, -1)).unwrap(), 451, "the source ends after the ABORT marker");
-    let mirror = start_mirror(&mg, &source, &topic);
+    let mirror = start_mirror_filling(&mg, &source, &topic, 0);
     eventually(Duration::from_secs(120), || {
         let rows = describe_json(&mg, &mirror);
         let segments = rows[0]["segments"].as_array().map_or(0, Vec::len);
         let direct = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
-        (direct == 100 && segments == 2).then_some(()).ok_or(format!("destination end {direct}: {rows:?}"))
+        let caught_up = rows[0]["sourceOffset"] == 451;
+        (direct == 100 && segments == 2 && caught_up).then_some(()).ok_or(format!("destination end {direct}: {rows:?}"))
     });
+    assert_eq!(describe_json(&mg, &mirror)[0]["segments"], serde_json::json!([[200, 0], [451, 100]]));
     // The presented end: one past the last record (299), not the source's 451.
     assert_eq!(block(through.list_offsets(&topic, 0, -1)).unwrap(), 300);
     assert_eq!(block(through.list_offsets(&topic, 0, -2)).unwrap(), 200);

@@ -21,23 +21,38 @@ const MAGIC_OFFSET: usize = 16;
 
 /// Rewrites the fetch offsets (and a follower's `log_start_offset`, if set) of the shifted
 /// partitions in a Fetch request source → destination. Returns whether anything changed.
+/// A fetch offset below the first segment's source start (records the destination never
+/// held: the source answers OFFSET_OUT_OF_RANGE there, its log start being at or below it)
+/// is sent as -1, which the broker answers OFFSET_OUT_OF_RANGE (pinned in
+/// tests/broker_behaviour.rs, `a_fetch_at_offset_minus_one_is_offset_out_of_range`), so the
+/// client's `auto.offset.reset` applies, as on the source.
 /// Partitions an incremental fetch session (KIP-227) leaves out keep the destination offset
 /// the broker cached from an earlier request, which the map still gives them (a map only
 /// ever grows at the destination log end).
-pub fn request(req: &mut FetchRequest, maps: &OffsetMaps) -> bool {
+///
+/// Topics named by id that the state does not know are resolved with `resolve` (the ids
+/// Metadata taught the proxy).
+///
+/// # Errors
+/// A topic id neither knows while a shifted topic's id is unknown
+/// ([`OffsetMaps::topic_ref_resolved`]: the caller closes the connection).
+pub fn request(
+    req: &mut FetchRequest,
+    maps: &OffsetMaps,
+    resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
+) -> Result<bool, String> {
     let mut changed = false;
     for t in &mut req.topics {
-        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        let Some(tm) = maps.topic_ref_resolved(&t.topic.0, t.topic_id.as_bytes(), resolve)? else { continue };
         for p in &mut t.partitions {
-            if tm.partition(p.partition).is_none() {
-                continue;
-            }
-            p.fetch_offset = tm.to_destination(p.partition, p.fetch_offset);
+            let Some(segs) = tm.partition(p.partition) else { continue };
+            let below_first = segs.first().is_some_and(|f| p.fetch_offset < f.source_start);
+            p.fetch_offset = if below_first { -1 } else { tm.to_destination(p.partition, p.fetch_offset) };
             p.log_start_offset = tm.to_destination(p.partition, p.log_start_offset);
             changed = true;
         }
     }
-    changed
+    Ok(changed)
 }
 
 /// Rewrites every offset of the shifted partitions in a Fetch response destination →
@@ -46,13 +61,15 @@ pub fn request(req: &mut FetchRequest, maps: &OffsetMaps) -> bool {
 /// offset and each batch's base offset as record offsets ([`source_offset`]), the log start
 /// capped at the high watermark. Partitions
 /// an incremental session leaves out are simply absent. Returns whether anything changed.
-pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps) -> bool {
+///
+/// Topic ids the state does not know are resolved with `resolve`, as in [`request`].
+pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps, resolve: &dyn Fn(&[u8; 16]) -> Option<String>) -> bool {
     if maps.is_empty() {
         return false;
     }
     let mut changed = false;
     for t in &mut resp.responses {
-        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        let Ok(Some(tm)) = maps.topic_ref_resolved(&t.topic.0, t.topic_id.as_bytes(), resolve) else { continue };
         for p in &mut t.partitions {
             let Some(segs) = tm.partition(p.partition_index) else { continue };
             // End offsets end-style (a consumer at the end of a segment reaches them), record
