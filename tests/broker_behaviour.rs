@@ -1668,3 +1668,26 @@ async fn fetch_v3_on_kafka_3_9_down_converts_placeholders_into_data_messages() {
         assert_eq!(*value, None);
     }
 }
+
+/// A consumer Fetch at offset -1 (below any log start) is answered OFFSET_OUT_OF_RANGE for
+/// that partition, on an empty partition and on one with records (Kafka `UnifiedLog.read`
+/// checks the start offset against the log start): mirrorgate forwards -1 for a fetch below
+/// a shifted partition's first source offset so that the client's `auto.offset.reset`
+/// applies, as on the source (proxy::present::fetch).
+#[tokio::test]
+async fn a_fetch_at_offset_minus_one_is_offset_out_of_range() {
+    let cluster = pin_cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let topic = support::unique_name("pin-fetch-neg");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    for isolation in [0, 1] {
+        assert_eq!(b.fetch(&topic, -1, isolation).await.error, OFFSET_OUT_OF_RANGE, "empty, isolation {isolation}");
+    }
+    let now = now_ms();
+    b.produce_ok(&topic, build_batch(Hdr::default(), &[Rec::kv(0, now, "a", "1")])).await;
+    for isolation in [0, 1] {
+        let f = b.fetch(&topic, -1, isolation).await;
+        assert_eq!(f.error, OFFSET_OUT_OF_RANGE, "isolation {isolation}");
+        assert!(f.records.is_empty());
+    }
+}

@@ -99,8 +99,16 @@ fn shifted_source(source: &Cluster, name: &str) -> String {
 
 /// Creates a mirror (2 s metadata sync, fill bound 100) and starts `topic`.
 fn start_mirror(mg: &Mirrorgate, source: &Cluster, topic: &str) -> String {
+    start_mirror_filling(mg, source, topic, 100)
+}
+
+/// Creates a mirror (2 s metadata sync, fill bound `fill_max_gap`) and starts `topic`.
+fn start_mirror_filling(mg: &Mirrorgate, source: &Cluster, topic: &str, fill_max_gap: i64) -> String {
     let mirror = unique_name("m");
-    let cfg = mirror_config_file(source, "mirror.metadata.refresh.interval.ms=2000\nmirror.fill.max.gap=100\n");
+    let cfg = mirror_config_file(
+        source,
+        &format!("mirror.metadata.refresh.interval.ms=2000\nmirror.fill.max.gap={fill_max_gap}\n"),
+    );
     ok(
         mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
         "--create",
@@ -400,4 +408,94 @@ async fn a_mid_log_gap_beyond_the_fill_bound_keeps_source_offsets() {
     }
     let one = java_read(&mg.bootstrap, &topic, "302", 1, "read_committed", None);
     assert_eq!(one, vec!["Offset:453\tb-0".to_string()], "a position inside the gap reads the next record");
+}
+
+/// librdkafka consumer in group `group` reading `count` records of `topic`, then waiting for
+/// the partition EOF (raised only once its position reaches the high watermark / LSO):
+/// the records and the EOF offset.
+fn consume_to_eof(bootstrap: &str, topic: &str, group: &str, count: usize) -> (Vec<Value>, i64) {
+    let n = count.to_string();
+    let out = ok(
+        python_client(&[
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--count",
+            &n,
+            "--until-eof",
+            "--timeout",
+            "60",
+        ]),
+        "consume --until-eof",
+    );
+    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let eof = rows.iter().find_map(|r| r["eof"].as_i64()).expect("an EOF row");
+    (rows.into_iter().filter(|r| r.get("eof").is_none()).collect(), eof)
+}
+
+/// A shifted head (log start 200) and a gap at the end larger than the fill bound (an
+/// aborted transaction of 150 records at 300..449 and its marker at 450, with
+/// `mirror.fill.max.gap=0`): the data plane starts a segment at source 450 for the aborted
+/// records, replaces it with one at 451 for the marker, and writes nothing into it: the
+/// destination ends at that empty segment's start. Through mirrorgate the end is the end of
+/// the records (300), which a consumer reaches; `--verify` passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trailing_gap_beyond_the_fill_bound_leaves_a_reachable_end() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst, through) = (client(&source.bootstrap), client(&dest.bootstrap), client(&mg.bootstrap));
+    let topic = unique_name("tailgap");
+    create_topic(&source.bootstrap, &topic);
+    produce(&source.bootstrap, &topic, 300, "a", None);
+    let aborted: Vec<String> = (0..150).map(|i| format!("x{i}")).collect();
+    ok(
+        java_program(
+            V,
+            "TxnProducer.java",
+            &[
+                "--bootstrap-server",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--transactional-id",
+                &unique_name("tx"),
+                "--abort",
+                &aborted.join(","),
+                "--prop",
+                "linger.ms=500",
+            ],
+        ),
+        "TxnProducer",
+    );
+    delete_records(&source.bootstrap, &topic, 200);
+    assert_eq!(block(src.list_offsets(&topic, 0, -1)).unwrap(), 451, "the source ends after the ABORT marker");
+    let mirror = start_mirror_filling(&mg, &source, &topic, 0);
+    eventually(Duration::from_secs(120), || {
+        let rows = describe_json(&mg, &mirror);
+        let segments = rows[0]["segments"].as_array().map_or(0, Vec::len);
+        let direct = block(dst.list_offsets(&topic, 0, -1)).map_err(|e| e.to_string())?;
+        let caught_up = rows[0]["sourceOffset"] == 451;
+        (direct == 100 && segments == 2 && caught_up).then_some(()).ok_or(format!("destination end {direct}: {rows:?}"))
+    });
+    assert_eq!(describe_json(&mg, &mirror)[0]["segments"], serde_json::json!([[200, 0], [451, 100]]));
+    // The presented end: one past the last record (299), not the source's 451.
+    assert_eq!(block(through.list_offsets(&topic, 0, -1)).unwrap(), 300);
+    assert_eq!(block(through.list_offsets(&topic, 0, -2)).unwrap(), 200);
+    // librdkafka reaches the end: EOF at the presented high watermark.
+    let group = unique_name("g");
+    let (records, eof) = consume_to_eof(&mg.bootstrap, &topic, &group, 100);
+    assert_eq!(records.first().map(|r| r["offset"].clone()), Some(Value::from(200)));
+    assert_eq!(records.last().map(|r| r["offset"].clone()), Some(Value::from(299)));
+    assert_eq!(eof, 300, "EOF at the presented end");
+    // Its committed position (stored as destination 100) reads back at the end: lag 0.
+    assert_eq!(committed(&through, &group, &topic, 8).get(&0), Some(&300));
+    assert_eq!(group_describe(&mg.bootstrap, &group, &topic), ("300".into(), "300".into(), "0".into()));
+    // --verify passes on the partition that ends in an empty segment.
+    let verified = ok(mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", &mirror]), "--verify");
+    assert!(verified.contains("1 identical, 0 different"), "{verified}");
 }

@@ -249,6 +249,28 @@ pub fn source_offset(segments: &[OffsetSegment], destination: i64) -> i64 {
     destination.saturating_add(seg.shift())
 }
 
+/// The source offset of a destination END offset `end` (a high watermark, last stable
+/// offset, log end, ListOffsets latest, OffsetForLeaderEpoch end offset, a committed
+/// position): one past the source offset of the last record before it,
+/// `source_offset(end − 1) + 1`, when `end` is above the first segment's destination start;
+/// [`source_offset`] otherwise (and for negative offsets).
+///
+/// It differs from [`source_offset`] only at a later segment's destination start `dᵢ₊₁`
+/// whose previous segment holds records: there it is `sᵢ + (dᵢ₊₁ − dᵢ)` (the end of
+/// segment *i*), not `sᵢ₊₁` (past the gap). The data plane starts a segment when it skips
+/// a gap, before any record is written into it, and no batch covers the gap, so a consumer
+/// at the end of segment *i* never advances over it: an end presented as `sᵢ₊₁` would never
+/// be reached (Java `CompletedFetch` advances only through received batches, librdkafka
+/// raises EOF only at the high watermark). The cost: while the destination holds no record
+/// after a gap at its end, the presented end is below the source's (docs/protocol.md).
+/// Monotonic, and never above [`source_offset`].
+pub fn source_end_offset(segments: &[OffsetSegment], end: i64) -> i64 {
+    match segments.first() {
+        Some(first) if end > first.destination_start => source_offset(segments, end - 1).saturating_add(1),
+        _ => source_offset(segments, end),
+    }
+}
+
 /// The state record of one mirror partition (KIP-1279 §4; prototype `MirrorPartitionMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStateRecord {
@@ -444,6 +466,36 @@ mod tests {
         assert_eq!(source_offset(&segs, 2), 2);
         // High watermark of [3000, 0] with 2000 records: the source's log end.
         assert_eq!(source_offset(&[seg(3000, 0)], 2000), 5000);
+    }
+
+    #[test]
+    fn end_offsets_stop_at_the_last_record_before_an_empty_segment() {
+        // 200..510 at 0..310, then 2000.. at 310.. (empty while the log ends at 310).
+        assert_eq!(source_end_offset(&SHIFTED, 310), 510, "the end of the first segment, not past the gap");
+        assert_eq!(source_offset(&SHIFTED, 310), 2000, "a record offset: the next record");
+        assert_eq!(source_end_offset(&SHIFTED, 311), 2001, "inside the second segment: the same");
+        assert_eq!(source_end_offset(&SHIFTED, 309), 509);
+        assert_eq!(source_end_offset(&SHIFTED, 0), 200, "at the first segment's start: start-style");
+        assert_eq!(source_end_offset(&SHIFTED, -1), -1);
+        assert_eq!(source_end_offset(&[], 42), 42);
+        assert_eq!(source_end_offset(&[seg(3000, 0)], 2000), 5000);
+        // An empty first segment followed by another at the same destination start.
+        let empty_head = [seg(100, 0), seg(2000, 0)];
+        assert_eq!(source_end_offset(&empty_head, 0), 2000);
+        assert_eq!(source_end_offset(&empty_head, 5), 2005);
+        // Three segments with an empty middle one: the end of the first.
+        let segs = [seg(0, 0), seg(10, 3), seg(20, 3)];
+        assert_eq!(source_end_offset(&segs, 3), 3);
+        assert_eq!(source_end_offset(&segs, 4), 21);
+        for segs in [&SHIFTED[..], &segs[..], &[seg(3000, 0), seg(7000, 1500), seg(9000, 1600)][..]] {
+            let mapped: Vec<i64> = (0..2_000).map(|d| source_end_offset(segs, d)).collect();
+            assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "monotonic: {segs:?}");
+            for d in 0..2_000 {
+                assert!(source_end_offset(segs, d) <= source_offset(segs, d), "{segs:?}: {d}");
+                // A consumer fetching at the end offset is sent to the end itself.
+                assert_eq!(destination_offset(segs, source_end_offset(segs, d)), d, "{segs:?}: {d}");
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use memchr::memmem;
 
 use super::control::ControlState;
-use super::model::{destination_offset, is_shifted, source_offset, OffsetSegment};
+use super::model::{destination_offset, is_shifted, source_end_offset, source_offset, OffsetSegment};
 
 /// The offset map of one shifted partition, ascending by source start.
 pub type Segments = Arc<[OffsetSegment]>;
@@ -39,6 +39,16 @@ impl TopicMaps {
         }
     }
 
+    /// Source offset of destination END offset `offset` of `partition` (a high watermark,
+    /// log end or committed position: [`source_end_offset`]); unchanged for a partition
+    /// without a shift and for negative offsets.
+    pub fn to_source_end(&self, partition: i32, offset: i64) -> i64 {
+        match self.partitions.get(&partition) {
+            Some(s) => source_end_offset(s, offset),
+            None => offset,
+        }
+    }
+
     /// Destination offset of source offset `offset` of `partition` ([`destination_offset`]);
     /// unchanged for a partition without a shift and for negative offsets (Kafka's "none"
     /// or "high watermark" sentinels).
@@ -55,6 +65,8 @@ impl TopicMaps {
 pub struct OffsetMaps {
     topics: HashMap<String, TopicMaps>,
     ids: HashMap<[u8; 16], String>,
+    /// Some shifted topic has no destination topic id in the state.
+    topic_without_id: bool,
 }
 
 impl OffsetMaps {
@@ -70,7 +82,47 @@ impl OffsetMaps {
                 maps.ids.insert(id, topic.clone());
             }
         }
+        let named: std::collections::HashSet<&String> = maps.ids.values().collect();
+        maps.topic_without_id = maps.topics.keys().any(|t| !named.contains(t));
         maps
+    }
+
+    /// Whether some shifted topic has no destination topic id in the state (a request naming
+    /// it by id cannot be recognised from the state alone: the proxy then resolves ids it does
+    /// not know through the ids Metadata taught it, and fails closed on an id it cannot name).
+    pub fn has_topic_without_id(&self) -> bool {
+        self.topic_without_id
+    }
+
+    /// The shifted partitions of a topic named by `name` or, when the name is empty, by `id`,
+    /// which `resolve` (the proxy's Metadata-learned id → name map) names when the state does
+    /// not.
+    ///
+    /// # Errors
+    /// An id neither the state nor `resolve` knows while a shifted topic has no known id
+    /// ([`Self::has_topic_without_id`]): it may be that topic (fail closed).
+    pub fn topic_ref_resolved(
+        &self,
+        name: &str,
+        id: &[u8; 16],
+        resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
+    ) -> Result<Option<&TopicMaps>, String> {
+        if !name.is_empty() || *id == [0; 16] {
+            return Ok(self.topic(name));
+        }
+        if let Some(t) = self.topic_by_id(id) {
+            return Ok(Some(t));
+        }
+        if !self.has_topic_without_id() {
+            return Ok(None);
+        }
+        match resolve(id) {
+            Some(n) => Ok(self.topic(&n)),
+            None => Err(format!(
+                "topic id {} is unknown while a shifted mirror topic's id is not known (source offsets)",
+                uuid::Uuid::from_bytes(*id)
+            )),
+        }
     }
 
     /// Whether no partition is shifted (the proxy then looks at nothing).

@@ -155,16 +155,17 @@ def consume(args):
         "auto.offset.reset": args.offset_reset,
         "isolation.level": args.isolation,
         "enable.auto.commit": not args.no_commit,
-        "enable.partition.eof": False,
+        "enable.partition.eof": bool(args.until_eof),
     }
     conf.update(_props(args.prop))
     c = Consumer(conf)
     c.subscribe([args.topic])
     got = 0
     rc = 0
+    eof = None
     deadline = time.monotonic() + args.timeout
     try:
-        while got < args.count:
+        while got < args.count or (args.until_eof and eof is None):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -172,6 +173,13 @@ def consume(args):
             if msg is None:
                 continue
             err = msg.error()
+            if err is not None and args.until_eof and err.code() == KafkaError._PARTITION_EOF:
+                # librdkafka raises EOF only once its position reaches the high watermark
+                # (the LSO at read_committed).
+                if got >= args.count:
+                    eof = msg.offset()
+                    print(json.dumps({"eof": eof, "partition": msg.partition()}), flush=True)
+                continue
             if err is not None:
                 if err.fatal() or not err.retriable() and err.code() not in (
                     KafkaError._PARTITION_EOF,
@@ -200,6 +208,9 @@ def consume(args):
         except KafkaException:
             pass
         c.close()
+    if rc == 0 and args.until_eof and eof is None:
+        print(f"ERROR no partition EOF within {args.timeout}s", file=sys.stderr, flush=True)
+        rc = 1
     if rc == 0 and got < args.count:
         print(f"ERROR only {got} of {args.count} record(s) received within {args.timeout}s",
               file=sys.stderr, flush=True)
@@ -242,6 +253,8 @@ def main(argv=None):
     cp.add_argument("--offset-reset", choices=["earliest", "latest"], default="earliest")
     cp.add_argument("--no-commit", action="store_true")
     cp.add_argument("--prop", action="append")
+    cp.add_argument("--until-eof", action="store_true",
+                    help="after --count records, wait for the partition EOF and print {\"eof\": offset}")
 
     args = ap.parse_args(argv)
     if args.cmd == "produce-mixed":

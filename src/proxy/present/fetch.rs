@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use crate::mirror::model::{source_offset, OffsetSegment};
+use crate::mirror::model::{source_end_offset, source_offset, OffsetSegment};
 use crate::mirror::offset_maps::OffsetMaps;
 
 /// Bytes before `batchLength`'s end: `baseOffset` (8) + `batchLength` (4).
@@ -21,42 +21,64 @@ const MAGIC_OFFSET: usize = 16;
 
 /// Rewrites the fetch offsets (and a follower's `log_start_offset`, if set) of the shifted
 /// partitions in a Fetch request source → destination. Returns whether anything changed.
+/// A fetch offset below the first segment's source start (records the destination never
+/// held: the source answers OFFSET_OUT_OF_RANGE there, its log start being at or below it)
+/// is sent as -1, which the broker answers OFFSET_OUT_OF_RANGE (pinned in
+/// tests/broker_behaviour.rs, `a_fetch_at_offset_minus_one_is_offset_out_of_range`), so the
+/// client's `auto.offset.reset` applies, as on the source.
 /// Partitions an incremental fetch session (KIP-227) leaves out keep the destination offset
 /// the broker cached from an earlier request, which the map still gives them (a map only
 /// ever grows at the destination log end).
-pub fn request(req: &mut FetchRequest, maps: &OffsetMaps) -> bool {
+///
+/// Topics named by id that the state does not know are resolved with `resolve` (the ids
+/// Metadata taught the proxy).
+///
+/// # Errors
+/// A topic id neither knows while a shifted topic's id is unknown
+/// ([`OffsetMaps::topic_ref_resolved`]: the caller closes the connection).
+pub fn request(
+    req: &mut FetchRequest,
+    maps: &OffsetMaps,
+    resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
+) -> Result<bool, String> {
     let mut changed = false;
     for t in &mut req.topics {
-        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        let Some(tm) = maps.topic_ref_resolved(&t.topic.0, t.topic_id.as_bytes(), resolve)? else { continue };
         for p in &mut t.partitions {
-            if tm.partition(p.partition).is_none() {
-                continue;
-            }
-            p.fetch_offset = tm.to_destination(p.partition, p.fetch_offset);
+            let Some(segs) = tm.partition(p.partition) else { continue };
+            let below_first = segs.first().is_some_and(|f| p.fetch_offset < f.source_start);
+            p.fetch_offset = if below_first { -1 } else { tm.to_destination(p.partition, p.fetch_offset) };
             p.log_start_offset = tm.to_destination(p.partition, p.log_start_offset);
             changed = true;
         }
     }
-    changed
+    Ok(changed)
 }
 
 /// Rewrites every offset of the shifted partitions in a Fetch response destination →
-/// source: high watermark, last stable offset, log start offset, each aborted transaction's
-/// first offset, the diverging epoch's end offset and each batch's base offset. Partitions
+/// source: high watermark, last stable offset and the diverging epoch's end offset as end
+/// offsets ([`source_end_offset`]); log start offset, each aborted transaction's first
+/// offset and each batch's base offset as record offsets ([`source_offset`]), the log start
+/// capped at the high watermark. Partitions
 /// an incremental session leaves out are simply absent. Returns whether anything changed.
-pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps) -> bool {
+///
+/// Topic ids the state does not know are resolved with `resolve`, as in [`request`].
+pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps, resolve: &dyn Fn(&[u8; 16]) -> Option<String>) -> bool {
     if maps.is_empty() {
         return false;
     }
     let mut changed = false;
     for t in &mut resp.responses {
-        let Some(tm) = maps.topic_ref(&t.topic.0, t.topic_id.as_bytes()) else { continue };
+        let Ok(Some(tm)) = maps.topic_ref_resolved(&t.topic.0, t.topic_id.as_bytes(), resolve) else { continue };
         for p in &mut t.partitions {
             let Some(segs) = tm.partition(p.partition_index) else { continue };
-            p.high_watermark = source_offset(segs, p.high_watermark);
-            p.last_stable_offset = source_offset(segs, p.last_stable_offset);
-            p.log_start_offset = source_offset(segs, p.log_start_offset);
-            p.diverging_epoch.end_offset = source_offset(segs, p.diverging_epoch.end_offset);
+            // End offsets end-style (a consumer at the end of a segment reaches them), record
+            // offsets and the log start start-style, the log start never above the end.
+            p.high_watermark = source_end_offset(segs, p.high_watermark);
+            p.last_stable_offset = source_end_offset(segs, p.last_stable_offset);
+            let log_start = source_offset(segs, p.log_start_offset);
+            p.log_start_offset = if p.high_watermark >= 0 { log_start.min(p.high_watermark) } else { log_start };
+            p.diverging_epoch.end_offset = source_end_offset(segs, p.diverging_epoch.end_offset);
             for a in p.aborted_transactions.iter_mut().flatten() {
                 a.first_offset = source_offset(segs, a.first_offset);
             }

@@ -43,13 +43,18 @@ pub fn txn_offset_commit(req: &mut TxnOffsetCommitRequest, maps: &OffsetMaps) ->
 
 /// OffsetFetch: each committed offset of a shifted partition destination → source, in the
 /// single-group layout (v0–v7, `topics`) and the batched one (v8+, `groups[].topics`, by name
-/// or, from v10, by id). -1 (no committed offset) stays. Returns whether anything changed.
+/// or, from v10, by id). -1 (no committed offset) stays. A committed offset is a consumer's
+/// position, an end offset: mapped end-style
+/// ([`crate::mirror::model::source_end_offset`]), as the high watermark and ListOffsets
+/// latest are, so `kafka-consumer-groups` lag is never negative (a position committed at
+/// the start of a segment after a gap reads as the end of the segment before it; the next
+/// record read is the same). Returns whether anything changed.
 pub fn offset_fetch(resp: &mut OffsetFetchResponse, maps: &OffsetMaps) -> bool {
     let mut changed = false;
     for t in &mut resp.topics {
         let Some(tm) = maps.topic(&t.name.0) else { continue };
         for p in &mut t.partitions {
-            let mapped = tm.to_source(p.partition_index, p.committed_offset);
+            let mapped = tm.to_source_end(p.partition_index, p.committed_offset);
             changed |= mapped != p.committed_offset;
             p.committed_offset = mapped;
         }
@@ -58,7 +63,7 @@ pub fn offset_fetch(resp: &mut OffsetFetchResponse, maps: &OffsetMaps) -> bool {
         for t in &mut g.topics {
             let Some(tm) = maps.topic_ref(&t.name.0, t.topic_id.as_bytes()) else { continue };
             for p in &mut t.partitions {
-                let mapped = tm.to_source(p.partition_index, p.committed_offset);
+                let mapped = tm.to_source_end(p.partition_index, p.committed_offset);
                 changed |= mapped != p.committed_offset;
                 p.committed_offset = mapped;
             }

@@ -15,8 +15,9 @@
 //! shifted topic (fail closed, never destination offsets presented as source offsets).
 //!
 //! Not translated (docs/protocol.md): KIP-932 share groups (ShareFetch acquired records,
-//! ShareAcknowledge batches, share-group offset admin APIs), and WriteTxnMarkers (brokers
-//! only).
+//! ShareAcknowledge batches, share-group offset admin APIs), refused for shifted topics
+//! ([`SHARE_GROUP_APIS`]: the connection is closed with the reason, never destination
+//! offsets presented as source offsets), and WriteTxnMarkers (brokers only).
 
 pub mod fetch;
 pub mod groups;
@@ -48,14 +49,36 @@ pub const DECODED: &[ApiKey] = &[
     ApiKey::DescribeProducers,
 ];
 
+/// KIP-932 share-group APIs that carry offsets of the topics they name: ShareFetch
+/// (acquired records), ShareAcknowledge (acknowledged offset ranges), and the share-group
+/// offset admin APIs (KIP-932 `kafka-share-groups --describe/--reset-offsets/--delete-offsets`:
+/// start offsets). Not translated: a request naming a shifted topic (by name or id) closes
+/// the connection, and a DescribeShareGroupOffsets answer naming one does too (a request
+/// may ask for every topic of a group).
+pub const SHARE_GROUP_APIS: &[ApiKey] = &[
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
+    ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
+];
+
+/// The reason a share-group request or answer naming a shifted topic is refused.
+fn share_group_refusal(key: ApiKey) -> String {
+    format!(
+        "{key:?} naming a shifted mirror topic: share-group offsets are not translated to source offsets \
+         (docs/protocol.md), refused"
+    )
+}
+
 /// The request as it goes upstream and what to do with its answer: offsets in the request
 /// mapped source → destination, and the response action wrapped in
 /// [`ResponseAction::Present`] when the answer carries offsets of a shifted partition.
 /// Fetch answers are handled by the Fetch action itself ([`fetch::response`]).
 ///
 /// # Errors
-/// A request naming a shifted topic that cannot be decoded or re-encoded (the caller closes
-/// the connection with the reason).
+/// A request naming a shifted topic that cannot be decoded or re-encoded, or a share-group
+/// request naming one ([`SHARE_GROUP_APIS`]) (the caller closes the connection with the reason).
 pub fn request(
     gate: &MirrorGate,
     prefix: &RequestPrefix,
@@ -63,12 +86,22 @@ pub fn request(
     action: ResponseAction,
 ) -> Result<(Bytes, ResponseAction), String> {
     let maps = gate.control.offset_maps();
-    if maps.is_empty() {
+    request_with(&maps, &|id| gate.known_topic_name(id), prefix, frame, action)
+}
+
+/// [`request`] with the offset maps `m`, topic ids the state does not know named by `resolve`.
+fn request_with(
+    m: &OffsetMaps,
+    resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
+    prefix: &RequestPrefix,
+    frame: Bytes,
+    action: ResponseAction,
+) -> Result<(Bytes, ResponseAction), String> {
+    if m.is_empty() {
         return Ok((frame, action));
     }
     let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok((frame, action)) };
     let wrap = |a: ResponseAction| ResponseAction::Present(Box::new(a));
-    let m = &*maps;
     let by_name = matches!(
         key,
         ApiKey::Fetch
@@ -79,8 +112,18 @@ pub fn request(
             | ApiKey::OffsetForLeaderEpoch
             | ApiKey::DescribeProducers
     );
-    if by_name && !m.mentioned_in(&frame) {
+    // Fetch v13+ names topics by id: with a shifted topic whose id the state lacks, every
+    // such Fetch is decoded (ids resolved through Metadata, unknown ones refused).
+    let by_unknown_id = key == ApiKey::Fetch && prefix.api_version >= 13 && m.has_topic_without_id();
+    if by_name && !by_unknown_id && !m.mentioned_in(&frame) {
         return Ok((frame, action));
+    }
+    if SHARE_GROUP_APIS.contains(&key) {
+        if m.mentioned_in(&frame) {
+            return Err(share_group_refusal(key));
+        }
+        // Every topic of the group may be answered: the answer is looked at.
+        return Ok(if key == ApiKey::DescribeShareGroupOffsets { (frame, wrap(action)) } else { (frame, action) });
     }
     Ok(match key {
         // OffsetFetch v8+ may ask for every topic of a group: its answer is always looked at.
@@ -98,7 +141,19 @@ pub fn request(
                 (frame, action)
             }
         }
-        ApiKey::Fetch => (rewrite(key, prefix, frame, |r: &mut FetchRequest| fetch::request(r, m))?, action),
+        ApiKey::Fetch => {
+            let mut refused = None;
+            let frame = rewrite(key, prefix, frame, |r: &mut FetchRequest| {
+                fetch::request(r, m, resolve).unwrap_or_else(|e| {
+                    refused = Some(e);
+                    false
+                })
+            })?;
+            if let Some(reason) = refused {
+                return Err(reason);
+            }
+            (frame, action)
+        }
         ApiKey::OffsetCommit => {
             (rewrite(key, prefix, frame, |r: &mut OffsetCommitRequest| groups::offset_commit(r, m))?, action)
         }
@@ -123,8 +178,12 @@ pub fn request(
 pub fn response(api_key: i16, api_version: i16, frame: Bytes, gate: Option<&MirrorGate>) -> Result<Bytes, String> {
     let Some(gate) = gate else { return Ok(frame) };
     let maps = gate.control.offset_maps();
+    response_with(&maps, api_key, api_version, frame)
+}
+
+/// [`response`] with the offset maps `m`.
+fn response_with(m: &OffsetMaps, api_key: i16, api_version: i16, frame: Bytes) -> Result<Bytes, String> {
     let Ok(key) = ApiKey::try_from(api_key) else { return Ok(frame) };
-    let m = &*maps;
     let v = api_version;
     match key {
         ApiKey::ListOffsets => edit(key, v, frame, |r: &mut ListOffsetsResponse| offsets::list_offsets(r, m)),
@@ -139,6 +198,7 @@ pub fn response(api_key: i16, api_version: i16, frame: Bytes, gate: Option<&Mirr
         }
         ApiKey::Produce => edit(key, v, frame, |r: &mut ProduceResponse| offsets::produce(r, m)),
         ApiKey::OffsetFetch => edit(key, v, frame, |r: &mut OffsetFetchResponse| groups::offset_fetch(r, m)),
+        ApiKey::DescribeShareGroupOffsets if m.mentioned_in(&frame) => Err(share_group_refusal(key)),
         _ => Ok(frame),
     }
 }
@@ -188,7 +248,7 @@ fn edit<T: Decodable + Encodable>(
 /// the shifted partitions; whether anything changed.
 pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: &MirrorGate) -> bool {
     let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
-    fetch::response(resp, &maps)
+    fetch::response(resp, &maps, &|id| gate.known_topic_name(id))
 }
 
 #[cfg(test)]

@@ -18,27 +18,36 @@ fn set(offset: &mut i64, f: impl FnOnce(i64) -> i64, changed: &mut bool) {
 
 /// ListOffsets (earliest -2, latest -1, max timestamp -3, earliest local -4, a timestamp):
 /// each answered offset destination → source; -1 (no record at or after the timestamp)
-/// stays. Returns whether anything changed.
+/// stays. The broker answers earliest, earliest local and latest with timestamp -1
+/// (`RecordBatch.NO_TIMESTAMP`, Kafka `UnifiedLog.fetchOffsetByTimestamp`) and a record's
+/// offset with that record's timestamp: the former are mapped end-style
+/// ([`crate::mirror::model::source_end_offset`], so latest is reachable by a consumer and
+/// earliest is never above latest), the latter start-style. Returns whether anything changed.
 pub fn list_offsets(resp: &mut ListOffsetsResponse, maps: &OffsetMaps) -> bool {
     let mut changed = false;
     for t in &mut resp.topics {
         let Some(tm) = maps.topic(&t.name.0) else { continue };
         for p in &mut t.partitions {
-            set(&mut p.offset, |o| tm.to_source(p.partition_index, o), &mut changed);
+            let ts = p.timestamp;
+            if ts < 0 {
+                set(&mut p.offset, |o| tm.to_source_end(p.partition_index, o), &mut changed);
+            } else {
+                set(&mut p.offset, |o| tm.to_source(p.partition_index, o), &mut changed);
+            }
         }
     }
     changed
 }
 
 /// OffsetForLeaderEpoch (KIP-101/KIP-320, a consumer validating its position after a leader
-/// change): each end offset destination → source, so a position in source offsets is not
+/// change): each end offset destination → source (end-style), so a position in source offsets is not
 /// taken for a truncation. -1 (unknown epoch) stays.
 pub fn offset_for_leader_epoch(resp: &mut OffsetForLeaderEpochResponse, maps: &OffsetMaps) -> bool {
     let mut changed = false;
     for t in &mut resp.topics {
         let Some(tm) = maps.topic(&t.topic.0) else { continue };
         for p in &mut t.partitions {
-            set(&mut p.end_offset, |o| tm.to_source(p.partition, o), &mut changed);
+            set(&mut p.end_offset, |o| tm.to_source_end(p.partition, o), &mut changed);
         }
     }
     changed

@@ -46,6 +46,11 @@ fn maps() -> OffsetMaps {
     OffsetMaps::build(&state)
 }
 
+/// A proxy that learned no topic id from Metadata.
+fn no_ids(_: &[u8; 16]) -> Option<String> {
+    None
+}
+
 fn name(s: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(s))
 }
@@ -59,15 +64,23 @@ fn fetch_request_offsets_go_to_the_destination_by_name_and_by_id() {
         FetchTopic::default().with_topic_id(uuid::Uuid::from_bytes(ID)).with_partitions(vec![part(0, 7100)]),
         FetchTopic::default().with_topic(name("u")).with_partitions(vec![part(0, 4000)]),
     ]);
-    assert!(fetch::request(&mut req, &maps()));
+    assert!(fetch::request(&mut req, &maps(), &no_ids).unwrap());
     let got: Vec<(i64, i64)> =
         req.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (p.fetch_offset, p.log_start_offset))).collect();
     assert_eq!(got, vec![(1000, -1), (4000, -1), (1600, -1), (4000, -1)]);
     // Inside the gap between the segments (source 4500..7000): the next record.
     let mut req = FetchRequest::default()
         .with_topics(vec![FetchTopic::default().with_topic(name("t")).with_partitions(vec![part(0, 5000)])]);
-    fetch::request(&mut req, &maps());
+    fetch::request(&mut req, &maps(), &no_ids).unwrap();
     assert_eq!(req.topics[0].partitions[0].fetch_offset, 1500);
+    // Below the first segment (source 0..3000, never on the destination): -1, which the
+    // broker answers OFFSET_OUT_OF_RANGE; the first source offset itself is destination 0.
+    for (source, destination) in [(0, -1), (2999, -1), (3000, 0)] {
+        let mut req = FetchRequest::default()
+            .with_topics(vec![FetchTopic::default().with_topic(name("t")).with_partitions(vec![part(0, source)])]);
+        fetch::request(&mut req, &maps(), &no_ids).unwrap();
+        assert_eq!(req.topics[0].partitions[0].fetch_offset, destination, "source {source}");
+    }
 }
 
 #[test]
@@ -101,13 +114,15 @@ fn fetch_response_offsets_and_batches_go_to_the_source() {
             .with_partitions(vec![part(0, records.clone()), part(1, records.clone())]),
         FetchableTopicResponse::default().with_topic(name("u")).with_partitions(vec![part(0, records.clone())]),
     ]);
-    assert!(fetch::response(&mut resp, &maps()));
+    assert!(fetch::response(&mut resp, &maps(), &no_ids));
     // Round trip through the wire, as a client decodes it.
     let mut buf = BytesMut::new();
     resp.encode(&mut buf, 16).unwrap();
     let resp = FetchResponse::decode(&mut buf.freeze(), 16).unwrap();
     let p = &resp.responses[0].partitions[0];
-    assert_eq!((p.high_watermark, p.last_stable_offset, p.log_start_offset), (7003, 7000, 3000));
+    // The LSO sits at the second segment's start: end-style, the end of the first segment
+    // (source 4500), which a consumer reading the first segment reaches; not 7000.
+    assert_eq!((p.high_watermark, p.last_stable_offset, p.log_start_offset), (7003, 4500, 3000));
     assert_eq!(p.aborted_transactions.as_ref().unwrap()[0].first_offset, 4499);
     assert_eq!(p.diverging_epoch.end_offset, -1, "Kafka's 'none' stays");
     let bases: Vec<(i64, bool)> = BatchIter::new(p.records.clone().unwrap())
@@ -129,6 +144,14 @@ fn list_offsets_and_produce_answers_go_to_the_source() {
     assert!(offsets::list_offsets(&mut resp, &maps()));
     let got: Vec<i64> = resp.topics[0].partitions.iter().map(|p| p.offset).collect();
     assert_eq!(got, vec![3000, 7500, -1, 2000]);
+    // At the second segment's start (an empty segment: the destination ends there): latest
+    // (timestamp -1) is the end of the first segment, a record found by timestamp the next one.
+    let mut resp = ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
+        .with_name(name("t"))
+        .with_partitions(vec![part(0, 1500), part(0, 1500).with_timestamp(1_700_000_000_000)])]);
+    offsets::list_offsets(&mut resp, &maps());
+    let got: Vec<i64> = resp.topics[0].partitions.iter().map(|p| p.offset).collect();
+    assert_eq!(got, vec![4500, 7000]);
     let mut produce = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
         .with_name(name("t"))
         .with_partition_responses(vec![
@@ -170,7 +193,9 @@ fn committed_offsets_round_trip_in_both_offset_fetch_layouts() {
         ])]);
     assert!(groups::offset_fetch(&mut v8, &maps()));
     let got: Vec<i64> = v8.groups[0].topics[0].partitions.iter().map(|p| p.committed_offset).collect();
-    assert_eq!(got, vec![7000, 1500]);
+    // A position at the second segment's start reads as the end of the first (end-style,
+    // never above the presented high watermark): the next record read is the same.
+    assert_eq!(got, vec![4500, 1500]);
 }
 
 #[test]
@@ -187,4 +212,97 @@ fn nothing_changes_without_a_shifted_partition() {
     resp.topics[0].partitions[0].partition_index = 0;
     assert!(!offsets::list_offsets(&mut resp, &maps()), "another topic");
     assert_eq!(resp.topics[0].partitions[0].offset, 5);
+}
+
+#[test]
+fn fetch_end_offsets_at_an_empty_segment_are_reachable() {
+    // The destination ends at 1500, where the second segment starts with no record yet.
+    let mut resp = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(name("t"))
+        .with_partitions(vec![PartitionData::default()
+            .with_partition_index(0)
+            .with_high_watermark(1500)
+            .with_last_stable_offset(1500)
+            .with_log_start_offset(1500)])]);
+    assert!(fetch::response(&mut resp, &maps(), &no_ids));
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (4500, 4500), "the end of the first segment");
+    assert_eq!(p.log_start_offset, 4500, "the log start never above the high watermark");
+}
+
+#[test]
+fn share_group_apis_naming_a_shifted_topic_are_refused() {
+    let prefix = |key: ApiKey| RequestPrefix { api_key: key as i16, api_version: 1, correlation_id: 1 };
+    // The bytes only matter through the shifted topic's name or id occurring in them.
+    let naming_t = Bytes::from_static(b"\x00\x01\x00\x01t\x00");
+    let by_id = Bytes::from(ID.to_vec());
+    let other = Bytes::from_static(b"\x00\x01\x00\x01u\x00");
+    for key in SHARE_GROUP_APIS {
+        for frame in [naming_t.clone(), by_id.clone()] {
+            let err = request_with(&maps(), &no_ids, &prefix(*key), frame, ResponseAction::Forward).unwrap_err();
+            assert!(err.contains("shifted mirror topic"), "{key:?}: {err}");
+        }
+        let (out, _) = request_with(&maps(), &no_ids, &prefix(*key), other.clone(), ResponseAction::Forward).unwrap();
+        assert_eq!(out, other, "{key:?}: another topic passes");
+        let (_, _) =
+            request_with(&OffsetMaps::default(), &no_ids, &prefix(*key), naming_t.clone(), ResponseAction::Forward)
+                .expect("no shifted partition: untouched");
+    }
+    // DescribeShareGroupOffsets for every topic of a group: the answer is looked at.
+    let (_, action) = request_with(
+        &maps(),
+        &no_ids,
+        &prefix(ApiKey::DescribeShareGroupOffsets),
+        other.clone(),
+        ResponseAction::Forward,
+    )
+    .unwrap();
+    assert!(matches!(action, ResponseAction::Present(_)));
+    assert!(response_with(&maps(), ApiKey::DescribeShareGroupOffsets as i16, 0, naming_t).is_err());
+    assert!(response_with(&maps(), ApiKey::DescribeShareGroupOffsets as i16, 0, other).is_ok());
+    // Share-group membership (no offsets) is unaffected.
+    let hb = Bytes::from_static(b"\x00\x01\x00\x01t\x00");
+    assert!(request_with(&maps(), &no_ids, &prefix(ApiKey::ShareGroupHeartbeat), hb, ResponseAction::Forward).is_ok());
+}
+
+#[test]
+fn fetch_by_an_id_the_state_lacks_is_resolved_or_refused() {
+    // `t` shifted, its destination topic id not in the state.
+    let mut state = ControlState::default();
+    let mut r = PartitionStateRecord::new("m", "t", 0, MirrorPartitionState::Mirroring);
+    r.segments = vec![OffsetSegment { source_start: 3000, destination_start: 0 }];
+    state.partitions.insert(("t".into(), 0), r);
+    let m = OffsetMaps::build(&state);
+    assert!(m.has_topic_without_id() && !maps().has_topic_without_id());
+    let by_id = |id: [u8; 16]| {
+        FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic_id(uuid::Uuid::from_bytes(id))
+            .with_partitions(vec![FetchPartition::default().with_partition(0).with_fetch_offset(4000)])])
+    };
+    // Metadata taught the proxy that ID is `t`: translated.
+    let learned = |id: &[u8; 16]| (*id == ID).then(|| "t".to_string());
+    let mut req = by_id(ID);
+    assert!(fetch::request(&mut req, &m, &learned).unwrap());
+    assert_eq!(req.topics[0].partitions[0].fetch_offset, 1000);
+    // An id nobody knows: refused (it may be `t`).
+    let err = fetch::request(&mut by_id([3; 16]), &m, &learned).unwrap_err();
+    assert!(err.contains("unknown"), "{err}");
+    // A learned id of another topic: untouched.
+    let other = |_: &[u8; 16]| Some("u".to_string());
+    let mut req = by_id([3; 16]);
+    assert!(!fetch::request(&mut req, &m, &other).unwrap());
+    assert_eq!(req.topics[0].partitions[0].fetch_offset, 4000);
+    // With every shifted topic's id in the state, unknown ids are other topics.
+    assert!(!fetch::request(&mut by_id([3; 16]), &maps(), &no_ids).unwrap());
+    // Through request_with: a Fetch v13 by an unknown id closes the connection (its bytes
+    // do not name `t`, so it must not be skipped unread).
+    let mut buf = BytesMut::new();
+    kafka_protocol::messages::RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(13)
+        .encode(&mut buf, ApiKey::Fetch.request_header_version(13))
+        .unwrap();
+    by_id([3; 16]).encode(&mut buf, 13).unwrap();
+    let prefix = RequestPrefix { api_key: ApiKey::Fetch as i16, api_version: 13, correlation_id: 0 };
+    assert!(request_with(&m, &no_ids, &prefix, buf.freeze(), ResponseAction::Forward).is_err());
 }
