@@ -21,9 +21,16 @@ step "Go test client (franz-go, sarama; modules pinned in tests/go/go.sum)"
 command -v go >/dev/null || { echo "Go is needed for tests/produce_refusal.rs (franz-go, sarama): install Go >= 1.26" >&2; exit 1; }
 (cd tests/go && go build -mod=readonly -o ../../target/test-mirrorgate/go-produce ./produce)
 
-step "cargo test"
-# Test binaries run one after another; the tests inside a binary share its Kafka clusters.
-cargo test --lib --bins --tests --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
+step "cargo test: unit tests"
+cargo test --lib --bins --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"
+
+jobs="${MIRRORGATE_TEST_JOBS:-2}"
+step "cargo test: integration tests, ${jobs} binaries at a time (MIRRORGATE_TEST_JOBS)"
+# The tests inside a binary share its Kafka clusters; binaries run side by side, longest first,
+# each with its own clusters and ports; output per binary in target/test-logs/.
+cargo test --tests --no-run --message-format=json-render-diagnostics >target/test-binaries.json
+python3 scripts/run_test_binaries.py "$jobs" --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@" \
+  <target/test-binaries.json
 
 step "benches, in test mode (build check; Criterion runs each once)"
 cargo test --benches --no-fail-fast
