@@ -173,7 +173,8 @@ async fn placeholders_never_reach_clients_by_topic_id_after_a_restart_or_after_d
     create_topic(&source.bootstrap, &topic, 1);
     produce(&source.bootstrap, &topic, 20, "plain-a");
     txn(&source.bootstrap, &topic, "c1,c2", "a1,a2");
-    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    // Placeholders for markers and aborted records (real markers: tests/real_markers.rs).
+    let mirror = start_mirror(&mg, &source, &[&topic], "mirror.transaction.markers=placeholder\n");
     wait_identical(&src, &dst, &topic, Duration::from_secs(120));
     assert!(placeholder_batches(&dst, &topic) >= 2, "the destination holds placeholders for markers and aborts");
     let mut want: Vec<String> = (0..20).map(|i| format!("plain-a-{i}")).collect();

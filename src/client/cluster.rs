@@ -421,6 +421,19 @@ pub struct ClusterMetadata {
     pub topics: BTreeMap<String, TopicInfo>,
 }
 
+/// One producer the partition leader holds state for (DescribeProducers, KIP-664).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// Producer id.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// Sequence of the last record appended, -1 when none.
+    pub last_sequence: i32,
+    /// First offset of the producer's open transaction on the partition, -1 when none.
+    pub current_txn_start_offset: i64,
+}
+
 /// The leader of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionLeader {
@@ -939,6 +952,69 @@ impl ClusterClient {
         self.list_offsets_as(topic, partition, LATEST_TIMESTAMP, DEBUGGING_REPLICA_ID).await
     }
 
+    /// The active producers of `topic`-`partition` on its leader (DescribeProducers v0,
+    /// KIP-664): producer id, epoch, last sequence (-1 none) and the first offset of its open
+    /// transaction (-1 none), in the broker's order. A producer the broker no longer holds
+    /// state for (expired, `transactional.id.expiration.ms` / `producer.id.expiration.ms`) is
+    /// absent. Leader changes are retried with a Metadata refresh.
+    ///
+    /// # Errors
+    /// A [`ClusterError::Kafka`] naming the partition, or transport errors.
+    pub async fn describe_producers(&self, topic: &str, partition: i32) -> Result<Vec<ActiveProducer>, ClusterError> {
+        use kafka_protocol::messages::describe_producers_request::TopicRequest;
+        use kafka_protocol::messages::DescribeProducersRequest;
+        self.retrying(
+            ApiKey::DescribeProducers,
+            &[topic],
+            |_| true,
+            || async move {
+                let leader = self.leader_for(topic, partition).await?;
+                let addr =
+                    self.addr_of(leader.node_id).ok_or(ClusterError::UnknownBroker { node_id: leader.node_id })?;
+                let (resp, _) = self
+                    .call(&addr, (0, 0), |_v| {
+                        DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                            .with_name(topic_name(topic))
+                            .with_partition_indexes(vec![partition])])
+                    })
+                    .await?;
+                let p = resp
+                    .topics
+                    .iter()
+                    .filter(|t| t.name.0.as_str() == topic)
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == partition)
+                    .ok_or_else(|| ClusterError::Unexpected {
+                        api: ApiKey::DescribeProducers,
+                        broker: addr.clone(),
+                        reason: format!("no answer for {topic}-{partition}"),
+                    })?;
+                if p.error_code != 0 {
+                    if KafkaErrorCode(p.error_code).needs_metadata_refresh() {
+                        self.invalidate_topic(topic);
+                    }
+                    return Err(ClusterError::Kafka {
+                        api: ApiKey::DescribeProducers,
+                        broker: addr,
+                        resource: format!("{topic}-{partition}"),
+                        error: KafkaErrorCode(p.error_code),
+                        message: p.error_message.as_ref().map(to_string),
+                    });
+                }
+                Ok(p.active_producers
+                    .iter()
+                    .map(|a| ActiveProducer {
+                        producer_id: a.producer_id.0,
+                        producer_epoch: a.producer_epoch as i16,
+                        last_sequence: a.last_sequence,
+                        current_txn_start_offset: a.current_txn_start_offset,
+                    })
+                    .collect())
+            },
+        )
+        .await
+    }
+
     async fn list_offsets_as(
         &self,
         topic: &str,
@@ -1016,7 +1092,7 @@ impl ClusterClient {
     }
 
     /// Sends one Produce request to broker `node_id`, built by `build` for the version
-    /// negotiated with that broker (9..=13): the frame's record segments go to the socket
+    /// negotiated with that broker (9..=13, at most `max_version`): the frame's record segments go to the socket
     /// as they are (vectored I/O). No retry.
     ///
     /// # Errors
@@ -1026,13 +1102,15 @@ impl ClusterClient {
     pub async fn send_produce_to_node(
         &self,
         node_id: i32,
+        max_version: i16,
         build: impl FnOnce(i16) -> Result<crate::wire::produce::ProduceFrame, crate::wire::produce::ProduceFrameError>,
     ) -> Result<(kafka_protocol::messages::ProduceResponse, i16), ClusterError> {
         let addr = self.addr_of(node_id).ok_or(ClusterError::UnknownBroker { node_id })?;
         let slot = self.slot(&addr);
         let mut guard = slot.lock().await;
         let nc = self.ensure_connected(&addr, &mut guard).await?;
-        let version = pick_version(ApiKey::Produce, &addr, nc, (PRODUCE_VERSIONS.0.max(9), PRODUCE_VERSIONS.1))?;
+        let version =
+            pick_version(ApiKey::Produce, &addr, nc, (PRODUCE_VERSIONS.0.max(9), PRODUCE_VERSIONS.1.min(max_version)))?;
         let frame = build(version).map_err(|e| ClusterError::InvalidArgument(e.to_string()))?;
         match nc.conn.send_produce(frame).await {
             Ok(r) => Ok((r, version)),

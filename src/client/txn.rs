@@ -28,7 +28,63 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use kafka_protocol::protocol::Request;
+
+use crate::client::cluster::{ClusterClient, ClusterError};
 use crate::client::conn::{BrokerConnection, ClientError};
+
+/// Where the requests of this module go: one broker, over a plain [`BrokerConnection`] (the
+/// broker-behaviour tests) or through a [`ClusterClient`] to one of its nodes ([`Node`]: the
+/// data plane, with the cluster's TLS and SASL settings).
+pub trait TxnTransport: Send {
+    /// Sends `req` at `version` and returns the response.
+    fn send_request<R: Request + Clone + Send + Sync>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> impl std::future::Future<Output = Result<R::Response, TxnError>> + Send;
+}
+
+impl TxnTransport for BrokerConnection {
+    async fn send_request<R: Request + Clone + Send + Sync>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> Result<R::Response, TxnError> {
+        Ok(self.send(req, version).await?)
+    }
+}
+
+/// Node `node_id` of a [`ClusterClient`] as a [`TxnTransport`].
+pub struct Node<'a> {
+    /// The cluster.
+    pub client: &'a ClusterClient,
+    /// Broker id.
+    pub node_id: i32,
+}
+
+/// Any reachable broker of a [`ClusterClient`] as a [`TxnTransport`] (FindCoordinator).
+pub struct AnyBroker<'a>(pub &'a ClusterClient);
+
+impl TxnTransport for AnyBroker<'_> {
+    async fn send_request<R: Request + Clone + Send + Sync>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> Result<R::Response, TxnError> {
+        self.0.send_any(req, version).await.map_err(|e| TxnError::Cluster(Box::new(e)))
+    }
+}
+
+impl TxnTransport for Node<'_> {
+    async fn send_request<R: Request + Clone + Send + Sync>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> Result<R::Response, TxnError> {
+        self.client.send_to_node(self.node_id, req, version).await.map_err(|e| TxnError::Cluster(Box::new(e)))
+    }
+}
 
 /// `COORDINATOR_LOAD_IN_PROGRESS`: retriable on the same coordinator.
 pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
@@ -77,6 +133,9 @@ pub enum TxnError {
     /// The request did not get an answer.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The request did not get an answer through the cluster client.
+    #[error(transparent)]
+    Cluster(Box<ClusterError>),
     /// The partition's log end did not reach the expected offset in time (a marker not
     /// written yet, or written elsewhere).
     #[error("{topic}-{partition}: log end {seen} did not reach {expected} within {ms} ms")]
@@ -110,7 +169,7 @@ impl TxnError {
     pub fn code(&self) -> Option<i16> {
         match self {
             TxnError::Kafka { code, .. } => Some(*code),
-            TxnError::Client(_) | TxnError::LogEnd { .. } => None,
+            TxnError::Client(_) | TxnError::Cluster(_) | TxnError::LogEnd { .. } => None,
         }
     }
 }
@@ -152,11 +211,14 @@ pub struct TxnDescription {
 ///
 /// # Errors
 /// [`TxnError`] with the error code (retriable ones retried for 30 s).
-pub async fn describe(conn: &mut BrokerConnection, transactional_id: &str) -> Result<Option<TxnDescription>, TxnError> {
+pub async fn describe(
+    conn: &mut impl TxnTransport,
+    transactional_id: &str,
+) -> Result<Option<TxnDescription>, TxnError> {
     let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid(transactional_id)]);
     let deadline = Instant::now() + RETRY_FOR;
     loop {
-        let resp = conn.send(&req, 0).await?;
+        let resp = conn.send_request(&req, 0).await?;
         let Some(st) = resp.transaction_states.first() else {
             return Err(TxnError::Kafka {
                 api: "DescribeTransactions",
@@ -210,7 +272,7 @@ fn tid(s: &str) -> TransactionalId {
 /// # Errors
 /// [`TxnError`] with the last error code.
 pub async fn find_coordinator(
-    conn: &mut BrokerConnection,
+    conn: &mut impl TxnTransport,
     transactional_id: &str,
 ) -> Result<(i32, String, i32), TxnError> {
     let req = FindCoordinatorRequest::default()
@@ -218,7 +280,7 @@ pub async fn find_coordinator(
         .with_key_type(1);
     let deadline = Instant::now() + RETRY_FOR;
     loop {
-        let resp = conn.send(&req, 3).await?;
+        let resp = conn.send_request(&req, 3).await?;
         if resp.error_code == 0 {
             return Ok((resp.node_id.0, resp.host.to_string(), resp.port));
         }
@@ -248,7 +310,7 @@ impl TxnProducer {
     /// # Errors
     /// [`TxnError`]: not-coordinator answers and non-retriable codes, or retriable ones past 30 s.
     pub async fn init(
-        conn: &mut BrokerConnection,
+        conn: &mut impl TxnTransport,
         transactional_id: &str,
         transaction_timeout_ms: i32,
         protocol: TxnProtocol,
@@ -260,7 +322,7 @@ impl TxnProducer {
             .with_producer_epoch(-1);
         let deadline = Instant::now() + RETRY_FOR;
         loop {
-            let resp = conn.send(&req, 4).await?;
+            let resp = conn.send_request(&req, 4).await?;
             if resp.error_code == 0 {
                 return Ok(Self::resume(transactional_id, resp.producer_id.0, resp.producer_epoch, protocol));
             }
@@ -283,7 +345,7 @@ impl TxnProducer {
     /// [`TxnError::Client`] when no answer came.
     pub async fn add_partitions(
         &self,
-        conn: &mut BrokerConnection,
+        conn: &mut impl TxnTransport,
         partitions: &[(&str, i32)],
     ) -> Result<Vec<i16>, TxnError> {
         let mut topics: Vec<AddPartitionsToTxnTopic> = vec![];
@@ -304,7 +366,7 @@ impl TxnProducer {
             .with_v3_and_below_topics(topics);
         let deadline = Instant::now() + RETRY_FOR;
         loop {
-            let resp = conn.send(&req, 3).await?;
+            let resp = conn.send_request(&req, 3).await?;
             let codes: Vec<i16> = partitions
                 .iter()
                 .map(|(topic, p)| {
@@ -332,7 +394,7 @@ impl TxnProducer {
     /// # Errors
     /// [`TxnError`] with the code (`INVALID_TXN_STATE`, `PRODUCER_FENCED`,
     /// `INVALID_PRODUCER_EPOCH`, ...).
-    pub async fn end(&mut self, conn: &mut BrokerConnection, commit: bool) -> Result<(), TxnError> {
+    pub async fn end(&mut self, conn: &mut impl TxnTransport, commit: bool) -> Result<(), TxnError> {
         let req = EndTxnRequest::default()
             .with_transactional_id(tid(&self.transactional_id))
             .with_producer_id(ProducerId(self.producer_id))
@@ -340,7 +402,7 @@ impl TxnProducer {
             .with_committed(commit);
         let deadline = Instant::now() + RETRY_FOR;
         loop {
-            let resp = conn.send(&req, self.protocol.end_txn_version()).await?;
+            let resp = conn.send_request(&req, self.protocol.end_txn_version()).await?;
             if resp.error_code == 0 {
                 if self.protocol == TxnProtocol::V2 && resp.producer_id.0 >= 0 {
                     self.producer_id = resp.producer_id.0;
@@ -372,7 +434,7 @@ impl TxnProducer {
 /// [`TxnError::LogEnd`] when `timeout` passes first; [`TxnError::Kafka`] for a ListOffsets
 /// error code other than the retriable `LEADER_NOT_AVAILABLE` (5) / `OFFSET_NOT_AVAILABLE` (78).
 pub async fn wait_for_log_end(
-    leader: &mut BrokerConnection,
+    leader: &mut impl TxnTransport,
     topic: &str,
     partition: i32,
     expected: i64,
@@ -389,7 +451,7 @@ pub async fn wait_for_log_end(
     let started = Instant::now();
     let mut seen = -1;
     loop {
-        let resp = leader.send(&req, 7).await?;
+        let resp = leader.send_request(&req, 7).await?;
         let answer = resp.topics.first().and_then(|t| t.partitions.first()).map(|p| (p.error_code, p.offset));
         match answer {
             Some((0, offset)) => {

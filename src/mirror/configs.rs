@@ -480,6 +480,17 @@ pub const KEYS: &[ConfigKey] = &[
               see docs/performance.md for what a fill costs.",
     },
     ConfigKey {
+        name: "mirror.transaction.markers",
+        default: Some("real"),
+        kind: ConfigType::Choice(&["real", "placeholder"]),
+        sensitive: false,
+        doc: "How source transaction markers and aborted records are written to the destination. \
+              real = as real transaction markers and aborted transactional records (mirrorgate's own transactional ids \
+              on the destination), so the destination reads right without mirrorgate; placeholder = as placeholder \
+              records that only reads through mirrorgate turn into control batches (no transactional ids needed). \
+              See docs/real-markers.md.",
+    },
+    ConfigKey {
         name: "mirror.inflight.max.bytes",
         default: Some("67108864"),
         kind: ConfigType::Long { min: 1, max: I32 },

@@ -4,7 +4,8 @@
 //! and byte-identical (still compressed) payload; a compacted source batch with holes inside
 //! (split into runs on the destination) must have the same records, compared byte for byte
 //! (offsets, timestamps, keys, values, headers as raw bytes in order); every other
-//! destination batch must be a placeholder. The destination must reach the source's LSO and
+//! destination batch must be a placeholder, a transaction marker or an aborted transactional
+//! batch (`mirror.transaction.markers = real`). The destination must reach the source's LSO and
 //! must not end beyond the source's log end (offsets through the offset map): extra offsets
 //! at its end, data or placeholders, are a difference. Reports the first difference.
 
@@ -214,9 +215,11 @@ pub async fn verify_partition(
             if b.next_offset() <= offset || b.base_offset() >= dest_end_limit {
                 continue;
             }
-            // Placeholders (read directly) and the control batches mirrorgate serves in
-            // their place (read through mirrorgate) hold no data.
-            if !b.is_placeholder() && !b.is_control() {
+            // Placeholders (read directly), control batches (real markers, or the ones
+            // mirrorgate serves in place of placeholders) and transactional batches (aborted
+            // source records written as aborted records: the mirror writes committed data
+            // with the transactional bit cleared) hold no committed data.
+            if !b.is_placeholder() && !b.is_control() && !b.is_transactional() {
                 dest_data.push(summary(&b));
             }
             offset = b.next_offset();

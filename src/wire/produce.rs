@@ -155,6 +155,7 @@ pub struct ProduceFrameBuilder {
     client_id: String,
     acks: i16,
     timeout_ms: i32,
+    transactional_id: Option<String>,
     topics: IndexMap<ProduceTopic, Vec<(i32, Vec<Bytes>)>>,
     seen: HashSet<(usize, i32)>,
     error: Option<ProduceFrameError>,
@@ -176,10 +177,20 @@ impl ProduceFrameBuilder {
             client_id: client_id.to_owned(),
             acks,
             timeout_ms,
+            transactional_id: None,
             topics: IndexMap::new(),
             seen: HashSet::new(),
             error,
         }
+    }
+
+    /// Sets the request's `transactional_id` (null unless set): the records of a transactional
+    /// producer must name it (Kafka `ProduceRequest.json`; the broker checks that the
+    /// partition was added to the id's open transaction, `AddPartitionsToTxn`, for versions
+    /// below 12).
+    pub fn transactional_id(&mut self, id: &str) -> &mut Self {
+        self.transactional_id = Some(id.to_owned());
+        self
     }
 
     /// Adds `records` for `topic`-`partition`: the segments of the partition's `records` field
@@ -237,7 +248,16 @@ impl ProduceFrameBuilder {
         framing.put_slice(self.client_id.as_bytes());
         framing.put_u8(0); // tagged fields of request header v2 (REQUEST_HEADER_VERSION)
 
-        framing.put_u8(0); // transactional_id: null
+        match &self.transactional_id {
+            None => framing.put_u8(0), // transactional_id: null
+            Some(id) => {
+                if id.len() > i16::MAX as usize {
+                    return Err(ProduceFrameError::StringTooLong(id.len()));
+                }
+                put_uvarint(&mut framing, id.len() as u64 + 1);
+                framing.put_slice(id.as_bytes());
+            }
+        }
         framing.put_i16(self.acks);
         framing.put_i32(self.timeout_ms);
         put_uvarint(&mut framing, self.topics.len() as u64 + 1);
@@ -295,7 +315,17 @@ impl ProduceFrameBuilder {
 
     /// An upper bound of the framing bytes, so that `finish` allocates once.
     fn framing_capacity(&self) -> usize {
-        let fixed = LENGTH_PREFIX_BYTES + 8 + 2 + self.client_id.len() + 1 + 1 + 2 + 4 + 5 + 1;
+        let fixed = LENGTH_PREFIX_BYTES
+            + 8
+            + 2
+            + self.client_id.len()
+            + 1
+            + 5
+            + self.transactional_id.as_ref().map_or(0, String::len)
+            + 2
+            + 4
+            + 5
+            + 1;
         let topics: usize = self
             .topics
             .iter()
@@ -471,6 +501,21 @@ mod tests {
         let b: Batch = BatchIter::new(recs).next().unwrap().unwrap();
         assert!(b.crc_is_valid());
         assert_eq!((b.producer_id(), b.record_count()), (100, 3));
+    }
+
+    #[test]
+    fn a_transactional_id_is_encoded_as_kafka_protocol_decodes_it() {
+        for version in [9, 11, 12] {
+            let mut b = ProduceFrameBuilder::new(version, 7, "mg", -1, 1000);
+            b.transactional_id("mirrorgate.m1.orders.3.a0").partition("orders", 3, vec![batch(0, 2)]);
+            let frame = b.finish().unwrap().to_contiguous();
+            let mut body = frame.slice(4..);
+            RequestHeader::decode(&mut body, 2).unwrap();
+            let req = ProduceRequest::decode(&mut body, version).unwrap();
+            assert!(body.is_empty(), "v{version}");
+            assert_eq!(req.transactional_id.as_ref().map(|t| t.0.as_str()), Some("mirrorgate.m1.orders.3.a0"));
+            assert_eq!(req.topic_data[0].partition_data[0].index, 3);
+        }
     }
 
     #[test]

@@ -15,9 +15,7 @@ use std::time::Duration;
 use crate::mirror::model::{gap_action, GapAction, OffsetSegment};
 use crate::wire::batch::{self, OwnBatch};
 
-use super::partition::{
-    delete_records, failpoint_mid_batch, is_policy_refusal, sequence_for, Outcome, PartitionTask, Retry, Writer,
-};
+use super::partition::{delete_records, failpoint_mid_batch, is_policy_refusal, Outcome, PartitionTask, Retry, Writer};
 
 /// Largest placeholder batch, in offsets (~160 KB; benches/fill_rate.rs measured 5.8M
 /// offsets/s with 5000-offset batches against 2.9M/s with 1000).
@@ -98,7 +96,7 @@ impl PartitionTask {
                 timestamp: ts,
                 producer_id: w.producer_id,
                 producer_epoch: w.producer_epoch,
-                base_sequence: sequence_for(w.dest_next),
+                base_sequence: w.next_seq,
             };
             let bytes = batch::placeholder_batch(&own, self.nonce, src);
             if let Some(o) = self.append(w, vec![bytes], i64::from(count)).await? {

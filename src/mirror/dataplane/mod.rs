@@ -9,6 +9,7 @@ pub mod errors;
 mod fill;
 pub mod live;
 pub mod log_end;
+mod markers;
 pub mod mux;
 pub mod partition;
 pub mod session;
@@ -80,10 +81,11 @@ pub struct DataPlane {
 /// IncrementalAlterConfigs on the mirror), the mirror's loops restart.
 fn data_plane_settings(def: &MirrorDefinition) -> String {
     format!(
-        "{:?} {:?} {}",
+        "{:?} {:?} {} {}",
         configs::source_options(&def.name, &def.configs),
         fetch_settings(def),
-        long(def, "mirror.fill.max.gap", FILL_MAX_GAP)
+        long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
+        real_markers(def)
     )
 }
 
@@ -223,6 +225,7 @@ impl DataPlane {
                         partition: *p,
                         fetch: fetch_settings(def),
                         fill_max_gap: long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
+                        real_markers: real_markers(def),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };
@@ -408,6 +411,11 @@ impl DataPlane {
             Err(e) => tracing::warn!(topic, error = %e, "cannot apply retention"),
         }
     }
+}
+
+/// `mirror.transaction.markers` = `real` (the default).
+fn real_markers(def: &MirrorDefinition) -> bool {
+    configs::effective(&def.configs, "mirror.transaction.markers").is_none_or(|v| v != "placeholder")
 }
 
 fn long(def: &MirrorDefinition, key: &str, default: i64) -> i64 {

@@ -28,6 +28,7 @@ use crate::wire::split::{self, Piece, RunHeader};
 use super::dest_topic;
 use super::errors::{self, ErrorClass};
 use super::log_end;
+use super::markers;
 use super::mux::{FetchMux, MuxError, ProduceMux};
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
@@ -52,7 +53,7 @@ pub enum Outcome {
     },
 }
 
-fn fail(message: impl Into<String>, retryable: bool) -> Outcome {
+pub(super) fn fail(message: impl Into<String>, retryable: bool) -> Outcome {
     Outcome::Failed { message: message.into(), retryable }
 }
 
@@ -78,6 +79,9 @@ pub struct PartitionTask {
     pub fetch: FetchSettings,
     /// Largest gap filled with placeholders, offsets.
     pub fill_max_gap: i64,
+    /// `mirror.transaction.markers = real`: source markers and aborted records are written as
+    /// real ones (docs/real-markers.md), not as placeholders.
+    pub real_markers: bool,
     /// Per-installation nonce in placeholder keys.
     pub nonce: u64,
     /// Destination request timeout (the wait after an ambiguous append).
@@ -92,6 +96,25 @@ pub(super) struct Writer {
     pub(super) dest_next: i64,
     /// Source offset − destination offset in the current segment.
     pub(super) shift: i64,
+    /// Sequence of the data producer's next batch. Contiguous per producer: it equals the
+    /// destination offset (mod 2^31) while the data producer writes every offset, and falls
+    /// behind it by the offsets that real markers and aborted records take
+    /// (docs/real-markers.md, T5).
+    pub(super) next_seq: i32,
+}
+
+impl Writer {
+    /// Moves past `count` offsets appended by the data producer.
+    pub(super) fn appended(&mut self, count: i64) {
+        self.dest_next += count;
+        self.next_seq = next_sequence(self.next_seq, count);
+    }
+}
+
+/// `seq` advanced by `count`, wrapping from `i32::MAX` to 0 as Kafka's producer does
+/// (`DefaultRecordBatch.incrementSequence`).
+pub(super) fn next_sequence(seq: i32, count: i64) -> i32 {
+    ((i64::from(seq) + count) & 0x7fff_ffff) as i32
 }
 
 /// Test hook: with `MIRRORGATE_FAILPOINT=mid-batch:N` the process exits (code 86, no cleanup,
@@ -318,7 +341,20 @@ impl PartitionTask {
                 false,
             ));
         }
-        let mut w = Writer { producer_id, producer_epoch, dest_next: dest_end, shift: seg.shift() };
+        let mut w = Writer {
+            producer_id,
+            producer_epoch,
+            dest_next: dest_end,
+            shift: seg.shift(),
+            next_seq: sequence_for(dest_end),
+        };
+        markers::resume_sequence(self, &mut w).await?;
+        let mut txns = markers::Txns::default();
+        if self.real_markers {
+            if let Some(o) = txns.recover(self, &w, &segments).await? {
+                return Ok(o);
+            }
+        }
         let mut next_src = dest_end + w.shift;
         // Failback (start after STOPPED): the destination must end where mirroring stopped;
         // records written after the failover are reported, never kept or overwritten silently.
@@ -501,7 +537,19 @@ impl PartitionTask {
                         false,
                     ));
                 }
-                if skip {
+                if skip && self.real_markers && from == b.base_offset() && (b.is_control() || !holey) {
+                    // A marker, or a dense batch of aborted records: written as real ones.
+                    let written = if b.is_control() {
+                        txns.write_marker(self, &mut w, &b).await?
+                    } else {
+                        txns.write_aborted(self, &mut w, &b).await?
+                    };
+                    if let Some(o) = written {
+                        return Ok(o);
+                    }
+                } else if skip {
+                    // (Placeholders also for what real markers leave: an aborted batch with
+                    // compaction holes, or one the destination already ends inside.)
                     if let Some(o) = self.gap(&mut w, from, b.next_offset(), b.max_timestamp()).await? {
                         return Ok(o);
                     }
@@ -588,7 +636,7 @@ impl PartitionTask {
                 base_offset: Some(0),
                 producer_id: Some(w.producer_id),
                 producer_epoch: Some(w.producer_epoch),
-                base_sequence: Some(sequence_for(expected_dest)),
+                base_sequence: Some(w.next_seq),
                 clear_transactional: true,
                 base_timestamp: None,
             },
@@ -694,7 +742,7 @@ impl PartitionTask {
                     let producer = RunHeader {
                         producer_id: w.producer_id,
                         producer_epoch: w.producer_epoch,
-                        base_sequence: sequence_for(w.dest_next),
+                        base_sequence: w.next_seq,
                     };
                     let run = match split::build_run(b, &records[range.clone()], &producer) {
                         Ok(run) => run,
@@ -728,7 +776,7 @@ impl PartitionTask {
     ) -> Result<Option<Outcome>, Retry> {
         match self.writer.append(&self.topic, self.partition, segments).await {
             Ok(base) if base == w.dest_next => {
-                w.dest_next += count;
+                w.appended(count);
                 Ok(None)
             }
             Ok(base) => Ok(Some(fail(
@@ -783,11 +831,11 @@ impl Retry {
     }
 }
 
-fn retry(e: ClusterError) -> Retry {
+pub(super) fn retry(e: ClusterError) -> Retry {
     Retry::new(e.to_string())
 }
 
-fn is_abort_marker(b: &Batch) -> bool {
+pub(super) fn is_abort_marker(b: &Batch) -> bool {
     // Control record key: version INT16, type INT16 (0 = ABORT, 1 = COMMIT). The key sits
     // after the record's length, attributes, timestamp delta, offset delta and key length
     // varints; for a marker these are all one byte long except the length.

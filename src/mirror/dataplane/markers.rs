@@ -1,0 +1,559 @@
+//! Real transaction markers and aborted records on the destination (issue 12 item 2; the
+//! design and the broker facts T0–T7 it rests on are in docs/real-markers.md, pinned by
+//! `tests/broker_txn.rs`).
+//!
+//! With `mirror.transaction.markers = real` a mirror partition's copy loop writes
+//! - a source COMMIT marker, and an ABORT marker of a transaction that left no record on the
+//!   destination partition, as an empty transaction of the partition's *marker* transactional
+//!   id: AddPartitionsToTxn → EndTxn → the coordinator writes the marker at the log end (T1);
+//! - the records of an aborted source transaction as transactional batches of a *slot*
+//!   transactional id (one open slot per aborted source producer), whose EndTxn(ABORT) at the
+//!   source's ABORT marker offset writes the marker (T2).
+//!
+//! Client protocol V1 everywhere (AddPartitionsToTxn v3, Produce v11, EndTxn v4): it exists on
+//! Kafka 3.9 to 4.x and keeps the producer epoch across transactions (T0). Nothing else is
+//! appended to a partition between an EndTxn and its marker: the loop waits until the log end
+//! is the marker offset + 1 (T4, T6). The data producer keeps its own contiguous sequence
+//! ([`resume_sequence`], T5).
+//!
+//! Nothing about transactions is kept in `__mirror_state`: after a restart (or any re-align)
+//! [`Txns::recover`] asks the transaction coordinator (DescribeTransactions, T3) and the
+//! partition leader (DescribeProducers) what is open, and resumes it without InitProducerId,
+//! which would abort an open transaction at the log end (T4).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::client::cluster::ClusterClient;
+use crate::client::txn::{self, AnyBroker, Node, TxnDescription, TxnError, TxnProducer, TxnProtocol};
+use crate::mirror::model::{self, OffsetSegment};
+use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
+use crate::wire::produce::ProduceFrameBuilder;
+
+use super::errors::{self, ErrorClass};
+use super::partition::{fail, is_abort_marker, next_sequence, retry, Outcome, PartitionTask, Retry, Writer};
+
+/// Transaction timeout of the marker transactional id, ms: it is open only between an
+/// AddPartitionsToTxn and the EndTxn that follows it.
+const MARKER_TXN_TIMEOUT_MS: i32 = 60_000;
+/// Transaction timeout of a slot, ms: Kafka's default `transaction.max.timeout.ms` (15 min).
+/// A slot stays open while the source keeps the aborted transaction's marker above its last
+/// stable offset (another source transaction still open); a destination whose maximum is lower
+/// gets [`SLOT_TXN_TIMEOUT_FALLBACK_MS`].
+const SLOT_TXN_TIMEOUT_MS: i32 = 900_000;
+const SLOT_TXN_TIMEOUT_FALLBACK_MS: i32 = 60_000;
+/// How long a marker may take to appear in the partition after EndTxn (1–140 ms on an idle
+/// broker, T1).
+const MARKER_WAIT: Duration = Duration::from_secs(30);
+/// Produce version of slot batches: the last one before Produce v12 adds a partition to the
+/// transaction by itself on a `transaction.version` 2 cluster (KIP-890 part 2).
+const SLOT_PRODUCE_VERSION: i16 = 11;
+/// Kafka error codes met here.
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+
+/// One aborted-data slot: a transactional id `….a<index>` with its producer identity and the
+/// sequence of its next batch on this partition.
+#[derive(Debug, Clone)]
+struct Slot {
+    index: u32,
+    producer: TxnProducer,
+    next_seq: i32,
+}
+
+/// The transactions of one mirror partition's writer, rebuilt by [`Txns::recover`] at every
+/// (re-)alignment.
+#[derive(Debug, Default)]
+pub(super) struct Txns {
+    /// The marker transactional id's producer, once known.
+    marker: Option<TxnProducer>,
+    /// The partition is in the marker id's open transaction (AddPartitionsToTxn done, EndTxn
+    /// not yet).
+    marker_open: bool,
+    /// Slots with an open transaction on this partition, by the *source* producer id whose
+    /// aborted records they hold.
+    open: HashMap<i64, Slot>,
+    /// Slots without an open transaction.
+    free: BTreeMap<u32, Slot>,
+    /// A slot whose transaction holds this partition but no record yet (a restart between
+    /// AddPartitionsToTxn and the first Produce): the next aborted source transaction takes it.
+    orphan: Option<Slot>,
+    /// The first slot index the coordinator does not know.
+    next_index: u32,
+    /// Transaction coordinator per transactional id (forgotten on any error).
+    coordinators: HashMap<String, i32>,
+}
+
+/// The data producer's next sequence after a (re-)alignment: `last_sequence + 1` of its
+/// producer id on the destination partition (DescribeProducers, T5), or, when the broker holds
+/// no state for it (never written, or expired: it then accepts any sequence, broker-behaviour
+/// pin 3), the offset-derived one already in `w`. With placeholders only, both are the same.
+///
+/// # Errors
+/// [`Retry`] when DescribeProducers fails and real markers are on (a guessed sequence would
+/// be refused, T7); with placeholders the offset-derived sequence stays.
+pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer) -> Result<(), Retry> {
+    match task.dest.describe_producers(&task.topic, task.partition).await {
+        Ok(producers) => {
+            if let Some(a) = producers.iter().find(|a| a.producer_id == w.producer_id && a.last_sequence >= 0) {
+                w.next_seq = next_sequence(a.last_sequence, 1);
+            }
+            Ok(())
+        }
+        Err(e) if task.real_markers => Err(Retry::new(format!("DescribeProducers of the destination: {e}"))),
+        Err(e) => {
+            tracing::debug!(topic = %task.topic, partition = task.partition, error = %e, "DescribeProducers failed; the data producer's sequence follows the destination offset");
+            Ok(())
+        }
+    }
+}
+
+impl Txns {
+    fn marker_id(task: &PartitionTask) -> String {
+        format!("mirrorgate.{}.{}.{}.m", task.mirror, task.topic, task.partition)
+    }
+
+    fn slot_id(task: &PartitionTask, index: u32) -> String {
+        format!("mirrorgate.{}.{}.{}.a{index}", task.mirror, task.topic, task.partition)
+    }
+
+    /// Rebuilds the partition's transactions from the coordinator and the partition leader:
+    /// the marker id's state (an open empty transaction is kept open and ended when the copy
+    /// reaches the marker), every slot `a0, a1, …` up to the first id the coordinator does not
+    /// know, and for an open slot the source producer it holds (the source batch at the slot's
+    /// first destination offset, DescribeProducers `current_txn_start_offset`). A transaction
+    /// still being completed (PrepareCommit/PrepareAbort) makes the loop re-align later.
+    /// Then checks that a control batch of mirrorgate's ending the destination sits where the
+    /// source has a marker: a transaction the coordinator aborted on its timeout puts its
+    /// marker at the log end of that moment (T4), which the copy must not build on.
+    ///
+    /// # Errors
+    /// [`Retry`] for transient failures; `Ok(Some(outcome))` when the partition must fail.
+    pub(super) async fn recover(
+        &mut self,
+        task: &PartitionTask,
+        w: &Writer,
+        segments: &[OffsetSegment],
+    ) -> Result<Option<Outcome>, Retry> {
+        *self = Txns::default();
+        let producers = task.dest.describe_producers(&task.topic, task.partition).await.map_err(retry)?;
+        let marker_id = Self::marker_id(task);
+        if let Some(d) = self.describe(task, &marker_id).await? {
+            completing(&marker_id, &d)?;
+            let producer = TxnProducer::resume(&marker_id, d.producer_id, d.producer_epoch, TxnProtocol::V1);
+            match d.state.as_str() {
+                "Dead" => {}
+                "Ongoing" => {
+                    self.marker = Some(producer);
+                    self.marker_open = true;
+                }
+                _ => self.marker = Some(producer),
+            }
+        }
+        let mut index = 0u32;
+        loop {
+            let id = Self::slot_id(task, index);
+            let Some(d) = self.describe(task, &id).await? else { break };
+            completing(&id, &d)?;
+            let producer = TxnProducer::resume(&id, d.producer_id, d.producer_epoch, TxnProtocol::V1);
+            let state = producers.iter().find(|a| a.producer_id == d.producer_id);
+            let next_seq = state.filter(|a| a.last_sequence >= 0).map_or(0, |a| next_sequence(a.last_sequence, 1));
+            let slot = Slot { index, producer, next_seq };
+            match (d.state.as_str(), state) {
+                ("Dead", _) => {}
+                ("Ongoing", Some(a)) if a.current_txn_start_offset >= 0 => {
+                    let source_offset = model::source_offset(segments, a.current_txn_start_offset);
+                    let Some(source_pid) = self.source_producer_at(task, source_offset).await? else {
+                        return Ok(Some(fail(
+                            format!(
+                                "{}-{}: mirrorgate's open transaction {id} starts at destination offset {} but the source has no batch at offset {source_offset} any more; delete the destination topic to re-seed it",
+                                task.topic, task.partition, a.current_txn_start_offset
+                            ),
+                            false,
+                        )));
+                    };
+                    self.open.insert(source_pid, slot);
+                }
+                ("Ongoing", _) => self.orphan = Some(slot),
+                _ => {
+                    self.free.insert(index, slot);
+                }
+            }
+            index += 1;
+        }
+        self.next_index = index;
+        self.check_last_marker(task, w, segments).await
+    }
+
+    /// See [`Txns::recover`]: the last destination offset, if it is a control batch of one
+    /// of mirrorgate's transactional producers, must be a marker on the source too.
+    async fn check_last_marker(
+        &self,
+        task: &PartitionTask,
+        w: &Writer,
+        segments: &[OffsetSegment],
+    ) -> Result<Option<Outcome>, Retry> {
+        let last = w.dest_next - 1;
+        if last < 0 {
+            return Ok(None);
+        }
+        let ours: HashSet<i64> = self
+            .marker
+            .iter()
+            .map(|p| p.producer_id)
+            .chain(
+                self.open.values().chain(self.free.values()).chain(self.orphan.iter()).map(|s| s.producer.producer_id),
+            )
+            .collect();
+        let Some(dest_batch) = batch_at(&task.dest, &task.topic, task.partition, last).await? else { return Ok(None) };
+        if !dest_batch.is_control() || !ours.contains(&dest_batch.producer_id()) {
+            return Ok(None);
+        }
+        let source_offset = model::source_offset(segments, last);
+        let Some(src) = batch_at(&task.source, &task.topic, task.partition, source_offset).await? else {
+            return Ok(None);
+        };
+        if !src.is_control() {
+            return Ok(Some(fail(
+                format!(
+                    "{}-{}: the destination's last offset {last} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, at the wrong offset; delete the destination topic to re-seed it",
+                    task.topic,
+                    task.partition,
+                    dest_batch.producer_id()
+                ),
+                false,
+            )));
+        }
+        if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
+            tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = last, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
+        }
+        Ok(None)
+    }
+
+    /// The producer id of the source batch holding `offset`, if the source still has it.
+    async fn source_producer_at(&self, task: &PartitionTask, offset: i64) -> Result<Option<i64>, Retry> {
+        Ok(batch_at(&task.source, &task.topic, task.partition, offset).await?.map(|b| b.producer_id()))
+    }
+
+    async fn coordinator(&mut self, task: &PartitionTask, id: &str) -> Result<i32, Retry> {
+        if let Some(node) = self.coordinators.get(id) {
+            return Ok(*node);
+        }
+        let (node, _, _) =
+            txn::find_coordinator(&mut AnyBroker(&task.dest), id).await.map_err(|e| self.txn_retry(e))?;
+        if task.dest.metadata().brokers.get(&node).is_none() {
+            let _ = task.dest.refresh_metadata(Some(&[task.topic.as_str()])).await;
+        }
+        self.coordinators.insert(id.to_owned(), node);
+        Ok(node)
+    }
+
+    fn txn_retry(&mut self, e: TxnError) -> Retry {
+        self.coordinators.clear();
+        Retry::new(format!("destination transaction coordinator: {e}"))
+    }
+
+    /// A transactional-id refusal fails the partition with what to grant; other errors re-align.
+    fn txn_error(&mut self, task: &PartitionTask, e: TxnError) -> Result<Option<Outcome>, Retry> {
+        if e.code() == Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) {
+            return Ok(Some(fail(
+                format!(
+                    "{}-{}: the destination refused mirrorgate's transactional id ({e}); grant its principal Write and Describe on TransactionalId resources with the prefix 'mirrorgate.', or set mirror.transaction.markers=placeholder on the mirror",
+                    task.topic, task.partition
+                ),
+                true,
+            )));
+        }
+        Err(self.txn_retry(e))
+    }
+
+    async fn describe(&mut self, task: &PartitionTask, id: &str) -> Result<Option<TxnDescription>, Retry> {
+        let node = self.coordinator(task, id).await?;
+        txn::describe(&mut Node { client: &task.dest, node_id: node }, id).await.map_err(|e| self.txn_retry(e))
+    }
+
+    async fn init(&mut self, task: &PartitionTask, id: &str, timeout_ms: i32) -> Result<TxnProducer, TxnError> {
+        let node = self.coordinators.get(id).copied().unwrap_or(-1);
+        let mut conn = Node { client: &task.dest, node_id: node };
+        match TxnProducer::init(&mut conn, id, timeout_ms, TxnProtocol::V1).await {
+            Err(e) if e.code() == Some(INVALID_TRANSACTION_TIMEOUT) && timeout_ms > SLOT_TXN_TIMEOUT_FALLBACK_MS => {
+                TxnProducer::init(&mut conn, id, SLOT_TXN_TIMEOUT_FALLBACK_MS, TxnProtocol::V1).await
+            }
+            other => other,
+        }
+    }
+
+    /// Writes the source control batch `b` (one marker at source offset `b.base_offset()`,
+    /// destination offset `w.dest_next`): the EndTxn(ABORT) of the slot holding the aborted
+    /// records of `b`'s producer, or else a lone marker of `b`'s type through the marker id.
+    /// Returns when the marker is in the destination log, `w` moved past it.
+    pub(super) async fn write_marker(
+        &mut self,
+        task: &PartitionTask,
+        w: &mut Writer,
+        b: &Batch,
+    ) -> Result<Option<Outcome>, Retry> {
+        let expected = b.base_offset() - w.shift;
+        if expected != w.dest_next {
+            return Ok(Some(mismatch(task, b.base_offset(), expected, w.dest_next)));
+        }
+        let commit = !is_abort_marker(b);
+        if !commit {
+            if let Some(mut slot) = self.open.remove(&b.producer_id()) {
+                let id = slot.producer.transactional_id.clone();
+                let node = self.coordinator(task, &id).await?;
+                if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, false).await {
+                    return self.txn_error(task, e);
+                }
+                if let Some(o) = wait_marker(task, expected).await? {
+                    return Ok(Some(o));
+                }
+                self.free.insert(slot.index, slot);
+                w.dest_next += 1;
+                return Ok(None);
+            }
+        }
+        let id = Self::marker_id(task);
+        let node = self.coordinator(task, &id).await?;
+        let producer = match self.marker.clone() {
+            Some(p) => p,
+            None => match self.init(task, &id, MARKER_TXN_TIMEOUT_MS).await {
+                Ok(p) => {
+                    self.marker = Some(p.clone());
+                    p
+                }
+                Err(e) => return self.txn_error(task, e),
+            },
+        };
+        let mut conn = Node { client: &task.dest, node_id: node };
+        if !self.marker_open {
+            match producer.add_partitions(&mut conn, &[(task.topic.as_str(), task.partition)]).await {
+                Ok(codes) if codes.first() == Some(&0) => self.marker_open = true,
+                Ok(codes) => {
+                    let code = codes.first().copied().unwrap_or(-1);
+                    if matches!(code, txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH) {
+                        // Someone took the id over (another mirrorgate?): a new epoch next time.
+                        self.marker = None;
+                    }
+                    return self
+                        .txn_error(task, TxnError::Kafka { api: "AddPartitionsToTxn", transactional_id: id, code });
+                }
+                Err(e) => return self.txn_error(task, e),
+            }
+        }
+        let mut producer = producer;
+        if let Err(e) = producer.end(&mut conn, commit).await {
+            if matches!(e.code(), Some(txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH)) {
+                self.marker = None;
+                self.marker_open = false;
+            }
+            return self.txn_error(task, e);
+        }
+        self.marker_open = false;
+        if let Some(o) = wait_marker(task, expected).await? {
+            return Ok(Some(o));
+        }
+        w.dest_next += 1;
+        Ok(None)
+    }
+
+    /// Writes the aborted source batch `b` (dense, starting at `w.dest_next` after the shift)
+    /// as a transactional batch of the slot of `b`'s producer, opening a slot transaction
+    /// (the orphan, the lowest free slot, or a new one) for a producer that has none.
+    pub(super) async fn write_aborted(
+        &mut self,
+        task: &PartitionTask,
+        w: &mut Writer,
+        b: &Batch,
+    ) -> Result<Option<Outcome>, Retry> {
+        let expected = b.base_offset() - w.shift;
+        if expected != w.dest_next {
+            return Ok(Some(mismatch(task, b.base_offset(), expected, w.dest_next)));
+        }
+        let source_pid = b.producer_id();
+        if !self.open.contains_key(&source_pid) {
+            let slot = match self.orphan.take() {
+                Some(slot) => slot,
+                None => match self.open_slot(task).await {
+                    Ok(Ok(slot)) => slot,
+                    Ok(Err(o)) => return Ok(Some(o)),
+                    Err(r) => return Err(r),
+                },
+            };
+            self.open.insert(source_pid, slot);
+        }
+        let slot = self.open.get_mut(&source_pid).expect("inserted above");
+        let header = batch::patch_header(
+            b,
+            &HeaderPatch {
+                base_offset: Some(0),
+                producer_id: Some(slot.producer.producer_id),
+                producer_epoch: Some(slot.producer.producer_epoch),
+                base_sequence: Some(slot.next_seq),
+                clear_transactional: false,
+                base_timestamp: None,
+            },
+        );
+        let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
+        let leader = task.dest.leader_for(&task.topic, task.partition).await.map_err(retry)?.node_id;
+        let id = slot.producer.transactional_id.clone();
+        let client_id = task.dest.options().client_id.clone();
+        let timeout_ms = task.request_timeout.as_millis().min(i32::MAX as u128) as i32;
+        let (topic, p) = (task.topic.as_str(), task.partition);
+        let sent = task
+            .dest
+            .send_produce_to_node(leader, SLOT_PRODUCE_VERSION, |version| {
+                let mut builder = ProduceFrameBuilder::new(version, 0, &client_id, -1, timeout_ms);
+                builder.transactional_id(&id).partition(topic, p, segments);
+                builder.finish()
+            })
+            .await;
+        let resp = match sent {
+            Ok((resp, _)) => resp,
+            Err(e) if e.is_ambiguous() => {
+                return Err(Retry {
+                    why: format!("ambiguous append of aborted records: {e}"),
+                    after_ambiguous_append: true,
+                })
+            }
+            Err(e) => return Err(Retry::new(format!("append of aborted records: {e}"))),
+        };
+        let answer = resp
+            .responses
+            .iter()
+            .filter(|t| t.name.0.as_str() == topic)
+            .flat_map(|t| t.partition_responses.iter())
+            .find(|r| r.index == p)
+            .map(|r| (r.error_code, r.base_offset, r.error_message.as_ref().map(|m| m.to_string())));
+        let count = i64::from(b.last_offset_delta()) + 1;
+        match answer {
+            Some((0, base, _)) if base == w.dest_next => {
+                slot.next_seq = next_sequence(slot.next_seq, count);
+                w.dest_next += count;
+                Ok(None)
+            }
+            Some((0, base, _)) => Ok(Some(fail(
+                format!("destination appended {topic}-{p} at offset {base}, expected {}; something else writes to this mirror partition", w.dest_next),
+                false,
+            ))),
+            // A sequence the broker does not expect: re-align, which re-reads it (T7).
+            Some((OUT_OF_ORDER_SEQUENCE_NUMBER, _, _)) => {
+                Err(Retry::new(format!("aborted records of {topic}-{p} at {} refused as out of sequence", w.dest_next)))
+            }
+            Some((code, _, message)) => {
+                let m = errors::refusal("destination", code, message.as_deref(), topic, p, w.dest_next);
+                match errors::classify(code) {
+                    ErrorClass::Transient => Err(Retry::new(format!("append failed: {m}"))),
+                    ErrorClass::FailRetryable => Ok(Some(fail(m, true))),
+                    ErrorClass::FailPermanent => Ok(Some(fail(m, false))),
+                }
+            }
+            None => Err(Retry::new(format!("no Produce answer for {topic}-{p}"))),
+        }
+    }
+
+    /// A slot with this partition added to its new transaction: the lowest free one, or a new
+    /// index (InitProducerId). A free slot whose epoch someone else took gets a new one.
+    async fn open_slot(&mut self, task: &PartitionTask) -> Result<Result<Slot, Outcome>, Retry> {
+        let mut slot = match self.free.pop_first() {
+            Some((_, slot)) => slot,
+            None => {
+                let index = self.next_index;
+                let id = Self::slot_id(task, index);
+                self.coordinator(task, &id).await?;
+                let producer = match self.init(task, &id, SLOT_TXN_TIMEOUT_MS).await {
+                    Ok(p) => p,
+                    Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+                };
+                self.next_index += 1;
+                Slot { index, producer, next_seq: 0 }
+            }
+        };
+        let id = slot.producer.transactional_id.clone();
+        for attempt in 0..2 {
+            let node = self.coordinator(task, &id).await?;
+            let mut conn = Node { client: &task.dest, node_id: node };
+            let code = match slot.producer.add_partitions(&mut conn, &[(task.topic.as_str(), task.partition)]).await {
+                Ok(codes) => codes.first().copied().unwrap_or(-1),
+                Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+            };
+            match code {
+                0 => return Ok(Ok(slot)),
+                txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH if attempt == 0 => {
+                    // The id was initialised elsewhere since: take a new epoch (no transaction
+                    // of ours is open on it) and start its sequences over.
+                    slot.producer = match self.init(task, &id, SLOT_TXN_TIMEOUT_MS).await {
+                        Ok(p) => p,
+                        Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+                    };
+                    slot.next_seq = 0;
+                }
+                code => {
+                    let e = TxnError::Kafka { api: "AddPartitionsToTxn", transactional_id: id.clone(), code };
+                    return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped)));
+                }
+            }
+        }
+        Err(Retry::new(format!("cannot add {}-{} to the transaction of {id}", task.topic, task.partition)))
+    }
+}
+
+/// A transaction still being completed (its markers being written) is waited for by
+/// re-aligning later.
+fn completing(id: &str, d: &TxnDescription) -> Result<(), Retry> {
+    if d.state.starts_with("Prepare") {
+        return Err(Retry::new(format!("destination transaction {id} is completing ({})", d.state)));
+    }
+    Ok(())
+}
+
+fn mismatch(task: &PartitionTask, source: i64, expected: i64, at: i64) -> Outcome {
+    fail(
+        format!(
+            "mirror position mismatch for {}-{}: source offset {source} maps to destination {expected} but the destination is at {at}",
+            task.topic, task.partition
+        ),
+        false,
+    )
+}
+
+/// Waits until the destination partition's high watermark is `marker + 1` after an EndTxn:
+/// the coordinator writes the marker asynchronously (T1). A log end beyond it means something
+/// else was appended and the marker is not at `marker`.
+async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Option<Outcome>, Retry> {
+    let leader = task.dest.leader_for(&task.topic, task.partition).await.map_err(retry)?.node_id;
+    let mut conn = Node { client: &task.dest, node_id: leader };
+    match txn::wait_for_log_end(&mut conn, &task.topic, task.partition, marker + 1, MARKER_WAIT).await {
+        Ok(end) if end == marker + 1 => Ok(None),
+        Ok(end) => Ok(Some(fail(
+            format!(
+                "{}-{}: after mirrorgate's transaction marker at destination offset {marker} the log ends at {end}; something else writes to this mirror partition",
+                task.topic, task.partition
+            ),
+            false,
+        ))),
+        Err(e) => Err(Retry::new(format!("transaction marker at destination offset {marker}: {e}"))),
+    }
+}
+
+/// The batch of `topic`-`partition` holding `offset` (a raw READ_UNCOMMITTED Fetch), if any.
+async fn batch_at(client: &ClusterClient, topic: &str, partition: i32, offset: i64) -> Result<Option<Batch>, Retry> {
+    let fetched = match client.fetch(topic, partition, offset, 64 << 10).await {
+        Ok(f) => f,
+        Err(e) if e.kafka_error().is_some_and(|c| c.0 == 1) => return Ok(None), // OFFSET_OUT_OF_RANGE
+        Err(e) => return Err(retry(e)),
+    };
+    for b in BatchIter::new(fetched.records) {
+        let Ok(b) = b else { break };
+        if b.base_offset() <= offset && offset <= b.last_offset() {
+            return Ok(Some(b));
+        }
+        if b.base_offset() > offset {
+            break;
+        }
+    }
+    Ok(None)
+}
