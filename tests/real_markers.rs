@@ -3,11 +3,12 @@
 //! offsets, no placeholder, so that it reads like the source *without* mirrorgate — during the
 //! mirror, and after `--stop` and `--delete` end a migration:
 //!
-//! - lone COMMIT markers, aborted records followed by their ABORT marker, and an aborted
-//!   transaction whose ABORT marker stays above the source's last stable offset while a second
-//!   transaction is open (mirrorgate's aborted-records transaction stays open on the
-//!   destination), with mirrorgate killed (-9) while it is open and restarted: it resumes
-//!   that transaction and ends it at the source marker's offset;
+//! - lone COMMIT markers, and aborted records followed by their ABORT marker, with mirrorgate
+//!   exiting (as after kill -9) between an aborted record and its marker, its destination
+//!   transaction left open: the next process resumes it and ends it at the marker's offset;
+//! - an aborted transaction whose ABORT marker stays above the source's last stable offset
+//!   while a second transaction is open: the copy waits before its first record (a
+//!   destination transaction must not stay open for as long as a source transaction may);
 //! - a direct read of the destination, batch by batch: the same control batches (offset and
 //!   type), aborted records as transactional batches at the source's offsets, no placeholder;
 //! - librdkafka reading the destination directly at read_committed and read_uncommitted gets
@@ -224,26 +225,49 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
     });
 
     let mirror = unique_name("m");
+    let slot = format!("mirrorgate.{}.{mirror}.{topic}.0.a0", mirror.len());
     let cfg = mirror_config_file(&source, "");
     ok(
         mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
         "--create",
     );
+    drop(mg);
+    // A mirrorgate that exits (as after kill -9) right after its first append of aborted
+    // records (x-a1) into its destination transaction, before the ABORT marker.
+    let mut mg = Mirrorgate::start_in_front_of(
+        &dest.bootstrap,
+        FrontOptions { first_port: Some(port), ..FrontOptions::default() },
+        MirrorgateOptions {
+            state_topic: Some(&state),
+            env: &[("MIRRORGATE_FAILPOINT", "slot-append:1")],
+            ..Default::default()
+        },
+    );
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    eventually(Duration::from_secs(120), || if mg.is_running() { Err("still running".to_string()) } else { Ok(()) });
+    assert!(mg.log().contains("MIRRORGATE_FAILPOINT slot-append:1 reached"), "{}", tail(&mg.log(), 30));
+    drop(mg);
+    let described = txn_state(&dest.bootstrap, &slot);
+    assert!(described.contains("Ongoing"), "the slot transaction is left open: {described}");
+    let dest_end = block(dst.list_offsets(&topic, 0, -1)).unwrap();
+    assert!((6..=7).contains(&dest_end), "p-0..p-4 and x-a1 (and x-a2) copied: {dest_end}");
 
-    // The mirror copies up to the source LSO (B's first record): A's records are in the
-    // destination inside mirrorgate's open aborted-records transaction (slot a0).
-    let slot = format!("mirrorgate.{mirror}.{topic}.0.a0");
+    // A new process resumes the open transaction and ends it at the source's ABORT marker;
+    // then it copies up to A's first record and waits there: A's ABORT marker is above the
+    // source LSO (B is open), so no destination transaction is opened for A yet.
+    let mg = start();
     eventually(Duration::from_secs(120), || match block(dst.list_offsets(&topic, 0, -1)) {
-        Ok(end) if end == e0 + 2 => Ok(()),
-        other => Err(format!("destination end {other:?}, waiting for {}", e0 + 2)),
+        Ok(end) if end == e0 => Ok(()),
+        other => Err(format!("destination end {other:?}, waiting for {e0}")),
     });
     let described = txn_state(&dest.bootstrap, &slot);
-    assert!(described.contains("Ongoing"), "slot transaction open on the destination: {described}");
-
-    // kill -9 with the slot open; a new process resumes it.
-    drop(mg);
-    let mg = start();
+    assert!(described.contains("CompleteAbort"), "the resumed transaction ended by its ABORT: {described}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        block(dst.list_offsets(&topic, 0, -1)).unwrap(),
+        e0,
+        "nothing of A is copied while its marker is above the LSO"
+    );
     std::fs::write(&gate, b"go").unwrap();
     let out = interleaved.join().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("COMMITTED"), "InterleavedTxns: {out:?}");
@@ -252,9 +276,9 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
         eventually(Duration::from_secs(120), || block(verify_partition(&src, &dst, &topic, 0, &[], None)));
     let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
     assert_eq!(report.destination_end, src_end, "the destination ends where the source does: {report:?}");
+    // A's records went into a destination transaction too, opened and ended in one pass.
     let described = txn_state(&dest.bootstrap, &slot);
-    assert!(described.contains("CompleteAbort"), "slot transaction ended by its ABORT: {described}");
-    assert!(mg.log().contains("mirroring partition"), "{}", tail(&mg.log(), 30));
+    assert!(described.contains("CompleteAbort"), "{described}");
 
     // Read directly: the destination's batches are the source's, with real markers.
     let check_direct = |when: &str| {

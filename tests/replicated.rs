@@ -451,12 +451,14 @@ async fn mirrors_identically_through_a_destination_leader_move_and_broker_restar
     let via_mirrorgate = consume_all(&mg.bootstrap, &plain, plain_n, "read_committed");
     assert_eq!(on_source.len(), plain_n);
     assert!(on_source == via_mirrorgate, "{plain}: records differ through mirrorgate");
-    // Transactional: the committed records (c1,c2 + 4 × c3,c4), at both isolation levels
-    // through mirrorgate (aborted records are never data on the mirror).
+    // Transactional: the committed records (c1,c2 + 4 × c3,c4) at read_committed, and with
+    // the aborted ones (a1 + 4 × a2,a3: real aborted records, the default) at
+    // read_uncommitted, through mirrorgate as on the source.
     let committed = 2 + 4 * 2;
-    let on_source = consume_all(&source.bootstrap, &txn, committed, "read_committed");
-    for isolation in ["read_committed", "read_uncommitted"] {
-        let via_mirrorgate = consume_all(&mg.bootstrap, &txn, committed, isolation);
+    for (isolation, count) in [("read_committed", committed), ("read_uncommitted", committed + 1 + 4 * 2)] {
+        let on_source = consume_all(&source.bootstrap, &txn, count, isolation);
+        let via_mirrorgate = consume_all(&mg.bootstrap, &txn, count, isolation);
+        assert_eq!(on_source.len(), count, "{txn} ({isolation}) on the source");
         assert!(on_source == via_mirrorgate, "{txn} ({isolation}): records differ through mirrorgate");
     }
 }

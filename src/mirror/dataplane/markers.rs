@@ -33,7 +33,9 @@ use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
 use crate::wire::produce::ProduceFrameBuilder;
 
 use super::errors::{self, ErrorClass};
-use super::partition::{fail, is_abort_marker, next_sequence, retry, Outcome, PartitionTask, Retry, Writer};
+use super::partition::{
+    fail, failpoint, init_producer_id, is_abort_marker, next_sequence, retry, Outcome, PartitionTask, Retry, Writer,
+};
 
 /// Transaction timeout of the marker transactional id, ms: it is open only between an
 /// AddPartitionsToTxn and the EndTxn that follows it.
@@ -54,6 +56,7 @@ const SLOT_PRODUCE_VERSION: i16 = 11;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// One aborted-data slot: a transactional id `….a<index>` with its producer identity and the
 /// sequence of its next batch on this partition.
@@ -95,15 +98,39 @@ pub(super) struct Txns {
 /// # Errors
 /// [`Retry`] when DescribeProducers fails and real markers are on (a guessed sequence would
 /// be refused, T7); with placeholders the offset-derived sequence stays.
-pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer) -> Result<(), Retry> {
+pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer, real: bool) -> Result<(), Retry> {
     match task.dest.describe_producers(&task.topic, task.partition).await {
         Ok(producers) => {
-            if let Some(a) = producers.iter().find(|a| a.producer_id == w.producer_id && a.last_sequence >= 0) {
-                w.next_seq = next_sequence(a.last_sequence, 1);
+            let ours =
+                producers.iter().find(|a| a.producer_id == w.producer_id && a.producer_epoch == w.producer_epoch);
+            match ours {
+                Some(a) if a.last_sequence >= 0 => w.next_seq = next_sequence(a.last_sequence, 1),
+                _ if real && w.dest_next > 0 => {
+                    // With real markers the offset-derived sequence is not the producer's, and
+                    // a replica that still holds the producer (expiry runs per broker) would
+                    // refuse it after a leader change: a new producer id, from sequence 0.
+                    let (id, epoch) =
+                        init_producer_id(&task.dest).await.map_err(|e| Retry::new(format!("InitProducerId: {e}")))?;
+                    task.control
+                        .update_partition(&task.topic, task.partition, |r| {
+                            r.producer_id = Some(id);
+                            r.producer_epoch = Some(epoch);
+                        })
+                        .await
+                        .map_err(|e| Retry::new(e.to_string()))?;
+                    tracing::debug!(topic = %task.topic, partition = task.partition, old_producer_id = w.producer_id, producer_id = id, "the destination holds no state of the partition's producer: a new producer id");
+                    (w.producer_id, w.producer_epoch, w.next_seq) = (id, epoch, 0);
+                }
+                _ => {}
             }
             Ok(())
         }
-        Err(e) if task.real_markers => Err(Retry::new(format!("DescribeProducers of the destination: {e}"))),
+        Err(e) if real => {
+            if e.kafka_error().is_some_and(|c| c.0 == TOPIC_AUTHORIZATION_FAILED) {
+                refuse(task, &format!("DescribeProducers of the destination topic was refused ({e}); grant mirrorgate's principal Read on it"));
+            }
+            Err(Retry::new(format!("DescribeProducers of the destination: {e}")))
+        }
         Err(e) => {
             tracing::debug!(topic = %task.topic, partition = task.partition, error = %e, "DescribeProducers failed; the data producer's sequence follows the destination offset");
             Ok(())
@@ -111,13 +138,75 @@ pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer) -> Res
     }
 }
 
+/// Real markers are not possible on this destination for `task`'s partition: its loop
+/// re-aligns and writes placeholders from then on (logged once per loop).
+fn refuse(task: &PartitionTask, why: &str) {
+    if !task.markers_refused.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, "real transaction markers are not possible: {why}; markers and aborted records are written as placeholders instead (reads through mirrorgate are unchanged; set mirror.transaction.markers=placeholder to silence this)");
+    }
+}
+
+/// What to do with the first aborted batch `b` of a source transaction, given the chunk it
+/// came in (`records`, the source's `lso`) and whether a batch before it in the chunk was
+/// copied (`walked`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SlotOpening {
+    /// The transaction's ABORT marker is in the chunk: open a slot; it ends within this walk.
+    Open,
+    /// The marker is below the LSO but more than a fetch away from the transaction's first
+    /// batch: a slot could stay open across fetches (and a stop), so this batch is written as
+    /// placeholders instead.
+    Placeholders,
+    /// Fetch again from `b`: the marker may be in a chunk that starts there (`park` false), or
+    /// it is above the source's LSO — another source transaction still open — and the copy
+    /// waits for the LSO to pass it (`park`: after `fetch.backoff`).
+    Refetch {
+        /// Wait `fetch.backoff` first.
+        park: bool,
+    },
+}
+
+/// See [`SlotOpening`].
+pub(super) fn slot_opening(records: &Bytes, b: &Batch, lso: i64, walked: bool) -> SlotOpening {
+    let mut end = b.next_offset();
+    for other in BatchIter::new(records.clone()) {
+        let Ok(other) = other else { break };
+        end = end.max(other.next_offset());
+        if other.base_offset() > b.last_offset()
+            && other.is_control()
+            && other.producer_id() == b.producer_id()
+            && is_abort_marker(&other)
+        {
+            return SlotOpening::Open;
+        }
+    }
+    if lso >= 0 && end >= lso {
+        SlotOpening::Refetch { park: true }
+    } else if walked {
+        SlotOpening::Refetch { park: false }
+    } else {
+        SlotOpening::Placeholders
+    }
+}
+
 impl Txns {
+    /// `mirrorgate.<length of the mirror name>.<mirror>.<topic>.<partition>.<suffix>`: the
+    /// length keeps ids of different mirror/topic pairs apart when names contain dots.
+    fn txn_id(task: &PartitionTask, suffix: &str) -> String {
+        format!("mirrorgate.{}.{}.{}.{}.{suffix}", task.mirror.len(), task.mirror, task.topic, task.partition)
+    }
+
     fn marker_id(task: &PartitionTask) -> String {
-        format!("mirrorgate.{}.{}.{}.m", task.mirror, task.topic, task.partition)
+        Self::txn_id(task, "m")
     }
 
     fn slot_id(task: &PartitionTask, index: u32) -> String {
-        format!("mirrorgate.{}.{}.{}.a{index}", task.mirror, task.topic, task.partition)
+        Self::txn_id(task, &format!("a{index}"))
+    }
+
+    /// Whether a slot holds an open transaction for source producer `source_pid`.
+    pub(super) fn is_open(&self, source_pid: i64) -> bool {
+        self.open.contains_key(&source_pid)
     }
 
     /// Rebuilds the partition's transactions from the coordinator and the partition leader:
@@ -159,7 +248,10 @@ impl Txns {
             let Some(d) = self.describe(task, &id).await? else { break };
             completing(&id, &d)?;
             let producer = TxnProducer::resume(&id, d.producer_id, d.producer_epoch, TxnProtocol::V1);
-            let state = producers.iter().find(|a| a.producer_id == d.producer_id);
+            // (Sequences start over at 0 with a new epoch: an entry of an older epoch says
+            // nothing about the next one.)
+            let state =
+                producers.iter().find(|a| a.producer_id == d.producer_id && a.producer_epoch == d.producer_epoch);
             let next_seq = state.filter(|a| a.last_sequence >= 0).map_or(0, |a| next_sequence(a.last_sequence, 1));
             let slot = Slot { index, producer, next_seq };
             match (d.state.as_str(), state) {
@@ -208,27 +300,33 @@ impl Txns {
                 self.open.values().chain(self.free.values()).chain(self.orphan.iter()).map(|s| s.producer.producer_id),
             )
             .collect();
-        let Some(dest_batch) = batch_at(&task.dest, &task.topic, task.partition, last).await? else { return Ok(None) };
-        if !dest_batch.is_control() || !ours.contains(&dest_batch.producer_id()) {
-            return Ok(None);
-        }
-        let source_offset = model::source_offset(segments, last);
-        let Some(src) = batch_at(&task.source, &task.topic, task.partition, source_offset).await? else {
-            return Ok(None);
-        };
-        if !src.is_control() {
-            return Ok(Some(fail(
-                format!(
-                    "{}-{}: the destination's last offset {last} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, at the wrong offset; delete the destination topic to re-seed it",
-                    task.topic,
-                    task.partition,
-                    dest_batch.producer_id()
-                ),
-                false,
-            )));
-        }
-        if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
-            tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = last, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
+        // Every trailing marker of ours, from the last offset down (several transactions timed
+        // out at once all put their marker at the same log end, one after the other).
+        let mut at = last;
+        while at >= 0 {
+            let Some(dest_batch) = batch_at(&task.dest, &task.topic, task.partition, at).await? else { break };
+            if !dest_batch.is_control() || !ours.contains(&dest_batch.producer_id()) {
+                break;
+            }
+            let source_offset = model::source_offset(segments, at);
+            let Some(src) = batch_at(&task.source, &task.topic, task.partition, source_offset).await? else {
+                break;
+            };
+            if !src.is_control() || src.base_offset() != source_offset {
+                return Ok(Some(fail(
+                    format!(
+                        "{}-{}: destination offset {at} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, at the wrong offset; delete the destination topic to re-seed it",
+                        task.topic,
+                        task.partition,
+                        dest_batch.producer_id()
+                    ),
+                    false,
+                )));
+            }
+            if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
+                tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
+            }
+            at -= 1;
         }
         Ok(None)
     }
@@ -244,7 +342,7 @@ impl Txns {
         }
         let (node, _, _) =
             txn::find_coordinator(&mut AnyBroker(&task.dest), id).await.map_err(|e| self.txn_retry(e))?;
-        if task.dest.metadata().brokers.get(&node).is_none() {
+        if !task.dest.metadata().brokers.contains_key(&node) {
             let _ = task.dest.refresh_metadata(Some(&[task.topic.as_str()])).await;
         }
         self.coordinators.insert(id.to_owned(), node);
@@ -259,13 +357,10 @@ impl Txns {
     /// A transactional-id refusal fails the partition with what to grant; other errors re-align.
     fn txn_error(&mut self, task: &PartitionTask, e: TxnError) -> Result<Option<Outcome>, Retry> {
         if e.code() == Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) {
-            return Ok(Some(fail(
-                format!(
-                    "{}-{}: the destination refused mirrorgate's transactional id ({e}); grant its principal Write and Describe on TransactionalId resources with the prefix 'mirrorgate.', or set mirror.transaction.markers=placeholder on the mirror",
-                    task.topic, task.partition
-                ),
-                true,
-            )));
+            refuse(
+                task,
+                &format!("the destination refused mirrorgate's transactional id ({e}); grant its principal Write and Describe on TransactionalId resources with the prefix 'mirrorgate.'"),
+            );
         }
         Err(self.txn_retry(e))
     }
@@ -433,6 +528,7 @@ impl Txns {
             Some((0, base, _)) if base == w.dest_next => {
                 slot.next_seq = next_sequence(slot.next_seq, count);
                 w.dest_next += count;
+                failpoint("slot-append");
                 Ok(None)
             }
             Some((0, base, _)) => Ok(Some(fail(

@@ -226,6 +226,7 @@ impl DataPlane {
                         fetch: fetch_settings(def),
                         fill_max_gap: long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
                         real_markers: real_markers(def),
+                        markers_refused: Default::default(),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };

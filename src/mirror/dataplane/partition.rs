@@ -82,6 +82,9 @@ pub struct PartitionTask {
     /// `mirror.transaction.markers = real`: source markers and aborted records are written as
     /// real ones (docs/real-markers.md), not as placeholders.
     pub real_markers: bool,
+    /// Set when the destination refused what real markers need (the transactional ids, or
+    /// DescribeProducers on the topic): the loop falls back to placeholders, logged once.
+    pub markers_refused: std::sync::atomic::AtomicBool,
     /// Per-installation nonce in placeholder keys.
     pub nonce: u64,
     /// Destination request timeout (the wait after an ambiguous append).
@@ -123,16 +126,26 @@ pub(super) fn next_sequence(seq: i32, count: i64) -> i32 {
 /// chunk, that is not the last of its batch), so that tests can restart mirrorgate at
 /// exactly the points where the copy must resume inside a batch.
 pub(super) fn failpoint_mid_batch() {
+    failpoint("mid-batch");
+}
+
+/// Test hook: with `MIRRORGATE_FAILPOINT=<name>:N` the process exits (code 86, no cleanup, as
+/// after a kill -9) the Nth time the data plane passes the failpoint `name`: `mid-batch` (see
+/// [`failpoint_mid_batch`]) or `slot-append` (after an acknowledged append of aborted records
+/// into a destination transaction that is still open, `markers::Txns::write_aborted`).
+pub(super) fn failpoint(name: &str) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
-    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static LIMIT: OnceLock<Option<(String, u64)>> = OnceLock::new();
     static SEEN: AtomicU64 = AtomicU64::new(0);
     let limit = LIMIT.get_or_init(|| {
-        std::env::var("MIRRORGATE_FAILPOINT").ok().and_then(|v| v.strip_prefix("mid-batch:")?.parse().ok())
+        let v = std::env::var("MIRRORGATE_FAILPOINT").ok()?;
+        let (n, count) = v.split_once(':')?;
+        Some((n.to_string(), count.parse().ok()?))
     });
-    if let Some(n) = *limit {
-        if SEEN.fetch_add(1, Ordering::SeqCst) + 1 >= n {
-            eprintln!("MIRRORGATE_FAILPOINT mid-batch:{n} reached: exiting");
+    if let Some((n, count)) = limit {
+        if n == name && SEEN.fetch_add(1, Ordering::SeqCst) + 1 >= *count {
+            eprintln!("MIRRORGATE_FAILPOINT {n}:{count} reached: exiting");
             std::process::exit(86);
         }
     }
@@ -348,9 +361,10 @@ impl PartitionTask {
             shift: seg.shift(),
             next_seq: sequence_for(dest_end),
         };
-        markers::resume_sequence(self, &mut w).await?;
         let mut txns = markers::Txns::default();
-        if self.real_markers {
+        let real_markers = self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed);
+        markers::resume_sequence(self, &mut w, real_markers).await?;
+        if real_markers {
             if let Some(o) = txns.recover(self, &w, &segments).await? {
                 return Ok(o);
             }
@@ -485,6 +499,10 @@ impl PartitionTask {
             // This loop's share of the in-flight budget the fetched records take; a split
             // that must wait for budget gives it up first (see `append_split`).
             let mut hold = chunk.hold.take();
+            // Whether a batch of this chunk was copied yet, and whether the loop waits for the
+            // source LSO to pass an ABORT marker before it copies further (see
+            // `markers::slot_opening`).
+            let (mut walked, mut parked) = (false, false);
             for b in BatchIter::new(chunk.records.clone()) {
                 let b = b.map_err(|e| Retry::new(e.to_string()))?;
                 if b.next_offset() <= next_src {
@@ -537,7 +555,23 @@ impl PartitionTask {
                         false,
                     ));
                 }
-                if skip && self.real_markers && from == b.base_offset() && (b.is_control() || !holey) {
+                let mut real = skip && real_markers && from == b.base_offset() && (b.is_control() || !holey);
+                if real && !b.is_control() && !txns.is_open(b.producer_id()) {
+                    // The first aborted batch of a source transaction opens a destination
+                    // transaction, which must end (at the source's ABORT marker) well within
+                    // its timeout: only when that marker is in this chunk.
+                    match markers::slot_opening(&chunk.records, &b, chunk.last_stable_offset, walked) {
+                        markers::SlotOpening::Open => {}
+                        markers::SlotOpening::Placeholders => real = false,
+                        markers::SlotOpening::Refetch { park } => {
+                            parked = park;
+                            next_src = b.base_offset();
+                            break;
+                        }
+                    }
+                }
+                walked = true;
+                if real {
                     // A marker, or a dense batch of aborted records: written as real ones.
                     let written = if b.is_control() {
                         txns.write_marker(self, &mut w, &b).await?
@@ -588,6 +622,12 @@ impl PartitionTask {
                     }
                 } else {
                     dest_log_start_followed = chunk.log_start_offset;
+                }
+            }
+            if parked {
+                tokio::select! {
+                    _ = stop.cancelled() => return Ok(Outcome::Stopped),
+                    _ = tokio::time::sleep(self.fetch.backoff) => {}
                 }
             }
         }
@@ -843,7 +883,7 @@ pub(super) fn is_abort_marker(b: &Batch) -> bool {
     payload.len() >= 9 && payload.get(5..9).is_some_and(|k| k[2..4] == [0, 0])
 }
 
-async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterError> {
+pub(super) async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterError> {
     use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
     let req = InitProducerIdRequest::default()
         .with_transactional_id(None)
