@@ -333,13 +333,14 @@ fn mirror_through_kills(
     topic: &str,
     every: u32,
     kills: u32,
+    extra: &str,
 ) -> (Mirrorgate, String, u32) {
     let state = unique_name("__mirror_state-split");
     let fp = format!("mid-batch:{every}");
     let env = [("MIRRORGATE_FAILPOINT", fp.as_str())];
     let mut first =
         Mirrorgate::start_with(dest, MirrorgateOptions { state_topic: Some(&state), env: &env, ..Default::default() });
-    let mirror = start_mirror(&first, source, &[topic]);
+    let mirror = start_mirror_with(&first, source, &[topic], extra);
     let mut exits = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while first.is_running() {
@@ -374,7 +375,7 @@ async fn a_split_batch_interrupted_between_its_appends_resumes_inside_it() {
     let topic = unique_name("split-kill");
     create_topic(&source.bootstrap, &topic, &COMPACT);
     write_holey_source(&src, &topic, 3);
-    let (mg, mirror, exits) = mirror_through_kills(&dest, &source, &topic, 7, 6);
+    let (mg, mirror, exits) = mirror_through_kills(&dest, &source, &topic, 7, 6, "");
     wait_copied(&mg, &mirror, &src, &dst, &topic);
     let via = client(&mg.bootstrap);
     let n = assert_same_records(&src, &via, &topic);
@@ -430,7 +431,10 @@ async fn an_aborted_transaction_interrupted_mid_fill_resumes_inside_it() {
     txn("c3,c4,c5", "", &unique_name("txn"));
     let big = raw_batches(&src, &topic).into_iter().map(|b| b.1 - b.0 + 1).max().unwrap();
     assert!(big > 5000, "the aborted transaction is not one batch of more than 5000 offsets (largest {big})");
-    let (mg, mirror, exits) = mirror_through_kills(&dest, &source, &topic, 1, 1);
+    // Placeholders for the aborted records: the fill of 6000 offsets is what is interrupted (with
+    // real markers the batch is one aborted append, tests/real_markers.rs).
+    let (mg, mirror, exits) =
+        mirror_through_kills(&dest, &source, &topic, 1, 1, "mirror.transaction.markers=placeholder\n");
     assert_eq!(exits, 1);
     wait_copied(&mg, &mirror, &src, &dst, &topic);
     let via = client(&mg.bootstrap);
