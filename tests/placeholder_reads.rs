@@ -177,6 +177,9 @@ async fn placeholders_never_reach_clients_by_topic_id_after_a_restart_or_after_d
     let mirror = start_mirror(&mg, &source, &[&topic], "mirror.transaction.markers=placeholder\n");
     wait_identical(&src, &dst, &topic, Duration::from_secs(120));
     assert!(placeholder_batches(&dst, &topic) >= 2, "the destination holds placeholders for markers and aborts");
+    let rows = describe_json(&mg, &mirror);
+    let direct = rows[0]["directReads"].as_str().unwrap_or_default().to_string();
+    assert!(direct.starts_with("placeholders below destination offset "), "--describe DIRECT-READS: {rows:?}");
     let mut want: Vec<String> = (0..20).map(|i| format!("plain-a-{i}")).collect();
     want.extend(["c1", "c2"].map(String::from));
 

@@ -276,6 +276,11 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
         eventually(Duration::from_secs(120), || block(verify_partition(&src, &dst, &topic, 0, &[], None)));
     let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
     assert_eq!(report.destination_end, src_end, "the destination ends where the source does: {report:?}");
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(
+        rows[0]["directReads"], "same",
+        "--describe: the destination reads the same without mirrorgate: {rows:?}"
+    );
     // A's records went into a destination transaction too, opened and ended in one pass.
     let described = txn_state(&dest.bootstrap, &slot);
     assert!(described.contains("CompleteAbort"), "{described}");

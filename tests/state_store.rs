@@ -82,6 +82,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         producer_epoch: Some(0),
         destination_topic_id: None,
         copy_start: None,
+        placeholder_end: None,
         updated_ms: 1_700_000_000_002,
     }
 }

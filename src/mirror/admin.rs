@@ -206,6 +206,9 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                     if let Some(start) = p.copy_start {
                                         ext::set_copy_start(&mut detail, start);
                                     }
+                                    if let Some(end) = p.placeholder_end {
+                                        ext::set_placeholder_end(&mut detail, end);
+                                    }
                                     detail
                                 })
                                 .collect(),

@@ -322,6 +322,12 @@ pub struct PartitionStateRecord {
     /// (offsets below it were never copied). `None`: from the source's log start.
     #[serde(default)]
     pub copy_start: Option<i64>,
+    /// Every placeholder record the mirror wrote to this partition lies below this destination
+    /// offset (`None`: none written). Recorded before the placeholders are appended, rounded up
+    /// (to 100,000 offsets) for gaps after the head, so it never claims less than the log
+    /// holds: `--describe` calls a partition's direct reads `same` only without it.
+    #[serde(default)]
+    pub placeholder_end: Option<i64>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -346,6 +352,7 @@ impl PartitionStateRecord {
             producer_epoch: None,
             destination_topic_id: None,
             copy_start: None,
+            placeholder_end: None,
             updated_ms: now_ms(),
         }
     }

@@ -1006,6 +1006,7 @@ mod tests {
             producer_epoch: Some(0),
             destination_topic_id: None,
             copy_start: None,
+            placeholder_end: None,
             updated_ms: 1,
         }
     }

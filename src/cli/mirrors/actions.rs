@@ -591,7 +591,7 @@ mod tests {
         );
         assert_eq!(
             r.stdout,
-            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE\na       t      0          -              -                   -    MIRRORING  -          -       identical\n"
+            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS\na       t      0          -              -                   -    MIRRORING  -          -       identical    same\n"
         );
         let r = report_describe(&described("a", &["t"]), DescribeFormat::Table, true);
         assert_eq!(r.stdout, "MIRROR  TOPIC  PARTITION  RETRY  ERROR\n");

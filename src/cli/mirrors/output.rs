@@ -174,6 +174,9 @@ pub struct PartitionRow {
     pub offset_mode: String,
     /// The offset map `[[source_start, destination_start], ...]` (mirrorgate extension).
     pub segments: Vec<(i64, i64)>,
+    /// What a reader of the destination without mirrorgate gets: `same`, `placeholders below
+    /// destination offset N`, or `shifted by N` (mirrorgate extension, `ext::direct_reads`).
+    pub direct_reads: String,
 }
 
 impl PartitionRow {
@@ -222,6 +225,7 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
                             }
                             None => ext::offset_mode(&segments),
                         },
+                        direct_reads: ext::direct_reads(&segments, ext::placeholder_end(p)),
                         segments,
                     }
                 })
@@ -249,6 +253,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
                 offset_cell(r.source_high_watermark),
                 offset_cell(r.lag_high_watermark),
                 r.offset_mode.clone(),
+                r.direct_reads.clone(),
             ]
         })
         .collect();
@@ -264,6 +269,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
             "SOURCE-HW",
             "LAG-HW",
             "OFFSET-MODE",
+            "DIRECT-READS",
         ],
         &cells,
     )
@@ -418,11 +424,11 @@ west-to-east  0       -                       west1:9092,west2:9092
         assert_eq!(
             describe_table(&rows),
             "\
-MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE
-a-to-b  orders    0          123456         123400              56   MIRRORING  -          -       identical
-a-to-b  orders    1          1500           1500                0    MIRRORING  -          -       identical
-b-to-c  payments  0          10             4                   6    FAILED     -          -       identical
-b-to-c  payments  1          -              7                   -    FAILED     -          -       identical
+MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS
+a-to-b  orders    0          123456         123400              56   MIRRORING  -          -       identical    same
+a-to-b  orders    1          1500           1500                0    MIRRORING  -          -       identical    same
+b-to-c  payments  0          10             4                   6    FAILED     -          -       identical    same
+b-to-c  payments  1          -              7                   -    FAILED     -          -       identical    same
 "
         );
     }
@@ -460,7 +466,8 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "errorMessage": "Source leader\nnot available",
     "sourceHighWatermark": -1,
     "offsetMode": "identical",
-    "segments": []
+    "segments": [],
+    "directReads": "same"
   },
   {
     "mirror": "b-to-c",
@@ -475,7 +482,8 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "errorMessage": "Source topic deleted",
     "sourceHighWatermark": -1,
     "offsetMode": "identical",
-    "segments": []
+    "segments": [],
+    "directReads": "same"
   }
 ]
 "#

@@ -30,6 +30,9 @@ const FILL_REPORT_EVERY: Duration = Duration::from_secs(10);
 /// (DeleteRecords; ≈ 320 MB of placeholders), so the head's placeholders are removed while
 /// the fill runs instead of all at the end.
 const FILL_REMOVE_EVERY: i64 = 10_000_000;
+/// `placeholder_end` is rounded up to a multiple of this many offsets after the head, so a
+/// compacted source's many holes cost one state write per 100,000 offsets.
+const PLACEHOLDER_END_STEP: i64 = 100_000;
 
 impl PartitionTask {
     /// Fills source offsets `[from, to)`: placeholders within the fill bound, otherwise a new
@@ -52,6 +55,19 @@ impl PartitionTask {
             tracing::info!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, from, to, shift = seg.shift(), replace_last, "source gap beyond mirror.fill.max.gap: new offset segment");
             w.shift = seg.shift();
             return Ok(None);
+        }
+        // Recorded before anything is appended (see `PartitionStateRecord::placeholder_end`).
+        let end = w.dest_next + n;
+        if self.record().and_then(|r| r.placeholder_end).unwrap_or(0) < end {
+            let mark = if w.dest_next == 0 {
+                end
+            } else {
+                (end + PLACEHOLDER_END_STEP - 1) / PLACEHOLDER_END_STEP * PLACEHOLDER_END_STEP
+            };
+            self.control
+                .update_partition(&self.topic, self.partition, |r| r.placeholder_end = Some(mark))
+                .await
+                .map_err(|e| Retry::new(e.to_string()))?;
         }
         let mut src = from;
         let large = n >= FILL_REPORT_OFFSETS;

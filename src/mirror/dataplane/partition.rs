@@ -285,6 +285,7 @@ impl PartitionTask {
                     r.segments.clear();
                     r.source_epochs.clear();
                     r.last_mirrored_offset = -1;
+                    r.placeholder_end = None;
                     r.destination_topic_id = Some(id);
                 })
                 .await

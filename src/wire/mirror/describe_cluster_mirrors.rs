@@ -486,6 +486,34 @@ pub mod ext {
     /// (INT64, offsets; absent = from the log start): a `--start-position`.
     pub const TAG_COPY_START: i32 = 10_002;
 
+    /// Tag of [`PartitionStateRecord::placeholder_end`](crate::mirror::model::PartitionStateRecord)
+    /// (INT64, destination offset; absent = no placeholder written).
+    pub const TAG_PLACEHOLDER_END: i32 = 10_003;
+
+    /// Sets the placeholder end extension on `p`.
+    pub fn set_placeholder_end(p: &mut PartitionDetail, destination_offset: i64) {
+        p.unknown_tagged_fields.insert(TAG_PLACEHOLDER_END, Bytes::copy_from_slice(&destination_offset.to_be_bytes()));
+    }
+
+    /// Every placeholder of the partition lies below this destination offset, if any was written.
+    pub fn placeholder_end(p: &PartitionDetail) -> Option<i64> {
+        let b = p.unknown_tagged_fields.get(&TAG_PLACEHOLDER_END)?;
+        Some(i64::from_be_bytes(b.as_ref().try_into().ok()?))
+    }
+
+    /// What a reader of the destination without mirrorgate gets compared with a reader through
+    /// it: `same`; `placeholders below destination offset N` (none once the destination's log
+    /// start is at or above N); or `shifted by N` (destination offsets = source − N).
+    pub fn direct_reads(segments: &[(i64, i64)], placeholder_end: Option<i64>) -> String {
+        if let Some((s, d)) = segments.iter().rev().find(|(s, d)| s != d) {
+            return format!("shifted by {}", s - d);
+        }
+        match placeholder_end {
+            Some(n) if n > 0 => format!("placeholders below destination offset {n}"),
+            _ => "same".into(),
+        }
+    }
+
     /// Sets the copy start extension on `p`.
     pub fn set_copy_start(p: &mut PartitionDetail, source_offset: i64) {
         p.unknown_tagged_fields.insert(TAG_COPY_START, Bytes::copy_from_slice(&source_offset.to_be_bytes()));
