@@ -141,7 +141,13 @@ fn java_values(bootstrap: &str, topic: &str, count: usize, timeout_ms: u64) -> V
             bootstrap,
             "--topic",
             topic,
-            "--from-beginning",
+            // Assigned, not subscribed: no consumer group, so a mirrorgate restart cannot make
+            // it re-read from its last commit (at-least-once re-delivery after a group
+            // coordinator change is the Java consumer's right, and not what is checked here).
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
             "--max-messages",
             &count.to_string(),
             "--timeout-ms",

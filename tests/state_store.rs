@@ -83,6 +83,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         destination_topic_id: None,
         copy_start: None,
         placeholder_end: None,
+        transactions_used: false,
         updated_ms: 1_700_000_000_002,
     }
 }

@@ -328,6 +328,11 @@ pub struct PartitionStateRecord {
     /// holds: `--describe` calls a partition's direct reads `same` only without it.
     #[serde(default)]
     pub placeholder_end: Option<i64>,
+    /// The partition's copy loop has used destination transactions (real markers): recorded
+    /// before its first AddPartitionsToTxn, so a restart asks the transaction coordinator what
+    /// is open only for partitions that may have something open.
+    #[serde(default)]
+    pub transactions_used: bool,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -353,6 +358,7 @@ impl PartitionStateRecord {
             destination_topic_id: None,
             copy_start: None,
             placeholder_end: None,
+            transactions_used: false,
             updated_ms: now_ms(),
         }
     }

@@ -1007,6 +1007,7 @@ mod tests {
             destination_topic_id: None,
             copy_start: None,
             placeholder_end: None,
+            transactions_used: false,
             updated_ms: 1,
         }
     }

@@ -88,6 +88,8 @@ pub(super) struct Txns {
     next_index: u32,
     /// Transaction coordinator per transactional id (forgotten on any error).
     coordinators: HashMap<String, i32>,
+    /// `transactions_used` is recorded in the partition's state.
+    used: bool,
 }
 
 /// The data producer's next sequence after a (re-)alignment: `last_sequence + 1` of its
@@ -204,6 +206,12 @@ impl Txns {
         Self::txn_id(task, &format!("a{index}"))
     }
 
+    /// Whether a transaction of ours is open on the partition (a slot, the orphan, or the
+    /// marker id).
+    pub(super) fn any_open(&self) -> bool {
+        !self.open.is_empty() || self.orphan.is_some() || self.marker_open
+    }
+
     /// Whether a slot holds an open transaction for source producer `source_pid`.
     pub(super) fn is_open(&self, source_pid: i64) -> bool {
         self.open.contains_key(&source_pid)
@@ -228,6 +236,10 @@ impl Txns {
         segments: &[OffsetSegment],
     ) -> Result<Option<Outcome>, Retry> {
         *self = Txns::default();
+        if !task.record().is_some_and(|r| r.transactions_used) {
+            return Ok(None);
+        }
+        self.used = true;
         let producers = task.dest.describe_producers(&task.topic, task.partition).await.map_err(retry)?;
         let marker_id = Self::marker_id(task);
         if let Some(d) = self.describe(task, &marker_id).await? {
@@ -339,6 +351,14 @@ impl Txns {
     async fn coordinator(&mut self, task: &PartitionTask, id: &str) -> Result<i32, Retry> {
         if let Some(node) = self.coordinators.get(id) {
             return Ok(*node);
+        }
+        if !self.used {
+            // Before anything of this partition can be open in a transaction.
+            task.control
+                .update_partition(&task.topic, task.partition, |r| r.transactions_used = true)
+                .await
+                .map_err(|e| Retry::new(e.to_string()))?;
+            self.used = true;
         }
         let (node, _, _) =
             txn::find_coordinator(&mut AnyBroker(&task.dest), id).await.map_err(|e| self.txn_retry(e))?;

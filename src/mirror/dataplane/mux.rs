@@ -691,7 +691,8 @@ async fn produce_loop(
         let ids: Vec<KafkaUuid> = now.iter().map(|j| client.cached_topic_id(&j.topic)).collect();
         let by_id = ids.iter().all(|id| *id != KafkaUuid::ZERO);
         let result = client
-            .send_produce_to_node(node_id, i16::MAX, |version| {
+            // (Produce v13 names topics by id only: with an id not known yet, v12 by name.)
+            .send_produce_to_node(node_id, if by_id { i16::MAX } else { 12 }, |version| {
                 let mut b = ProduceFrameBuilder::new(version, 0, &client.options().client_id, -1, timeout_ms);
                 for (j, id) in now.iter().zip(&ids) {
                     if version >= 13 && by_id {

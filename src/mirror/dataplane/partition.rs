@@ -38,6 +38,8 @@ static PROCESS_START: std::sync::OnceLock<tokio::time::Instant> = std::sync::Onc
 /// How long after the process start a resuming loop waits before reading the destination
 /// log end (see [`PartitionTask::run`]).
 const RESTART_SETTLE: Duration = Duration::from_secs(3);
+/// How long a stop waits for the copy to end a destination transaction of ours that is open.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How a partition loop ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,6 +343,8 @@ impl PartitionTask {
                 .update_partition(topic, p, |r| {
                     r.segments = vec![first];
                     r.copy_start = from;
+                    // (`Some`: written by a version that records placeholders; see below.)
+                    r.placeholder_end = Some(0);
                 })
                 .await
                 .map_err(|e| Retry::new(e.to_string()))?;
@@ -362,14 +366,23 @@ impl PartitionTask {
             shift: seg.shift(),
             next_seq: sequence_for(dest_end),
         };
-        let mut txns = markers::Txns::default();
-        let real_markers = self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed);
-        markers::resume_sequence(self, &mut w, real_markers).await?;
-        if real_markers {
-            if let Some(o) = txns.recover(self, &w, &segments).await? {
-                return Ok(o);
-            }
+        // A partition copied by a version that did not record where its placeholders end
+        // (it wrote markers as placeholders): everything below its end may be one.
+        if rec.placeholder_end.is_none() && dest_end > 0 {
+            self.control
+                .update_partition(topic, p, |r| r.placeholder_end = Some(dest_end))
+                .await
+                .map_err(|e| Retry::new(e.to_string()))?;
         }
+        let mut txns = markers::Txns::default();
+        // Open transactions of ours are found and finished whatever the mode now (a switch to
+        // placeholders, or a refusal, must not leave one to the coordinator's timeout).
+        if let Some(o) = txns.recover(self, &w, &segments).await? {
+            return Ok(o);
+        }
+        let real_markers =
+            (self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed)) || txns.any_open();
+        markers::resume_sequence(self, &mut w, real_markers).await?;
         let mut next_src = dest_end + w.shift;
         // Failback (start after STOPPED): the destination must end where mirroring stopped;
         // records written after the failover are reported, never kept or overwritten silently.
@@ -433,12 +446,30 @@ impl PartitionTask {
         let mut last_epoch = if next_src > 0 { epochs.last().map_or(-1, |e| e.0) } else { -1 };
         let mut last_ts: i64 = 0;
         let mut dest_log_start_followed = -1;
+        let mut stop_grace: Option<tokio::time::Instant> = None;
         loop {
-            if stop.is_cancelled() {
+            // A stop waits (up to STOP_GRACE) while a destination transaction of ours is open:
+            // the next fetch holds its marker, and the copy ends it instead of leaving it to the
+            // coordinator's timeout, which would put an ABORT at the log end.
+            let open = txns.any_open();
+            if stop.is_cancelled() && (!open || stop_grace.is_some_and(|t| tokio::time::Instant::now() >= t)) {
+                if open {
+                    tracing::warn!(mirror = %self.mirror, topic, partition = p, "stopping with a destination transaction of aborted records still open; the next start resumes it (it is aborted by the destination at its timeout otherwise)");
+                }
                 return Ok(Outcome::Stopped);
             }
+            let grace_until = *stop_grace.get_or_insert_with(|| tokio::time::Instant::now() + STOP_GRACE);
+            let stopped = async {
+                stop.cancelled().await;
+                if open {
+                    tokio::time::sleep_until(grace_until).await;
+                }
+            };
+            if !stop.is_cancelled() {
+                stop_grace = None;
+            }
             let mut chunk = tokio::select! {
-                _ = stop.cancelled() => return Ok(Outcome::Stopped),
+                _ = stopped => continue,
                 c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry::new(format!("fetch: {e}")))?,
             };
             match chunk.error_code {
@@ -504,6 +535,7 @@ impl PartitionTask {
             // source LSO to pass an ABORT marker before it copies further (see
             // `markers::slot_opening`).
             let (mut walked, mut parked) = (false, false);
+            let mut placeholder_pids: HashSet<i64> = HashSet::new();
             for b in BatchIter::new(chunk.records.clone()) {
                 let b = b.map_err(|e| Retry::new(e.to_string()))?;
                 if b.next_offset() <= next_src {
@@ -560,10 +592,25 @@ impl PartitionTask {
                 if real && !b.is_control() && !txns.is_open(b.producer_id()) {
                     // The first aborted batch of a source transaction opens a destination
                     // transaction, which must end (at the source's ABORT marker) well within
-                    // its timeout: only when that marker is in this chunk.
-                    match markers::slot_opening(&chunk.records, &b, chunk.last_stable_offset, walked) {
+                    // its timeout: only when that marker is in this chunk. Never wait (or fetch
+                    // again) while another one is open; a transaction written as placeholders
+                    // stays placeholders for the rest of the chunk.
+                    let opening = if placeholder_pids.contains(&b.producer_id()) {
+                        markers::SlotOpening::Placeholders
+                    } else {
+                        match markers::slot_opening(&chunk.records, &b, chunk.last_stable_offset, walked) {
+                            markers::SlotOpening::Refetch { .. } if txns.any_open() => {
+                                markers::SlotOpening::Placeholders
+                            }
+                            o => o,
+                        }
+                    };
+                    match opening {
                         markers::SlotOpening::Open => {}
-                        markers::SlotOpening::Placeholders => real = false,
+                        markers::SlotOpening::Placeholders => {
+                            placeholder_pids.insert(b.producer_id());
+                            real = false;
+                        }
                         markers::SlotOpening::Refetch { park } => {
                             parked = park;
                             next_src = b.base_offset();
