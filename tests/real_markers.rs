@@ -144,6 +144,31 @@ fn values(recs: &[serde_json::Value]) -> Vec<String> {
     recs.iter().map(|r| r["value"].as_str().unwrap_or("null").to_string()).collect()
 }
 
+/// `Offset:N<TAB>value` lines a Java console consumer (Kafka 4.1, default isolation
+/// read_uncommitted unless `isolation` says otherwise) reads from partition 0 of `topic`.
+fn java_read(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<String> {
+    let n = count.to_string();
+    let args = [
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--offset",
+        "earliest",
+        "--max-messages",
+        &n,
+        "--timeout-ms",
+        "60000",
+        "--isolation-level",
+        isolation,
+        "--property",
+        "print.offset=true",
+    ];
+    kafka_tool_ok(V, "console-consumer", &args, None).lines().map(String::from).collect()
+}
+
 fn txn_state(bootstrap: &str, id: &str) -> String {
     let out =
         kafka_tool(V, "transactions", &["--bootstrap-server", bootstrap, "describe", "--transactional-id", id], None);
@@ -307,6 +332,13 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
             let from_source = records(&source.bootstrap, &topic, count, isolation);
             let from_dest = records(&dest.bootstrap, &topic, count, isolation);
             assert_eq!(from_dest, from_source, "{when}: librdkafka {isolation}, destination read directly");
+            let java_source = java_read(&source.bootstrap, &topic, count, isolation);
+            assert_eq!(java_source.len(), count, "{when}: Java {isolation} on the source: {java_source:?}");
+            assert_eq!(
+                java_read(&dest.bootstrap, &topic, count, isolation),
+                java_source,
+                "{when}: Java consumer {isolation}, destination read directly"
+            );
             if isolation == "read_committed" {
                 assert_eq!(
                     values(&from_dest),
@@ -321,5 +353,6 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
     // The end of a migration: the destination stays a plain, correct Kafka topic.
     ok(mirrors_cli(&mg.bootstrap, &["--stop", "--mirror", &mirror, "--topics", ".*"]), "--stop");
     ok(mirrors_cli(&mg.bootstrap, &["--delete", "--mirror", &mirror]), "--delete");
-    check_direct("after --stop and --delete");
+    drop(mg);
+    check_direct("after --stop and --delete, mirrorgate stopped");
 }
