@@ -20,55 +20,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
+use mirrorgate::client::cluster::ClusterClient;
 use mirrorgate::mirror::verify::{verify_partition, VerifyReport};
 use mirrorgate::wire::batch::{Batch, BatchIter};
 use support::*;
 
 const V: &str = "4.1.1";
-
-fn create_topic(bootstrap: &str, topic: &str) {
-    kafka_tool_ok(
-        V,
-        "topics",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "1",
-        ],
-        None,
-    );
-}
-
-fn client(bootstrap: &str) -> ClusterClient {
-    block(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()]))).unwrap()
-}
-
-fn produce(bootstrap: &str, topic: &str, count: usize, prefix: &str) {
-    let c = count.to_string();
-    ok(
-        python_client(&[
-            "produce",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--partition",
-            "0",
-            "--count",
-            &c,
-            "--prefix",
-            prefix,
-        ]),
-        "produce",
-    );
-}
 
 /// What a direct reader finds at one batch: `(base offset, last offset, kind)`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -189,13 +146,13 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
         )
     };
     let mg = start();
-    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let (src, dst) = (plaintext_client(&source.bootstrap), plaintext_client(&dest.bootstrap));
     let topic = unique_name("markers");
-    create_topic(&source.bootstrap, &topic);
+    create_topic_with(V, &source.bootstrap, &topic, 1, &[]);
 
     // Before the mirror: plain records, then an aborted and a committed transaction of one
     // transactional id (ABORT marker, then a COMMIT marker of committed records).
-    produce(&source.bootstrap, &topic, 5, "p");
+    produce_to_partition_0(&source.bootstrap, &topic, 5, "p");
     ok(
         java_program(
             V,

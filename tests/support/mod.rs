@@ -579,3 +579,53 @@ pub fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) 
     recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
     recs
 }
+
+/// A [`ClusterClient`](mirrorgate::client::cluster::ClusterClient) of a plaintext cluster at
+/// `bootstrap`.
+pub fn plaintext_client(bootstrap: &str) -> mirrorgate::client::cluster::ClusterClient {
+    use mirrorgate::client::cluster::{ClusterClient, ClusterOptions};
+    block(ClusterClient::connect(ClusterOptions::new(vec![bootstrap.to_string()]))).unwrap()
+}
+
+/// Creates `topic` with `partitions` partitions, replication factor 1 and `configs`
+/// (`key=value`) with Kafka `version`'s `kafka-topics.sh`.
+pub fn create_topic_with(version: &str, bootstrap: &str, topic: &str, partitions: u32, configs: &[&str]) {
+    let p = partitions.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        &p,
+        "--replication-factor",
+        "1",
+    ];
+    for c in configs {
+        args.extend(["--config", c]);
+    }
+    kafka_tool_ok(version, "topics", &args, None);
+}
+
+/// Produces `count` records `PREFIX-i` (keys `key-i`) to partition 0 of `topic` with
+/// librdkafka (`tests/python/client.py produce`).
+pub fn produce_to_partition_0(bootstrap: &str, topic: &str, count: usize, prefix: &str) {
+    let c = count.to_string();
+    ok(
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--count",
+            &c,
+            "--prefix",
+            prefix,
+        ]),
+        "produce",
+    );
+}
