@@ -4,8 +4,9 @@
 //! mirror, and after `--stop` and `--delete` end a migration:
 //!
 //! - lone COMMIT markers, and aborted records followed by their ABORT marker, with mirrorgate
-//!   exiting (as after kill -9) between an aborted record and its marker, its destination
-//!   transaction left open: the next process resumes it and ends it at the marker's offset;
+//!   exiting (as after kill -9) right after opening its destination transaction for them, then
+//!   (the next process having taken that transaction over) between an aborted record and its
+//!   marker: the last process resumes it and ends it at the marker's offset;
 //! - an aborted transaction whose ABORT marker stays above the source's last stable offset
 //!   while a second transaction is open: the copy waits before its first record (a
 //!   destination transaction must not stay open for as long as a source transaction may);
@@ -214,20 +215,32 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
         "--create",
     );
     drop(mg);
-    // A mirrorgate that exits (as after kill -9) right after its first append of aborted
-    // records (x-a1) into its destination transaction, before the ABORT marker.
-    let mut mg = Mirrorgate::start_in_front_of(
-        &dest.bootstrap,
-        FrontOptions { first_port: Some(port), ..FrontOptions::default() },
-        MirrorgateOptions {
-            state_topic: Some(&state),
-            env: &[("MIRRORGATE_FAILPOINT", "slot-append:1")],
-            ..Default::default()
-        },
-    );
+    let with_failpoint = |fp: &str| {
+        Mirrorgate::start_in_front_of(
+            &dest.bootstrap,
+            FrontOptions { first_port: Some(port), ..FrontOptions::default() },
+            MirrorgateOptions { state_topic: Some(&state), env: &[("MIRRORGATE_FAILPOINT", fp)], ..Default::default() },
+        )
+    };
+    let exited = |mg: &mut Mirrorgate, fp: &str| {
+        eventually(
+            Duration::from_secs(120),
+            || if mg.is_running() { Err("still running".to_string()) } else { Ok(()) },
+        );
+        assert!(mg.log().contains(&format!("MIRRORGATE_FAILPOINT {fp} reached")), "{}", tail(&mg.log(), 30));
+    };
+    // A mirrorgate that exits (as after kill -9) right after it opened its destination
+    // transaction for the aborted records x-a1, x-a2, before writing any of them...
+    let mut mg = with_failpoint("slot-added:1");
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
-    eventually(Duration::from_secs(120), || if mg.is_running() { Err("still running".to_string()) } else { Ok(()) });
-    assert!(mg.log().contains("MIRRORGATE_FAILPOINT slot-append:1 reached"), "{}", tail(&mg.log(), 30));
+    exited(&mut mg, "slot-added:1");
+    drop(mg);
+    assert!(txn_state(&dest.bootstrap, &slot).contains("Ongoing"), "an open transaction with no record");
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 5, "p-0..p-4 copied, nothing of x-a1");
+    // ...then one that takes that transaction over and exits right after its first append
+    // into it (x-a1), before the ABORT marker.
+    let mut mg = with_failpoint("slot-append:1");
+    exited(&mut mg, "slot-append:1");
     drop(mg);
     let described = txn_state(&dest.bootstrap, &slot);
     assert!(described.contains("Ongoing"), "the slot transaction is left open: {described}");

@@ -82,7 +82,8 @@ pub(super) struct Txns {
     /// Slots without an open transaction.
     free: BTreeMap<u32, Slot>,
     /// A slot whose transaction holds this partition but no record yet (a restart between
-    /// AddPartitionsToTxn and the first Produce): the next aborted source transaction takes it.
+    /// AddPartitionsToTxn and the first Produce): the next aborted source transaction takes it,
+    /// or the next marker ends it.
     orphan: Option<Slot>,
     /// The first slot index the coordinator does not know.
     next_index: u32,
@@ -431,6 +432,22 @@ impl Txns {
                 return Ok(None);
             }
         }
+        // A slot left open with no record (a restart between its AddPartitionsToTxn and its
+        // first Produce) ends here: its marker lands at this offset, as the source's does
+        // (consumers skip a COMMIT or ABORT of a producer with no record alike).
+        if let Some(mut slot) = self.orphan.take() {
+            let id = slot.producer.transactional_id.clone();
+            let node = self.coordinator(task, &id).await?;
+            if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
+                return self.txn_error(task, e);
+            }
+            if let Some(o) = wait_marker(task, expected).await? {
+                return Ok(Some(o));
+            }
+            self.free.insert(slot.index, slot);
+            w.dest_next += 1;
+            return Ok(None);
+        }
         let id = Self::marker_id(task);
         let node = self.coordinator(task, &id).await?;
         let producer = match self.marker.clone() {
@@ -597,7 +614,10 @@ impl Txns {
                 Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
             };
             match code {
-                0 => return Ok(Ok(slot)),
+                0 => {
+                    failpoint("slot-added");
+                    return Ok(Ok(slot));
+                }
                 txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH if attempt == 0 => {
                     // The id was initialised elsewhere since: take a new epoch (no transaction
                     // of ours is open on it) and start its sequences over.

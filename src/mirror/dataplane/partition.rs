@@ -133,8 +133,10 @@ pub(super) fn failpoint_mid_batch() {
 
 /// Test hook: with `MIRRORGATE_FAILPOINT=<name>:N` the process exits (code 86, no cleanup, as
 /// after a kill -9) the Nth time the data plane passes the failpoint `name`: `mid-batch` (see
-/// [`failpoint_mid_batch`]) or `slot-append` (after an acknowledged append of aborted records
-/// into a destination transaction that is still open, `markers::Txns::write_aborted`).
+/// [`failpoint_mid_batch`]), `slot-added` (after a destination transaction for aborted records
+/// was opened on the partition, before its first record) or `slot-append` (after an
+/// acknowledged append of aborted records into a destination transaction that is still open,
+/// `markers::Txns::write_aborted`).
 pub(super) fn failpoint(name: &str) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
