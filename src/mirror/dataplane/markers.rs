@@ -418,35 +418,15 @@ impl Txns {
         }
         let commit = !is_abort_marker(b);
         if !commit {
-            if let Some(mut slot) = self.open.remove(&b.producer_id()) {
-                let id = slot.producer.transactional_id.clone();
-                let node = self.coordinator(task, &id).await?;
-                if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, false).await {
-                    return self.txn_error(task, e);
-                }
-                if let Some(o) = wait_marker(task, expected).await? {
-                    return Ok(Some(o));
-                }
-                self.free.insert(slot.index, slot);
-                w.dest_next += 1;
-                return Ok(None);
+            if let Some(slot) = self.open.remove(&b.producer_id()) {
+                return self.end_slot(task, w, slot, false).await;
             }
         }
         // A slot left open with no record (a restart between its AddPartitionsToTxn and its
         // first Produce) ends here: its marker lands at this offset, as the source's does
         // (consumers skip a COMMIT or ABORT of a producer with no record alike).
-        if let Some(mut slot) = self.orphan.take() {
-            let id = slot.producer.transactional_id.clone();
-            let node = self.coordinator(task, &id).await?;
-            if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
-                return self.txn_error(task, e);
-            }
-            if let Some(o) = wait_marker(task, expected).await? {
-                return Ok(Some(o));
-            }
-            self.free.insert(slot.index, slot);
-            w.dest_next += 1;
-            return Ok(None);
+        if let Some(slot) = self.orphan.take() {
+            return self.end_slot(task, w, slot, commit).await;
         }
         let id = Self::marker_id(task);
         let node = self.coordinator(task, &id).await?;
@@ -488,6 +468,28 @@ impl Txns {
         if let Some(o) = wait_marker(task, expected).await? {
             return Ok(Some(o));
         }
+        w.dest_next += 1;
+        Ok(None)
+    }
+
+    /// Ends `slot`'s transaction (COMMIT when `commit`) so that its marker lands at
+    /// `w.dest_next`, waits for it, and frees the slot.
+    async fn end_slot(
+        &mut self,
+        task: &PartitionTask,
+        w: &mut Writer,
+        mut slot: Slot,
+        commit: bool,
+    ) -> Result<Option<Outcome>, Retry> {
+        let id = slot.producer.transactional_id.clone();
+        let node = self.coordinator(task, &id).await?;
+        if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
+            return self.txn_error(task, e);
+        }
+        if let Some(o) = wait_marker(task, w.dest_next).await? {
+            return Ok(Some(o));
+        }
+        self.free.insert(slot.index, slot);
         w.dest_next += 1;
         Ok(None)
     }
