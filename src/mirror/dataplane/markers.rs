@@ -375,15 +375,16 @@ impl Txns {
         Retry::new(format!("destination transaction coordinator: {e}"))
     }
 
-    /// A transactional-id refusal fails the partition with what to grant; other errors re-align.
-    fn txn_error(&mut self, task: &PartitionTask, e: TxnError) -> Result<Option<Outcome>, Retry> {
+    /// Every transaction error re-aligns; a transactional-id refusal also switches the
+    /// partition to placeholders (logged with what to grant).
+    fn txn_error(&mut self, task: &PartitionTask, e: TxnError) -> Retry {
         if e.code() == Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) {
             refuse(
                 task,
                 &format!("the destination refused mirrorgate's transactional id ({e}); grant its principal Write and Describe on TransactionalId resources with the prefix 'mirrorgate.'"),
             );
         }
-        Err(self.txn_retry(e))
+        self.txn_retry(e)
     }
 
     async fn describe(&mut self, task: &PartitionTask, id: &str) -> Result<Option<TxnDescription>, Retry> {
@@ -437,7 +438,7 @@ impl Txns {
                     self.marker = Some(p.clone());
                     p
                 }
-                Err(e) => return self.txn_error(task, e),
+                Err(e) => return Err(self.txn_error(task, e)),
             },
         };
         let mut conn = Node { client: &task.dest, node_id: node };
@@ -450,10 +451,11 @@ impl Txns {
                         // Someone took the id over (another mirrorgate?): a new epoch next time.
                         self.marker = None;
                     }
-                    return self
-                        .txn_error(task, TxnError::Kafka { api: "AddPartitionsToTxn", transactional_id: id, code });
+                    return Err(
+                        self.txn_error(task, TxnError::Kafka { api: "AddPartitionsToTxn", transactional_id: id, code })
+                    );
                 }
-                Err(e) => return self.txn_error(task, e),
+                Err(e) => return Err(self.txn_error(task, e)),
             }
         }
         let mut producer = producer;
@@ -462,7 +464,7 @@ impl Txns {
                 self.marker = None;
                 self.marker_open = false;
             }
-            return self.txn_error(task, e);
+            return Err(self.txn_error(task, e));
         }
         self.marker_open = false;
         if let Some(o) = wait_marker(task, expected).await? {
@@ -484,7 +486,7 @@ impl Txns {
         let id = slot.producer.transactional_id.clone();
         let node = self.coordinator(task, &id).await?;
         if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
-            return self.txn_error(task, e);
+            return Err(self.txn_error(task, e));
         }
         if let Some(o) = wait_marker(task, w.dest_next).await? {
             return Ok(Some(o));
@@ -511,11 +513,7 @@ impl Txns {
         if !self.open.contains_key(&source_pid) {
             let slot = match self.orphan.take() {
                 Some(slot) => slot,
-                None => match self.open_slot(task).await {
-                    Ok(Ok(slot)) => slot,
-                    Ok(Err(o)) => return Ok(Some(o)),
-                    Err(r) => return Err(r),
-                },
+                None => self.open_slot(task).await?,
             };
             self.open.insert(source_pid, slot);
         }
@@ -592,7 +590,7 @@ impl Txns {
 
     /// A slot with this partition added to its new transaction: the lowest free one, or a new
     /// index (InitProducerId). A free slot whose epoch someone else took gets a new one.
-    async fn open_slot(&mut self, task: &PartitionTask) -> Result<Result<Slot, Outcome>, Retry> {
+    async fn open_slot(&mut self, task: &PartitionTask) -> Result<Slot, Retry> {
         let mut slot = match self.free.pop_first() {
             Some((_, slot)) => slot,
             None => {
@@ -601,7 +599,7 @@ impl Txns {
                 self.coordinator(task, &id).await?;
                 let producer = match self.init(task, &id, SLOT_TXN_TIMEOUT_MS).await {
                     Ok(p) => p,
-                    Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+                    Err(e) => return Err(self.txn_error(task, e)),
                 };
                 self.next_index += 1;
                 Slot { index, producer, next_seq: 0 }
@@ -613,25 +611,25 @@ impl Txns {
             let mut conn = Node { client: &task.dest, node_id: node };
             let code = match slot.producer.add_partitions(&mut conn, &[(task.topic.as_str(), task.partition)]).await {
                 Ok(codes) => codes.first().copied().unwrap_or(-1),
-                Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+                Err(e) => return Err(self.txn_error(task, e)),
             };
             match code {
                 0 => {
                     failpoint("slot-added");
-                    return Ok(Ok(slot));
+                    return Ok(slot);
                 }
                 txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH if attempt == 0 => {
                     // The id was initialised elsewhere since: take a new epoch (no transaction
                     // of ours is open on it) and start its sequences over.
                     slot.producer = match self.init(task, &id, SLOT_TXN_TIMEOUT_MS).await {
                         Ok(p) => p,
-                        Err(e) => return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped))),
+                        Err(e) => return Err(self.txn_error(task, e)),
                     };
                     slot.next_seq = 0;
                 }
                 code => {
                     let e = TxnError::Kafka { api: "AddPartitionsToTxn", transactional_id: id.clone(), code };
-                    return self.txn_error(task, e).map(|o| Err(o.unwrap_or(Outcome::Stopped)));
+                    return Err(self.txn_error(task, e));
                 }
             }
         }
