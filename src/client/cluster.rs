@@ -499,6 +499,34 @@ const DESCRIBE_CONFIGS_VERSIONS: (i16, i16) = (1, 4);
 /// DescribeConfigs resource type of a topic.
 const RESOURCE_TYPE_TOPIC: i8 = 2;
 
+/// A connection of its own to one broker ([`ClusterClient::open_dedicated`]).
+#[derive(Debug)]
+pub struct DedicatedConnection {
+    /// The broker's `host:port`.
+    pub addr: String,
+    /// The connection (authenticated, ApiVersions asked).
+    pub conn: BrokerConnection,
+    /// api key → (min, max) advertised by the broker on this connection.
+    versions: HashMap<i16, (i16, i16)>,
+}
+
+impl DedicatedConnection {
+    /// The Produce version to send: the highest in mirrorgate's range (at most
+    /// `max_version`) that the broker also supports.
+    ///
+    /// # Errors
+    /// [`ClusterError::UnsupportedVersion`] when the ranges do not meet.
+    pub fn produce_version(&self, max_version: i16) -> Result<i16, ClusterError> {
+        let ours = (PRODUCE_VERSIONS.0.max(9), PRODUCE_VERSIONS.1.min(max_version));
+        match self.versions.get(&(ApiKey::Produce as i16)).copied() {
+            Some((min, max)) if min.max(ours.0) <= max.min(ours.1) => Ok(max.min(ours.1)),
+            theirs => {
+                Err(ClusterError::UnsupportedVersion { api: ApiKey::Produce, broker: self.addr.clone(), ours, theirs })
+            }
+        }
+    }
+}
+
 struct NodeConn {
     conn: BrokerConnection,
     /// api key → (min, max) advertised by the broker on this connection.
@@ -1119,6 +1147,19 @@ impl ClusterClient {
                 Err(ClusterError::Transport { api: ApiKey::Produce, broker: addr, source })
             }
         }
+    }
+
+    /// A connection of its own to broker `node_id` (not shared with the client's other
+    /// requests), with the cluster's TLS and SASL settings and the broker's ApiVersions, for
+    /// a caller that keeps several requests in flight on it (the data plane's pipelined
+    /// Produce, [`BrokerConnection::write_produce`]).
+    ///
+    /// # Errors
+    /// [`ClusterError::UnknownBroker`], or the connect and ApiVersions errors.
+    pub async fn open_dedicated(&self, node_id: i32) -> Result<DedicatedConnection, ClusterError> {
+        let addr = self.addr_of(node_id).ok_or(ClusterError::UnknownBroker { node_id })?;
+        let nc = self.open(&addr).await?;
+        Ok(DedicatedConnection { addr, conn: nc.conn, versions: nc.versions })
     }
 
     /// The cached topic id of `topic` (Kafka's all-zero id when unknown).

@@ -112,6 +112,18 @@ impl Drop for BrokerConnection {
     }
 }
 
+/// A Produce written by [`BrokerConnection::write_produce`] whose response is still to be
+/// read (with [`BrokerConnection::read_produce`], in the order the requests were written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceInFlight {
+    /// The request's correlation id (checked in the response).
+    pub correlation_id: i32,
+    /// The request's api version (the response is decoded at it).
+    pub version: i16,
+    /// `acks` != 0: the broker sends a response.
+    pub expects_response: bool,
+}
+
 /// A connection to one broker.
 #[derive(Debug)]
 pub struct BrokerConnection {
@@ -231,12 +243,14 @@ impl BrokerConnection {
     /// re-authentication window ([`crate::client::reauth`]). Counted in
     /// `mirrorgate_broker_reauthentications_total` with its latency.
     ///
+    /// Must not be called with a Produce of [`BrokerConnection::write_produce`] in flight.
+    ///
     /// # Errors
     /// [`ClientError::Authentication`] when the broker refuses the re-authentication (or
     /// refused an earlier one: the connection is then never used again, and connects with
     /// the same settings are held back as after a failed authentication); transport errors
     /// of the exchange as for any request.
-    async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
+    pub async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
         if let Some((error, message)) = &self.failed {
             return Err(ClientError::Authentication {
                 addr: self.addr.clone(),
@@ -396,31 +410,58 @@ impl BrokerConnection {
 
     /// Sends a Produce request built by [`ProduceFrameBuilder`](crate::wire::produce::ProduceFrameBuilder)
     /// and decodes its `ProduceResponse` (at the frame's `api_version`, response header v1),
-    /// within the request timeout.
-    ///
-    /// The segments go out with vectored writes straight from their buffers: the `records`
-    /// slices (patched batch headers and untouched payloads) are never copied into a send
-    /// buffer. The frame's own `correlation_id` is the one checked in the response.
+    /// within the request timeout: [`BrokerConnection::write_produce`] then
+    /// [`BrokerConnection::read_produce`], re-authenticating first when due (KIP-368).
     /// With `acks` = 0 the broker sends no response: this returns an empty
     /// `ProduceResponse` as soon as the frame is written.
     ///
     /// # Errors
-    /// [`ClientError::Io`] (a write of zero bytes is `WriteZero`), [`ClientError::Timeout`],
-    /// [`ClientError::Closed`], or [`ClientError::Protocol`] for a mismatched correlation id
-    /// or an undecodable response. Per-partition errors are in the response, not here. After an
-    /// I/O error or a timeout the frame may be partly written: drop the connection.
+    /// As [`BrokerConnection::write_produce`] and [`BrokerConnection::read_produce`];
+    /// [`ClientError::Timeout`] when both together take longer than the request timeout.
+    /// After an error the frame may be partly written: drop the connection.
     pub async fn send_produce(
         &mut self,
         frame: crate::wire::produce::ProduceFrame,
     ) -> Result<kafka_protocol::messages::ProduceResponse, ClientError> {
-        use kafka_protocol::messages::{ApiKey, ProduceResponse};
+        self.reauthenticate_if_due().await?;
+        let timeout = self.request_timeout;
+        let addr = self.addr.clone();
+        let what = format!("api key 0 v{}", frame.api_version());
+        let fut = async {
+            let sent = self.write_produce(frame).await?;
+            self.read_produce(&sent).await
+        };
+        tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
+            addr,
+            what,
+            ms: timeout.as_millis(),
+        })?
+    }
+
+    /// Writes a Produce request built by [`ProduceFrameBuilder`](crate::wire::produce::ProduceFrameBuilder)
+    /// without waiting for its response, so that several can be in flight on the connection
+    /// (Kafka answers the requests of one connection in order, one at a time). Read the
+    /// responses in the same order with [`BrokerConnection::read_produce`].
+    ///
+    /// The segments go out with vectored writes straight from their buffers: the `records`
+    /// slices (patched batch headers and untouched payloads) are never copied into a send
+    /// buffer. Does not re-authenticate (see [`BrokerConnection::reauthentication_due`]).
+    ///
+    /// # Errors
+    /// [`ClientError::Io`] (a write of zero bytes is `WriteZero`), or [`ClientError::Timeout`]
+    /// when the write takes longer than the request timeout. The frame may then be partly
+    /// written: drop the connection.
+    pub async fn write_produce(
+        &mut self,
+        frame: crate::wire::produce::ProduceFrame,
+    ) -> Result<ProduceInFlight, ClientError> {
         /// Segments handed to one `writev` (well under Linux's `IOV_MAX` of 1024).
         const MAX_IOVECS: usize = 64;
-
-        self.reauthenticate_if_due().await?;
-        let version = frame.api_version();
-        let correlation_id = frame.correlation_id();
-        let expects_response = frame.acks() != 0;
+        let sent = ProduceInFlight {
+            correlation_id: frame.correlation_id(),
+            version: frame.api_version(),
+            expects_response: frame.acks() != 0,
+        };
         let mut segments = frame.segments;
         let timeout = self.request_timeout;
         let addr = self.addr.clone();
@@ -449,30 +490,56 @@ impl BrokerConnection {
                     }
                 }
             }
-            self.stream.flush().await.map_err(io)?;
-            if expects_response {
-                self.read_frame().await.map(Some)
-            } else {
-                Ok(None)
-            }
+            self.stream.flush().await.map_err(io)
         };
-        let frame = tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
+        tokio::time::timeout(timeout, fut).await.map_err(|_| ClientError::Timeout {
             addr: addr.clone(),
-            what: format!("api key {} v{version}", ApiKey::Produce as i16),
+            what: format!("api key 0 v{} (write)", sent.version),
             ms: timeout.as_millis(),
         })??;
-        let Some(frame) = frame else {
+        Ok(sent)
+    }
+
+    /// Reads the response of `sent`, which must be the oldest Produce written by
+    /// [`BrokerConnection::write_produce`] whose response was not read yet, and decodes it
+    /// (at its `api_version`, response header v1). An `acks` = 0 Produce has no response:
+    /// an empty `ProduceResponse` at once.
+    ///
+    /// Cancel-safe: bytes already read stay buffered for the next call. Bounded only by
+    /// `socket.timeout.ms` per read; callers bound the whole wait.
+    ///
+    /// # Errors
+    /// [`ClientError::Io`], [`ClientError::Closed`], [`ClientError::Timeout`]
+    /// (`socket.timeout.ms`), or [`ClientError::Protocol`] for a correlation id other than
+    /// `sent`'s or an undecodable response.
+    pub async fn read_produce(
+        &mut self,
+        sent: &ProduceInFlight,
+    ) -> Result<kafka_protocol::messages::ProduceResponse, ClientError> {
+        use kafka_protocol::messages::{ApiKey, ProduceResponse};
+        if !sent.expects_response {
             return Ok(ProduceResponse::default());
-        };
+        }
+        let frame = self.read_frame().await?;
+        let addr = self.addr.clone();
         let bad = |reason: String| ClientError::Protocol { addr: addr.clone(), reason };
         let got = header::response_correlation_id(&frame).map_err(|e| bad(e.to_string()))?;
-        if got != correlation_id {
-            return Err(bad(format!("correlation id {got}, expected {correlation_id}")));
+        if got != sent.correlation_id {
+            return Err(bad(format!("correlation id {got}, expected {}", sent.correlation_id)));
         }
+        let version = sent.version;
         let body_start = header::response_header_len(&frame, ApiKey::Produce.response_header_version(version))
             .map_err(|e| bad(e.to_string()))?;
         let mut body = frame.slice(body_start..);
         ProduceResponse::decode(&mut body, version).map_err(|e| bad(format!("api key 0 v{version}: {e}")))
+    }
+
+    /// Whether the SASL session ends soon enough that the connection must re-authenticate
+    /// (KIP-368) before its next request, or a re-authentication failed: a caller with
+    /// requests in flight ([`BrokerConnection::write_produce`]) reads their responses first,
+    /// then sends (re-authenticating) or drops the connection.
+    pub fn reauthentication_due(&self) -> bool {
+        self.failed.is_some() || self.reauth.as_ref().is_some_and(|(_, s)| s.is_due(std::time::Instant::now()))
     }
 
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {

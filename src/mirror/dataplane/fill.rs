@@ -37,10 +37,15 @@ const PLACEHOLDER_END_STEP: i64 = 100_000;
 impl PartitionTask {
     /// Fills source offsets `[from, to)`: placeholders within the fill bound, otherwise a new
     /// offset segment starting at `to` (persisted before anything is appended after it).
-    pub(super) async fn gap(&self, w: &mut Writer, from: i64, to: i64, ts: i64) -> Result<Option<Outcome>, Retry> {
+    /// Waits for the appends in flight first: the segment and the placeholder bound are
+    /// recorded at the acknowledged log end.
+    pub(super) async fn gap(&self, w: &mut Writer<'_>, from: i64, to: i64, ts: i64) -> Result<Option<Outcome>, Retry> {
         let n = to - from;
         if n <= 0 {
             return Ok(None);
+        }
+        if let Some(o) = self.settle_all(w).await? {
+            return Ok(Some(o));
         }
         let mut segs = self.record().map(|r| r.segments).unwrap_or_default();
         if let GapAction::NewSegment { replace_last } = gap_action(&segs, w.dest_next, n, self.fill_max_gap) {
@@ -133,7 +138,7 @@ impl PartitionTask {
 
     /// Progress while a large gap is filled: `--describe` and the lag metrics see the
     /// destination end and the next source offset move, not a partition stuck at the gap.
-    fn fill_progress(&self, w: &Writer, next_source: i64) {
+    fn fill_progress(&self, w: &Writer<'_>, next_source: i64) {
         if let Some(mut g) = self.control.progress(&self.topic, self.partition) {
             g.destination_end = w.dest_next;
             g.next_source = next_source;

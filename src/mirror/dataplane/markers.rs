@@ -101,7 +101,7 @@ pub(super) struct Txns {
 /// # Errors
 /// [`Retry`] when DescribeProducers fails and real markers are on (a guessed sequence would
 /// be refused, T7); with placeholders the offset-derived sequence stays.
-pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer, real: bool) -> Result<(), Retry> {
+pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer<'_>, real: bool) -> Result<(), Retry> {
     match task.dest.describe_producers(&task.topic, task.partition).await {
         Ok(producers) => {
             let ours =
@@ -233,7 +233,7 @@ impl Txns {
     pub(super) async fn recover(
         &mut self,
         task: &PartitionTask,
-        w: &Writer,
+        w: &Writer<'_>,
         segments: &[OffsetSegment],
     ) -> Result<Option<Outcome>, Retry> {
         *self = Txns::default();
@@ -298,7 +298,7 @@ impl Txns {
     async fn check_last_marker(
         &self,
         task: &PartitionTask,
-        w: &Writer,
+        w: &Writer<'_>,
         segments: &[OffsetSegment],
     ) -> Result<Option<Outcome>, Retry> {
         let last = w.dest_next - 1;
@@ -410,7 +410,7 @@ impl Txns {
     pub(super) async fn write_marker(
         &mut self,
         task: &PartitionTask,
-        w: &mut Writer,
+        w: &mut Writer<'_>,
         b: &Batch,
     ) -> Result<Option<Outcome>, Retry> {
         let expected = b.base_offset() - w.shift;
@@ -479,7 +479,7 @@ impl Txns {
     async fn end_slot(
         &mut self,
         task: &PartitionTask,
-        w: &mut Writer,
+        w: &mut Writer<'_>,
         mut slot: Slot,
         commit: bool,
     ) -> Result<Option<Outcome>, Retry> {
@@ -502,7 +502,7 @@ impl Txns {
     pub(super) async fn write_aborted(
         &mut self,
         task: &PartitionTask,
-        w: &mut Writer,
+        w: &mut Writer<'_>,
         b: &Batch,
     ) -> Result<Option<Outcome>, Retry> {
         let expected = b.base_offset() - w.shift;

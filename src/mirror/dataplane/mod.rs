@@ -12,6 +12,8 @@ pub mod log_end;
 mod markers;
 pub mod mux;
 pub mod partition;
+mod pipeline;
+pub mod produce;
 pub mod session;
 pub mod source;
 
@@ -64,7 +66,7 @@ pub struct DataPlane {
     dest: ClusterClient,
     sources: HashMap<String, ClusterClient>,
     fetchers: HashMap<String, Arc<mux::FetchMux>>,
-    writer: Arc<mux::ProduceMux>,
+    writer: Arc<produce::ProduceMux>,
     running: HashMap<(String, i32), Running>,
     /// Mirrors whose source was refused (another cluster id) in this reconcile pass.
     refused: std::collections::HashSet<String>,
@@ -93,7 +95,7 @@ impl DataPlane {
     /// A data plane appending to `dest`.
     pub fn new(control: Arc<ControlPlane>, dest: ClusterClient, request_timeout: Duration) -> Self {
         let nonce = rand::random::<u64>();
-        let writer = mux::ProduceMux::new(dest.clone(), request_timeout.as_millis().min(i32::MAX as u128) as i32);
+        let writer = produce::ProduceMux::new(dest.clone(), request_timeout.as_millis().min(i32::MAX as u128) as i32);
         Self {
             control,
             dest,

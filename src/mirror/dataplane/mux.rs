@@ -1,26 +1,23 @@
-//! Per-broker request batching for the copy loops (issue: "many partitions per request").
-//! Every copy loop has at most one Fetch and one Produce outstanding; the loops of a mirror
-//! hand them to one task per source broker (Fetch) and one per destination broker (Produce),
-//! which sends everything queued as one request and hands each loop its partition's answer.
-//! While a request is in flight the next one's partitions queue up, so a broker sees one
-//! request at a time per mirror, carrying every partition that is ready. Fetches run in an
-//! incremental fetch session (KIP-227): after the first request only changed partitions are
-//! listed, and the broker answers only partitions with something new.
+//! Per-source-broker Fetch batching for the copy loops (issue: "many partitions per
+//! request"). Every copy loop has at most one Fetch outstanding; the loops of a mirror hand
+//! them to one task per source broker, which sends everything queued as one request and hands
+//! each loop its partition's answer. While a request is in flight the next one's partitions
+//! queue up, so a broker sees one Fetch at a time per mirror, carrying every partition that is
+//! ready. Fetches run in an incremental fetch session (KIP-227): after the first request only
+//! changed partitions are listed, and the broker answers only partitions with something new.
+//! (The destination side, Produce, is [`super::produce`].)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::client::cluster::{ClusterClient, KafkaErrorCode};
-use crate::wire::mirror::KafkaUuid;
-use crate::wire::produce::{ProduceFrameBuilder, ProduceTopic};
 
 use super::session::{
     FetchParams, FetchSession, PartitionKey, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
@@ -598,162 +595,6 @@ impl Fetcher {
     }
 }
 
-/// Partition errors of a Produce answer after which the batch may have been appended:
-/// REQUEST_TIMED_OUT (7) and NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) (Kafka `Errors`;
-/// `ReplicaManager.appendRecords` appends first, then waits for the ISR in purgatory).
-pub const AMBIGUOUS_PRODUCE_ERRORS: [i16; 2] = [7, 20];
-
-/// The Produce `timeout_ms` (how long the leader waits for the ISR) for a client whose
-/// round trips time out after `request_timeout_ms`: shorter, so that a partition the ISR is
-/// slow to acknowledge comes back as its own REQUEST_TIMED_OUT while the other partitions of
-/// the request keep their answers, instead of the whole request timing out on the client.
-pub fn produce_timeout_ms(request_timeout_ms: i32) -> i32 {
-    (request_timeout_ms - 5_000).max(request_timeout_ms / 2).max(1)
-}
-
-struct ProduceJob {
-    topic: String,
-    partition: i32,
-    segments: Vec<Bytes>,
-    reply: oneshot::Sender<Result<i64, MuxError>>,
-}
-
-/// Destination-side batching: one Produce (acks=all) per destination leader carrying one
-/// batch for every waiting partition.
-pub struct ProduceMux {
-    client: ClusterClient,
-    timeout_ms: i32,
-    brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceJob>>>,
-}
-
-impl ProduceMux {
-    /// A multiplexer over the destination `client`.
-    /// `request_timeout_ms` is the client's round-trip timeout; each Produce asks the leader
-    /// to answer within [`produce_timeout_ms`] of it.
-    pub fn new(client: ClusterClient, request_timeout_ms: i32) -> Arc<Self> {
-        let timeout_ms = produce_timeout_ms(request_timeout_ms);
-        Arc::new(Self { client, timeout_ms, brokers: Mutex::new(HashMap::new()) })
-    }
-
-    /// Appends one batch (as segments) to `topic`-`partition`; returns its base offset.
-    ///
-    /// # Errors
-    /// [`MuxError`]: [`MuxError::Ambiguous`] when the outcome is unknown.
-    pub async fn append(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<i64, MuxError> {
-        let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
-        let (reply, rx) = oneshot::channel();
-        let job = ProduceJob { topic: topic.to_string(), partition, segments, reply };
-        self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("writer stopped".into()))?;
-        let r = rx.await.map_err(|_| MuxError::Ambiguous("writer stopped".into()))?;
-        if let Err(MuxError::Kafka(code, _)) = &r {
-            if KafkaErrorCode(*code).needs_metadata_refresh() {
-                self.client.forget_topic(topic);
-            }
-        }
-        r
-    }
-
-    fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<ProduceJob> {
-        let mut brokers = self.brokers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = brokers.get(&node_id).filter(|tx| !tx.is_closed()) {
-            return tx.clone();
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(produce_loop(self.client.clone(), node_id, self.timeout_ms, rx));
-        brokers.insert(node_id, tx.clone());
-        tx
-    }
-}
-
-async fn produce_loop(
-    client: ClusterClient,
-    node_id: i32,
-    timeout_ms: i32,
-    mut rx: mpsc::UnboundedReceiver<ProduceJob>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while let Ok(j) = rx.try_recv() {
-            jobs.push(j);
-        }
-        // Kafka takes one batch per partition per request: a second job for the same
-        // partition (not expected: each copy loop has one append outstanding) waits.
-        let mut later = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut now = Vec::new();
-        for j in jobs {
-            if seen.insert((j.topic.clone(), j.partition)) {
-                now.push(j);
-            } else {
-                later.push(j);
-            }
-        }
-        let ids: Vec<KafkaUuid> = now.iter().map(|j| client.cached_topic_id(&j.topic)).collect();
-        let by_id = ids.iter().all(|id| *id != KafkaUuid::ZERO);
-        let result = client
-            // (Produce v13 names topics by id only: with an id not known yet, v12 by name.)
-            .send_produce_to_node(node_id, if by_id { i16::MAX } else { 12 }, |version| {
-                let mut b = ProduceFrameBuilder::new(version, 0, &client.options().client_id, -1, timeout_ms);
-                for (j, id) in now.iter().zip(&ids) {
-                    if version >= 13 && by_id {
-                        b.partition(ProduceTopic::Id(uuid::Uuid::from_bytes(id.0)), j.partition, j.segments.clone());
-                    } else {
-                        b.partition(j.topic.as_str(), j.partition, j.segments.clone());
-                    }
-                }
-                b.finish()
-            })
-            .await;
-        match result {
-            Err(e) => {
-                let ambiguous = e.is_ambiguous();
-                let m = e.to_string();
-                for j in now {
-                    let err = if ambiguous { MuxError::Ambiguous(m.clone()) } else { MuxError::NotSent(m.clone()) };
-                    let _ = j.reply.send(Err(err));
-                }
-            }
-            Ok((resp, version)) => {
-                for (j, id) in now.into_iter().zip(ids) {
-                    let p = resp
-                        .responses
-                        .iter()
-                        .filter(|t| {
-                            if version >= 13 && by_id {
-                                KafkaUuid(*t.topic_id.as_bytes()) == id
-                            } else {
-                                t.name.0.as_str() == j.topic
-                            }
-                        })
-                        .flat_map(|t| t.partition_responses.iter())
-                        .find(|p| p.index == j.partition);
-                    let answer = match p {
-                        None => Err(MuxError::Ambiguous(format!(
-                            "broker {node_id} did not answer for {}-{}",
-                            j.topic, j.partition
-                        ))),
-                        Some(p) if p.error_code == 0 => Ok(p.base_offset),
-                        // The batch may sit in the leader's log (above the high watermark):
-                        // REQUEST_TIMED_OUT when the ISR did not acknowledge it within the
-                        // request's timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
-                        // shrank below min.insync.replicas after the append.
-                        Some(p) if AMBIGUOUS_PRODUCE_ERRORS.contains(&p.error_code) => Err(MuxError::Ambiguous(
-                            format!("{} for {}-{}", KafkaErrorCode(p.error_code), j.topic, j.partition),
-                        )),
-                        Some(p) => Err(MuxError::Kafka(p.error_code, p.error_message.as_ref().map(|m| m.to_string()))),
-                    };
-                    let _ = j.reply.send(answer);
-                }
-            }
-        }
-        // Anything held back goes first in the next round.
-        for j in later {
-            let topic = j.topic.clone();
-            let _ = j.reply.send(Err(MuxError::NotSent(format!("two appends to {topic} in one round"))));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,13 +644,6 @@ mod tests {
         assert!(shape.may_long_poll(&keys(&[0])));
         // A partition never answered gets the full reservation.
         assert!(!shape.all_caught_up(&keys(&[0, 7])));
-    }
-
-    #[test]
-    fn the_leader_answers_a_produce_before_the_client_gives_up_on_it() {
-        assert_eq!(produce_timeout_ms(30_000), 25_000);
-        assert_eq!(produce_timeout_ms(6_000), 3_000);
-        assert_eq!(produce_timeout_ms(1), 1);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::cluster::{ClusterClient, ClusterError, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::model::{OffsetSegment, PartitionStateRecord, StartPosition};
-use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
+use crate::wire::batch::{Batch, BatchIter};
 use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::records::{self, RecordsError};
 use crate::wire::split::{self, Piece, RunHeader};
@@ -29,7 +29,9 @@ use super::dest_topic;
 use super::errors::{self, ErrorClass};
 use super::log_end;
 use super::markers;
-use super::mux::{FetchMux, MuxError, ProduceMux};
+use super::mux::FetchMux;
+use super::pipeline::{Pipeline, Sent};
+use super::produce::ProduceMux;
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
 
@@ -93,8 +95,9 @@ pub struct PartitionTask {
     pub request_timeout: Duration,
 }
 
-/// Destination append position of a partition.
-pub(super) struct Writer {
+/// Destination append position of a partition: where the next append lands, counting the
+/// appends in flight (`inflight`).
+pub(super) struct Writer<'a> {
     pub(super) producer_id: i64,
     pub(super) producer_epoch: i16,
     /// Next destination offset.
@@ -106,9 +109,11 @@ pub(super) struct Writer {
     /// behind it by the offsets that real markers and aborted records take
     /// (docs/real-markers.md, T5).
     pub(super) next_seq: i32,
+    /// Appends submitted and not answered yet ([`super::pipeline`]).
+    pub(super) inflight: &'a mut Pipeline,
 }
 
-impl Writer {
+impl Writer<'_> {
     /// Moves past `count` offsets appended by the data producer.
     pub(super) fn appended(&mut self, count: i64) {
         self.dest_next += count;
@@ -178,8 +183,20 @@ impl PartitionTask {
                 _ = tokio::time::sleep_until(settle_until) => {}
             }
         }
+        let mut inflight = Pipeline::default();
         loop {
-            match self.run_once(&stop).await {
+            let result = self.run_once(&stop, &mut inflight).await;
+            // A loop never leaves appends in flight behind it: a restarted loop, or the
+            // transition after a stop, must see every one of them answered.
+            let ambiguous = inflight.quiesce().await;
+            let result = match result {
+                Err(mut r) => {
+                    r.after_ambiguous_append |= ambiguous;
+                    Err(r)
+                }
+                ok => ok,
+            };
+            match result {
                 Ok(o) => {
                     self.control.set_retrying(&self.topic, self.partition, None);
                     return o;
@@ -213,7 +230,7 @@ impl PartitionTask {
         }
     }
 
-    async fn run_once(&self, stop: &CancellationToken) -> Result<Outcome, Retry> {
+    async fn run_once(&self, stop: &CancellationToken, inflight: &mut Pipeline) -> Result<Outcome, Retry> {
         let (topic, p) = (self.topic.as_str(), self.partition);
         let rec = self.record().ok_or_else(|| Retry::new("partition state missing".into()))?;
 
@@ -367,6 +384,7 @@ impl PartitionTask {
             dest_next: dest_end,
             shift: seg.shift(),
             next_seq: sequence_for(dest_end),
+            inflight,
         };
         // A partition copied by a version that did not record where its placeholders end
         // (it wrote markers as placeholders): everything below its end may be one.
@@ -449,7 +467,7 @@ impl PartitionTask {
         let mut last_ts: i64 = 0;
         let mut dest_log_start_followed = -1;
         let mut stop_grace: Option<tokio::time::Instant> = None;
-        loop {
+        'copy: loop {
             // A stop waits (up to STOP_GRACE) while a destination transaction of ours is open:
             // the next fetch holds its marker, and the copy ends it instead of leaving it to the
             // coordinator's timeout, which would put an ABORT at the log end.
@@ -470,9 +488,23 @@ impl PartitionTask {
             if !stop.is_cancelled() {
                 stop_grace = None;
             }
-            let mut chunk = tokio::select! {
-                _ = stopped => continue,
-                c = self.fetcher.fetch(topic, p, fetch_at, last_epoch) => c.map_err(|e| Retry::new(format!("fetch: {e}")))?,
+            // The next Fetch goes out while the appends of the last chunk are in flight; their
+            // answers are taken as they come.
+            let fetch = self.fetcher.fetch(topic, p, fetch_at, last_epoch);
+            tokio::pin!(fetch, stopped);
+            let mut chunk = loop {
+                tokio::select! {
+                    biased;
+                    answered = w.inflight.next(), if !w.inflight.is_empty() => {
+                        if let Some((sent, answer)) = answered {
+                            if let Some(o) = self.settled(&mut w, sent, answer).await? {
+                                return Ok(o);
+                            }
+                        }
+                    }
+                    _ = &mut stopped => continue 'copy,
+                    c = &mut fetch => break c.map_err(|e| Retry::new(format!("fetch: {e}")))?,
+                }
             };
             match chunk.error_code {
                 0 => {}
@@ -622,7 +654,11 @@ impl PartitionTask {
                 }
                 walked = true;
                 if real {
-                    // A marker, or a dense batch of aborted records: written as real ones.
+                    // A marker, or a dense batch of aborted records: written as real ones,
+                    // after the appends in flight.
+                    if let Some(o) = self.settle_all(&mut w).await? {
+                        return Ok(o);
+                    }
                     let written = if b.is_control() {
                         txns.write_marker(self, &mut w, &b).await?
                     } else {
@@ -641,7 +677,7 @@ impl PartitionTask {
                     if let Some(o) = self.append_split(&mut w, &b, from, &mut hold, stop).await? {
                         return Ok(o);
                     }
-                } else if let Some(o) = self.append_data(&mut w, &b).await? {
+                } else if let Some(o) = self.submit_data(&mut w, &b, b.next_offset(), &hold).await? {
                     return Ok(o);
                 }
                 next_src = b.next_offset();
@@ -664,6 +700,13 @@ impl PartitionTask {
             if chunk.log_start_offset > dest_log_start_followed {
                 let target = chunk.log_start_offset - w.shift;
                 if target > 0 && target <= w.dest_next {
+                    // (DeleteRecords above the high watermark is refused: the appends in
+                    // flight are answered first.)
+                    if w.inflight.acknowledged_end().is_some_and(|end| target > end) {
+                        if let Some(o) = self.settle_all(&mut w).await? {
+                            return Ok(o);
+                        }
+                    }
                     match delete_records(&self.dest, topic, p, target).await {
                         Ok(()) => dest_log_start_followed = chunk.log_start_offset,
                         Err(e) => {
@@ -713,33 +756,6 @@ impl PartitionTask {
             .map_err(|e| Retry::new(e.to_string()))
     }
 
-    async fn append_data(&self, w: &mut Writer, b: &Batch) -> Result<Option<Outcome>, Retry> {
-        let expected_dest = b.base_offset() - w.shift;
-        if expected_dest != w.dest_next {
-            return Ok(Some(fail(format!("mirror position mismatch for {}-{}: source batch {} maps to destination {expected_dest} but the destination is at {}", self.topic, self.partition, b.base_offset(), w.dest_next), false)));
-        }
-        let header = batch::patch_header(
-            b,
-            &HeaderPatch {
-                // Kafka 4 refuses client batches whose baseOffset is not 0 (LogValidator:
-                // "The baseOffset of the record batch ... should be 0"); it assigns offsets.
-                base_offset: Some(0),
-                producer_id: Some(w.producer_id),
-                producer_epoch: Some(w.producer_epoch),
-                base_sequence: Some(w.next_seq),
-                clear_transactional: true,
-                base_timestamp: None,
-            },
-        );
-        // The payload goes to the socket as the slice of the fetch response it came in.
-        let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
-        let outcome = self.append(w, segments, i64::from(b.last_offset_delta()) + 1).await;
-        if matches!(outcome, Ok(None)) {
-            crate::telemetry::metrics::record_append(&self.mirror, b.bytes().len(), i64::from(b.record_count()));
-        }
-        outcome
-    }
-
     /// A compacted source batch with holes inside (fewer records than offsets) cannot be
     /// appended as it is: the broker would refuse it or renumber it (docs/broker-behaviour.md).
     /// It is split at the byte level ([`crate::wire::split`]) into dense runs of consecutive
@@ -755,12 +771,16 @@ impl PartitionTask {
     /// partition, naming the sizes.
     async fn append_split(
         &self,
-        w: &mut Writer,
+        w: &mut Writer<'_>,
         b: &Batch,
         from: i64,
         hold: &mut Option<Arc<OwnedSemaphorePermit>>,
         stop: &CancellationToken,
     ) -> Result<Option<Outcome>, Retry> {
+        // The appends in flight hold budget too (and the split appends after them).
+        if let Some(o) = self.settle_all(w).await? {
+            return Ok(Some(o));
+        }
         let what = || {
             format!(
                 "compacted source batch {}..{} of {}-{}",
@@ -857,49 +877,39 @@ impl PartitionTask {
         Ok(None)
     }
 
-    /// Appends one batch at `w.dest_next` covering `count` offsets, checking the base offset.
+    /// Appends one batch at `w.dest_next` covering `count` offsets and waits for it, after
+    /// the appends in flight, checking the base offset ([`PartitionTask::judge`]).
     pub(super) async fn append(
         &self,
-        w: &mut Writer,
+        w: &mut Writer<'_>,
         segments: Vec<Bytes>,
         count: i64,
     ) -> Result<Option<Outcome>, Retry> {
-        match self.writer.append(&self.topic, self.partition, segments).await {
-            Ok(base) if base == w.dest_next => {
-                w.appended(count);
-                Ok(None)
-            }
-            Ok(base) => Ok(Some(fail(
-                format!("destination appended {}-{} at offset {base}, expected {}; something else writes to this mirror partition", self.topic, self.partition, w.dest_next),
-                false,
-            ))),
-            // The append may or may not have landed: `run` waits until any request in flight
-            // has timed out on the broker, then re-reads the log end (DESIGN §4.6).
-            Err(MuxError::Ambiguous(e)) => {
-                Err(Retry { why: format!("ambiguous append: {e}"), after_ambiguous_append: true })
-            }
-            // OUT_OF_ORDER_SEQUENCE_NUMBER: the destination moved under us.
-            Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {}-{} at {} as out of sequence; something else writes to this mirror partition", self.topic, self.partition, w.dest_next), false))),
-            Err(MuxError::Kafka(code, message)) => {
-                let m = errors::refusal("destination", code, message.as_deref(), &self.topic, self.partition, w.dest_next);
-                match errors::classify(code) {
-                    ErrorClass::Transient => Err(Retry::new(format!("append failed: {m}"))),
-                    ErrorClass::FailRetryable => Ok(Some(fail(m, true))),
-                    ErrorClass::FailPermanent => Ok(Some(fail(m, false))),
-                }
-            }
-            Err(e) => Err(Retry::new(format!("append failed: {e}"))),
+        if let Some(o) = self.settle_all(w).await? {
+            return Ok(Some(o));
         }
+        let answer = self.writer.append(&self.topic, self.partition, segments).await;
+        let outcome = self.judge(&Sent::single(w.dest_next, count), answer);
+        if matches!(outcome, Ok(None)) {
+            w.appended(count);
+        }
+        outcome
     }
 }
 
 /// What `--describe` and the metrics show of a partition after a Fetch answer.
-fn progress(chunk: &source::SourceChunk, w: &Writer, next_source: i64) -> Progress {
+/// The destination end and next source offset are the acknowledged ones: below the appends
+/// in flight.
+fn progress(chunk: &source::SourceChunk, w: &Writer<'_>, next_source: i64) -> Progress {
+    let (destination_end, next_source) = match w.inflight.acknowledged_end() {
+        Some(end) => (end, end + w.shift),
+        None => (w.dest_next, next_source),
+    };
     Progress {
         source_log_start: chunk.log_start_offset,
         source_high_watermark: chunk.high_watermark,
         source_lso: chunk.last_stable_offset,
-        destination_end: w.dest_next,
+        destination_end,
         shift: w.shift,
         next_source,
         read_ms: crate::mirror::model::now_ms(),

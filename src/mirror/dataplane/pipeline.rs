@@ -1,0 +1,256 @@
+//! The appends of one copy loop in flight (issue 13, item 1): a dense data batch is submitted
+//! to the destination ([`super::produce::ProduceMux::submit`]) without waiting for its
+//! answer, up to [`MAX_APPENDS_IN_FLIGHT`] at a time, and the loop goes on to the next batch
+//! and the next source Fetch. Every other write of the loop (placeholders, a split compacted
+//! batch, real markers and aborted records) first waits for the appends in flight
+//! ([`PartitionTask::settle_all`]), so it sees the acknowledged log end.
+//!
+//! Every guarantee of a single append holds for each one in flight:
+//! - the base offset is checked against the destination offset the batch maps to;
+//! - the answers are taken in submission order, and the first failure is the outcome: the
+//!   later appends of the producer are refused by the broker (OUT_OF_ORDER_SEQUENCE_NUMBER,
+//!   docs/broker-behaviour.md, pipelined Produce) or, at worst, appended at their own offsets
+//!   (a leader move between two of them), and the loop re-aligns from the destination log end
+//!   after all of them were answered;
+//! - memory stays bounded: each append holds its share of the in-flight budget (the fetched
+//!   chunk its payload is a slice of) until it is answered.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::wire::batch::{self, Batch, HeaderPatch};
+
+use super::errors::{self, ErrorClass};
+use super::mux::MuxError;
+use super::partition::{fail, Outcome, PartitionTask, Retry, Writer};
+use super::produce::{PendingAppend, MAX_REQUESTS_IN_FLIGHT};
+
+/// Appends in flight per mirror partition. The destination writer carries at most one batch
+/// of a partition per Produce request and keeps [`MAX_REQUESTS_IN_FLIGHT`] requests in
+/// flight per connection; both are within the broker's de-duplication window of 5 batches
+/// per producer.
+pub(super) const MAX_APPENDS_IN_FLIGHT: usize = MAX_REQUESTS_IN_FLIGHT;
+
+/// One append in flight.
+#[derive(Debug)]
+struct InFlight {
+    answer: PendingAppend,
+    sent: Sent,
+}
+
+/// What an append in flight was: where it must land and what it covers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sent {
+    /// Destination offset the batch must land at.
+    expected: i64,
+    /// Offsets it covers.
+    count: i64,
+    /// Source offset after it.
+    source_next: i64,
+    /// Batch bytes and records (metrics).
+    bytes: usize,
+    records: i64,
+    /// Submitted while an earlier append of the partition was still in flight.
+    behind: bool,
+}
+
+/// The appends of a copy loop in flight, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct Pipeline {
+    pending: VecDeque<(InFlight, Option<Arc<OwnedSemaphorePermit>>)>,
+}
+
+impl Pipeline {
+    /// No append in flight.
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Where the oldest append in flight lands: the destination offset below which every
+    /// append of the loop is acknowledged (None with nothing in flight).
+    pub(super) fn acknowledged_end(&self) -> Option<i64> {
+        self.pending.front().map(|(f, _)| f.sent.expected)
+    }
+
+    fn is_full(&self) -> bool {
+        self.pending.len() >= MAX_APPENDS_IN_FLIGHT
+    }
+
+    /// The oldest append in flight and its answer, once it came (None with nothing in
+    /// flight). Cancel-safe: the append leaves the pipeline only with its answer.
+    pub(super) async fn next(&mut self) -> Option<(Sent, Result<i64, MuxError>)> {
+        let front = self.pending.front_mut()?;
+        let answer = front.0.answer.answer().await;
+        let (f, _hold) = self.pending.pop_front().expect("the front just answered");
+        Some((f.sent, answer))
+    }
+
+    /// Waits for every append in flight and forgets their answers (the loop is leaving and
+    /// re-reads the destination log end before it writes again); true when any outcome is
+    /// unknown ([`MuxError::Ambiguous`]).
+    pub(super) async fn quiesce(&mut self) -> bool {
+        let mut ambiguous = false;
+        while let Some((_, answer)) = self.next().await {
+            ambiguous |= matches!(answer, Err(MuxError::Ambiguous(_)));
+        }
+        ambiguous
+    }
+}
+
+impl PartitionTask {
+    /// Submits the dense data batch `b` (header patched: base offset 0, this partition's
+    /// producer id, epoch and next sequence, transactional bit cleared) at `w.dest_next`
+    /// without waiting for its answer; first waits for the oldest append when
+    /// [`MAX_APPENDS_IN_FLIGHT`] are in flight. `hold` is the in-flight budget of the chunk
+    /// the batch was fetched in, held until the append is answered.
+    pub(super) async fn submit_data(
+        &self,
+        w: &mut Writer<'_>,
+        b: &Batch,
+        source_next: i64,
+        hold: &Option<Arc<OwnedSemaphorePermit>>,
+    ) -> Result<Option<Outcome>, Retry> {
+        let expected = b.base_offset() - w.shift;
+        if expected != w.dest_next {
+            return Ok(Some(fail(format!("mirror position mismatch for {}-{}: source batch {} maps to destination {expected} but the destination is at {}", self.topic, self.partition, b.base_offset(), w.dest_next), false)));
+        }
+        if w.inflight.is_full() {
+            if let Some(o) = self.settle_one(w).await? {
+                return Ok(Some(o));
+            }
+        }
+        let header = batch::patch_header(
+            b,
+            &HeaderPatch {
+                // Kafka 4 refuses client batches whose baseOffset is not 0 (LogValidator:
+                // "The baseOffset of the record batch ... should be 0"); it assigns offsets.
+                base_offset: Some(0),
+                producer_id: Some(w.producer_id),
+                producer_epoch: Some(w.producer_epoch),
+                base_sequence: Some(w.next_seq),
+                clear_transactional: true,
+                base_timestamp: None,
+            },
+        );
+        // The payload goes to the socket as the slice of the fetch response it came in.
+        let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
+        let count = i64::from(b.last_offset_delta()) + 1;
+        let sent = Sent {
+            expected,
+            count,
+            source_next,
+            bytes: b.bytes().len(),
+            records: i64::from(b.record_count()),
+            behind: !w.inflight.is_empty(),
+        };
+        match self.writer.submit(&self.topic, self.partition, segments).await {
+            Ok(answer) => {
+                w.inflight.pending.push_back((InFlight { answer, sent }, hold.clone()));
+                w.appended(count);
+                Ok(None)
+            }
+            Err(e) => {
+                // Not sent: what came before it is answered first, then the error counts.
+                if let Some(o) = self.settle_all(w).await? {
+                    return Ok(Some(o));
+                }
+                self.judge(&sent, Err(e))
+            }
+        }
+    }
+
+    /// Waits for the oldest append in flight (nothing to do when none is) and takes its
+    /// answer: see [`PartitionTask::settled`].
+    pub(super) async fn settle_one(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
+        match w.inflight.next().await {
+            Some((sent, answer)) => self.settled(w, sent, answer).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Waits for every append in flight, oldest first; stops at the first failure.
+    pub(super) async fn settle_all(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
+        while !w.inflight.is_empty() {
+            if let Some(o) = self.settle_one(w).await? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Takes the answer of the oldest append in flight: acknowledged at its offset, it moves
+    /// the partition's progress and metrics; anything else is the loop's outcome, once every
+    /// later append was answered too (their answers only add whether an outcome is unknown).
+    pub(super) async fn settled(
+        &self,
+        w: &mut Writer<'_>,
+        sent: Sent,
+        answer: Result<i64, MuxError>,
+    ) -> Result<Option<Outcome>, Retry> {
+        if answer.as_ref().is_ok_and(|base| *base == sent.expected) {
+            crate::telemetry::metrics::record_append(&self.mirror, sent.bytes, sent.records);
+            if let Some(mut g) = self.control.progress(&self.topic, self.partition) {
+                g.destination_end = g.destination_end.max(sent.expected + sent.count);
+                g.next_source = g.next_source.max(sent.source_next);
+                self.control.set_progress(&self.topic, self.partition, g);
+            }
+            return Ok(None);
+        }
+        let later_ambiguous = w.inflight.quiesce().await;
+        match self.judge(&sent, answer) {
+            Err(mut r) => {
+                r.after_ambiguous_append |= later_ambiguous;
+                Err(r)
+            }
+            other => other,
+        }
+    }
+
+    /// What an append's answer means for the loop: `Ok(None)` when it landed where `sent`
+    /// says; a failure naming both offsets when it landed elsewhere; a [`Retry`] (after the
+    /// request timeout when the outcome is unknown, DESIGN §4.6) or a failure for an error,
+    /// by [`errors::classify`].
+    pub(super) fn judge(&self, sent: &Sent, answer: Result<i64, MuxError>) -> Result<Option<Outcome>, Retry> {
+        let (topic, p, expected) = (&self.topic, self.partition, sent.expected);
+        match answer {
+            Ok(base) if base == expected => Ok(None),
+            Ok(base) => Ok(Some(fail(
+                format!("destination appended {topic}-{p} at offset {base}, expected {expected}; something else writes to this mirror partition"),
+                false,
+            ))),
+            // The append may or may not have landed: `run` waits until any request in flight
+            // has timed out on the broker, then re-reads the log end (DESIGN §4.6).
+            Err(MuxError::Ambiguous(e)) => {
+                Err(Retry { why: format!("ambiguous append: {e}"), after_ambiguous_append: true })
+            }
+            // OUT_OF_ORDER_SEQUENCE_NUMBER behind another append in flight: that one's
+            // leader moved (it may have landed on the old leader and not be replicated yet to
+            // the new one): re-align.
+            Err(MuxError::Kafka(45, _)) if sent.behind => Err(Retry::new(format!(
+                "append to {topic}-{p} at {expected} refused as out of sequence behind an append in flight (leader moved?)"
+            ))),
+            // OUT_OF_ORDER_SEQUENCE_NUMBER on its own: the destination moved under us.
+            Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {topic}-{p} at {expected} as out of sequence; something else writes to this mirror partition"), false))),
+            Err(MuxError::Kafka(code, message)) => {
+                let m = errors::refusal("destination", code, message.as_deref(), topic, p, expected);
+                match errors::classify(code) {
+                    ErrorClass::Transient => Err(Retry::new(format!("append failed: {m}"))),
+                    ErrorClass::FailRetryable => Ok(Some(fail(m, true))),
+                    ErrorClass::FailPermanent => Ok(Some(fail(m, false))),
+                }
+            }
+            Err(e) => Err(Retry::new(format!("append failed: {e}"))),
+        }
+    }
+}
+
+impl Sent {
+    /// An append waited for at once (placeholders, split runs): `count` offsets at
+    /// `expected`, nothing in flight before it.
+    pub(super) fn single(expected: i64, count: i64) -> Self {
+        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false }
+    }
+}

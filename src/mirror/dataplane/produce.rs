@@ -1,0 +1,403 @@
+//! Destination-side batching and pipelining for the copy loops. The loops of a mirror hand
+//! their appends to one task per destination leader, which sends one Produce (acks=all)
+//! carrying one batch of every partition that has one queued, and keeps up to
+//! [`MAX_REQUESTS_IN_FLIGHT`] such requests in flight on a connection of its own, so that a
+//! partition may have several appends in flight (issue 13, item 1).
+//!
+//! Ordering is what keeps this correct: Kafka reads the requests of one connection in order
+//! and answers them in order (it handles one request per connection at a time), the appends
+//! of a partition are queued, sent and answered in the order the copy loop submitted them, and
+//! each carries the next producer sequence. When one of them fails, the broker refuses every
+//! later one of the same producer as OUT_OF_ORDER_SEQUENCE_NUMBER (45) without appending it
+//! (docs/broker-behaviour.md, pipelined Produce): the copy loop takes the first failure in
+//! submission order as the outcome and re-aligns from the destination log end.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::cluster::{ClusterClient, DedicatedConnection, KafkaErrorCode};
+use crate::client::conn::ProduceInFlight;
+use crate::wire::mirror::KafkaUuid;
+use crate::wire::produce::{ProduceFrameBuilder, ProduceTopic};
+
+use super::mux::MuxError;
+
+/// Produce requests in flight at once on one destination connection. Each carries at most
+/// one batch per partition, so a partition has at most this many appends in flight: within
+/// the 5 batches per producer that the broker remembers for de-duplication (Kafka's
+/// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, the Java producer's
+/// `max.in.flight.requests.per.connection` limit with idempotence).
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 5;
+
+/// Largest Produce request this writes, bytes of batches: jobs beyond it wait for the next
+/// request (well under the broker's `socket.request.max.bytes`, 100 MiB by default).
+const MAX_REQUEST_BYTES: usize = 32 << 20;
+
+/// Partition errors of a Produce answer after which the batch may have been appended:
+/// REQUEST_TIMED_OUT (7) and NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) (Kafka `Errors`;
+/// `ReplicaManager.appendRecords` appends first, then waits for the ISR in purgatory).
+pub const AMBIGUOUS_PRODUCE_ERRORS: [i16; 2] = [7, 20];
+
+/// The Produce `timeout_ms` (how long the leader waits for the ISR) for a client whose
+/// round trips time out after `request_timeout_ms`: shorter, so that a partition the ISR is
+/// slow to acknowledge comes back as its own REQUEST_TIMED_OUT while the other partitions of
+/// the request keep their answers, instead of the whole request timing out on the client.
+pub fn produce_timeout_ms(request_timeout_ms: i32) -> i32 {
+    (request_timeout_ms - 5_000).max(request_timeout_ms / 2).max(1)
+}
+
+struct ProduceJob {
+    topic: String,
+    partition: i32,
+    segments: Vec<Bytes>,
+    reply: oneshot::Sender<Result<i64, MuxError>>,
+}
+
+impl ProduceJob {
+    fn len(&self) -> usize {
+        self.segments.iter().map(Bytes::len).sum()
+    }
+}
+
+/// An append handed to a [`ProduceMux`]: its answer, the base offset the broker assigned.
+#[derive(Debug)]
+pub struct PendingAppend {
+    rx: oneshot::Receiver<Result<i64, MuxError>>,
+}
+
+impl PendingAppend {
+    /// Waits for the broker's answer: the base offset, or why there is none
+    /// ([`MuxError::Ambiguous`] when the append may or may not have landed).
+    ///
+    /// # Errors
+    /// [`MuxError`].
+    pub async fn outcome(mut self) -> Result<i64, MuxError> {
+        self.answer().await
+    }
+
+    /// As [`PendingAppend::outcome`], cancel-safe; must not be awaited again once it returned.
+    ///
+    /// # Errors
+    /// [`MuxError`].
+    pub async fn answer(&mut self) -> Result<i64, MuxError> {
+        (&mut self.rx).await.map_err(|_| MuxError::Ambiguous("writer stopped".into()))?
+    }
+}
+
+/// Destination-side batching: per destination leader, Produce requests (acks=all) carrying one
+/// batch for every waiting partition, up to [`MAX_REQUESTS_IN_FLIGHT`] in flight.
+pub struct ProduceMux {
+    client: ClusterClient,
+    timeout_ms: i32,
+    request_timeout: Duration,
+    brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceJob>>>,
+}
+
+impl ProduceMux {
+    /// A multiplexer over the destination `client`.
+    /// `request_timeout_ms` is the client's round-trip timeout; each Produce asks the leader
+    /// to answer within [`produce_timeout_ms`] of it.
+    pub fn new(client: ClusterClient, request_timeout_ms: i32) -> Arc<Self> {
+        let timeout_ms = produce_timeout_ms(request_timeout_ms);
+        let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
+        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()) })
+    }
+
+    /// Queues one batch (as segments) for `topic`-`partition` behind the appends queued for
+    /// it before, without waiting for the answer.
+    ///
+    /// # Errors
+    /// [`MuxError::NotSent`] when the partition's leader is not known.
+    pub async fn submit(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<PendingAppend, MuxError> {
+        let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
+        let (reply, rx) = oneshot::channel();
+        let job = ProduceJob { topic: topic.to_string(), partition, segments, reply };
+        self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("writer stopped".into()))?;
+        Ok(PendingAppend { rx })
+    }
+
+    /// Appends one batch (as segments) to `topic`-`partition` and waits; returns its base
+    /// offset.
+    ///
+    /// # Errors
+    /// [`MuxError`]: [`MuxError::Ambiguous`] when the outcome is unknown.
+    pub async fn append(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<i64, MuxError> {
+        self.submit(topic, partition, segments).await?.outcome().await
+    }
+
+    fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<ProduceJob> {
+        let mut brokers = self.brokers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = brokers.get(&node_id).filter(|tx| !tx.is_closed()) {
+            return tx.clone();
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = BrokerWriter {
+            client: self.client.clone(),
+            node_id,
+            timeout_ms: self.timeout_ms,
+            request_timeout: self.request_timeout,
+            conn: None,
+            queue: VecDeque::new(),
+            sent: VecDeque::new(),
+            next_correlation_id: 1,
+        };
+        tokio::spawn(writer.run(rx));
+        brokers.insert(node_id, tx.clone());
+        tx
+    }
+}
+
+/// A Produce on the wire: the jobs it carries (with the topic ids it named them by, when
+/// it did), and when the client gives up on its answer.
+struct Sent {
+    request: ProduceInFlight,
+    jobs: Vec<(ProduceJob, KafkaUuid)>,
+    by_id: bool,
+}
+
+/// The task of one destination broker.
+struct BrokerWriter {
+    client: ClusterClient,
+    node_id: i32,
+    timeout_ms: i32,
+    request_timeout: Duration,
+    conn: Option<DedicatedConnection>,
+    /// Jobs not sent yet, in submission order.
+    queue: VecDeque<ProduceJob>,
+    /// Requests in flight, oldest first.
+    sent: VecDeque<Sent>,
+    next_correlation_id: i32,
+}
+
+impl BrokerWriter {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<ProduceJob>) {
+        let mut closed = false;
+        // When the client gives up on the oldest request in flight: a request timeout after it
+        // was written, or after the answer before it (the broker handles them one at a time).
+        let mut deadline = tokio::time::Instant::now();
+        loop {
+            self.send_queued(&mut deadline).await;
+            if closed && self.queue.is_empty() && self.sent.is_empty() {
+                return;
+            }
+            let room = self.sent.len() < MAX_REQUESTS_IN_FLIGHT;
+            let (conn, front) = (self.conn.as_mut(), self.sent.front().map(|s| s.request));
+            let read = async {
+                match (conn, front) {
+                    (Some(c), Some(request)) => c.conn.read_produce(&request).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                answer = read => {
+                    let sent = self.sent.pop_front().expect("a request in flight");
+                    deadline = tokio::time::Instant::now() + self.request_timeout;
+                    match answer {
+                        Ok(resp) => self.dispatch(sent, &resp),
+                        Err(e) => {
+                            tracing::debug!(broker = self.node_id, error = %e, "destination connection lost with Produce requests in flight");
+                            let m = e.to_string();
+                            self.sent.push_front(sent);
+                            self.abandon(&m);
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
+                    let m = format!("no Produce answer from broker {} within {} ms", self.node_id, self.request_timeout.as_millis());
+                    self.abandon(&m);
+                }
+                job = rx.recv(), if !closed && room => match job {
+                    Some(job) => {
+                        self.queue.push_back(job);
+                        while let Ok(job) = rx.try_recv() {
+                            self.queue.push_back(job);
+                        }
+                    }
+                    None => closed = true,
+                },
+            }
+        }
+    }
+
+    /// Writes requests while there is room and something queued. Connects (or
+    /// re-authenticates, KIP-368) only with nothing in flight.
+    async fn send_queued(&mut self, deadline: &mut tokio::time::Instant) {
+        while self.sent.len() < MAX_REQUESTS_IN_FLIGHT && !self.queue.is_empty() {
+            if self.conn.as_ref().is_some_and(|c| c.conn.reauthentication_due()) {
+                if !self.sent.is_empty() {
+                    return;
+                }
+                let c = self.conn.as_mut().expect("checked");
+                if let Err(e) = c.conn.reauthenticate_if_due().await {
+                    tracing::debug!(broker = self.node_id, error = %e, "destination connection dropped: re-authentication failed");
+                    self.conn = None;
+                }
+            }
+            if self.conn.is_none() {
+                match self.client.open_dedicated(self.node_id).await {
+                    Ok(c) => self.conn = Some(c),
+                    Err(e) => {
+                        let m = e.to_string();
+                        for job in self.queue.drain(..) {
+                            let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
+                        }
+                        return;
+                    }
+                }
+            }
+            let jobs = self.take_round();
+            let ids: Vec<KafkaUuid> = jobs.iter().map(|j| self.client.cached_topic_id(&j.topic)).collect();
+            // (Produce v13 names topics by id only: with an id not known yet, v12 by name.)
+            let by_id = ids.iter().all(|id| *id != KafkaUuid::ZERO);
+            let conn = self.conn.as_mut().expect("connected above");
+            let version = match conn.produce_version(if by_id { i16::MAX } else { 12 }) {
+                Ok(v) => v,
+                Err(e) => {
+                    let m = e.to_string();
+                    for job in jobs {
+                        let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
+                    }
+                    continue;
+                }
+            };
+            let correlation_id = self.next_correlation_id;
+            self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+            let mut b = ProduceFrameBuilder::new(
+                version,
+                correlation_id,
+                &self.client.options().client_id,
+                -1,
+                self.timeout_ms,
+            );
+            for (j, id) in jobs.iter().zip(&ids) {
+                if version >= 13 && by_id {
+                    b.partition(ProduceTopic::Id(uuid::Uuid::from_bytes(id.0)), j.partition, j.segments.clone());
+                } else {
+                    b.partition(j.topic.as_str(), j.partition, j.segments.clone());
+                }
+            }
+            let frame = match b.finish() {
+                Ok(f) => f,
+                Err(e) => {
+                    let m = e.to_string();
+                    for job in jobs {
+                        let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
+                    }
+                    continue;
+                }
+            };
+            let jobs: Vec<(ProduceJob, KafkaUuid)> = jobs.into_iter().zip(ids).collect();
+            match conn.conn.write_produce(frame).await {
+                Ok(request) => {
+                    if self.sent.is_empty() {
+                        *deadline = tokio::time::Instant::now() + self.request_timeout;
+                    }
+                    self.sent.push_back(Sent { request, jobs, by_id });
+                }
+                Err(e) => {
+                    // Partly written, maybe read and appended: unknown, as everything before it.
+                    let m = e.to_string();
+                    self.sent.push_back(Sent {
+                        request: ProduceInFlight { correlation_id, version, expects_response: true },
+                        jobs,
+                        by_id,
+                    });
+                    self.abandon(&m);
+                }
+            }
+        }
+    }
+
+    /// The next request's jobs: the first queued job of each partition, in queue order (the
+    /// broker takes one batch per partition per request), up to [`MAX_REQUEST_BYTES`].
+    fn take_round(&mut self) -> Vec<ProduceJob> {
+        let mut seen = HashSet::new();
+        let mut now = Vec::new();
+        let mut rest = VecDeque::new();
+        let mut bytes = 0usize;
+        for j in self.queue.drain(..) {
+            let fits = now.is_empty() || bytes + j.len() <= MAX_REQUEST_BYTES;
+            // (A partition seen once keeps its later jobs behind its first, even one that
+            // did not fit.)
+            if seen.insert((j.topic.clone(), j.partition)) && fits {
+                bytes += j.len();
+                now.push(j);
+            } else {
+                rest.push_back(j);
+            }
+        }
+        self.queue = rest;
+        now
+    }
+
+    /// The connection is gone with requests in flight: each may or may not have been
+    /// appended. Their jobs get [`MuxError::Ambiguous`]; the next request reconnects.
+    fn abandon(&mut self, why: &str) {
+        self.conn = None;
+        for sent in self.sent.drain(..) {
+            for (job, _) in sent.jobs {
+                let _ = job.reply.send(Err(MuxError::Ambiguous(why.to_string())));
+            }
+        }
+    }
+
+    /// Hands each job of `sent` its partition's answer.
+    fn dispatch(&self, sent: Sent, resp: &kafka_protocol::messages::ProduceResponse) {
+        let node_id = self.node_id;
+        let version = sent.request.version;
+        for (j, id) in sent.jobs {
+            let p = resp
+                .responses
+                .iter()
+                .filter(|t| {
+                    if version >= 13 && sent.by_id {
+                        KafkaUuid(*t.topic_id.as_bytes()) == id
+                    } else {
+                        t.name.0.as_str() == j.topic
+                    }
+                })
+                .flat_map(|t| t.partition_responses.iter())
+                .find(|p| p.index == j.partition);
+            let answer = match p {
+                None => {
+                    Err(MuxError::Ambiguous(format!("broker {node_id} did not answer for {}-{}", j.topic, j.partition)))
+                }
+                Some(p) if p.error_code == 0 => Ok(p.base_offset),
+                // The batch may sit in the leader's log (above the high watermark):
+                // REQUEST_TIMED_OUT when the ISR did not acknowledge it within the request's
+                // timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+                // min.insync.replicas after the append.
+                Some(p) if AMBIGUOUS_PRODUCE_ERRORS.contains(&p.error_code) => Err(MuxError::Ambiguous(format!(
+                    "{} for {}-{}",
+                    KafkaErrorCode(p.error_code),
+                    j.topic,
+                    j.partition
+                ))),
+                Some(p) => {
+                    if KafkaErrorCode(p.error_code).needs_metadata_refresh() {
+                        self.client.forget_topic(&j.topic);
+                    }
+                    Err(MuxError::Kafka(p.error_code, p.error_message.as_ref().map(|m| m.to_string())))
+                }
+            };
+            let _ = j.reply.send(answer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_answers_a_produce_before_the_client_gives_up_on_it() {
+        assert_eq!(produce_timeout_ms(30_000), 25_000);
+        assert_eq!(produce_timeout_ms(6_000), 3_000);
+        assert_eq!(produce_timeout_ms(1), 1);
+    }
+}
