@@ -2,13 +2,14 @@
 //! offset-preserving write path rests on (DESIGN §4): broker-assigned offsets, byte-exact
 //! compressed payloads, idempotent-producer sequence rules and their expiry, the batches a
 //! client may not write, one batch per partition per request, DeleteRecords, placeholder
-//! batches and what a read_committed Fetch of a transactional source returns.
+//! batches, what a read_committed Fetch of a transactional source returns and idempotent
+//! Produce requests pipelined on one connection.
 //!
-//! Every test talks to the broker directly with `BrokerConnection` and kafka-protocol
-//! messages (Produce v11 with raw record bytes, Fetch v12, InitProducerId with a null
-//! transactional id, ListOffsets, DeleteRecords, CreateTopics with configs) and asserts on
-//! offsets, bytes and error codes. `docs/broker-behaviour.md` summarises each fact with the
-//! test that pins it.
+//! Every test talks to the broker directly with `BrokerConnection` (the pipelining test over a
+//! raw TCP stream) and kafka-protocol messages (Produce v11 with raw record bytes, Fetch v12,
+//! InitProducerId with a null transactional id, ListOffsets, DeleteRecords, CreateTopics with
+//! configs) and asserts on offsets, bytes and error codes. `docs/broker-behaviour.md`
+//! summarises each fact with the test that pins it.
 
 mod support;
 
@@ -22,7 +23,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
-    ProduceRequest, ProducerId, TopicName,
+    ProduceRequest, ProduceResponse, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorgate::client::BrokerConnection;
@@ -339,6 +340,39 @@ fn fetch_request(
     req
 }
 
+/// A Produce request (acks=all, timeout 30 s) with `records` for partition 0 of each topic.
+fn produce_request(parts: &[(&str, Bytes)], transactional_id: Option<&str>) -> ProduceRequest {
+    let mut req = ProduceRequest::default();
+    req.transactional_id = transactional_id.map(|t| StrBytes::from_string(t.to_string()).into());
+    req.acks = -1;
+    req.timeout_ms = 30_000;
+    for (topic, records) in parts {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(records.clone());
+        let mut td = TopicProduceData::default();
+        td.name = name(topic);
+        td.partition_data = vec![pd];
+        req.topic_data.push(td);
+    }
+    req
+}
+
+/// Partition 0 of `topic` in a Produce response.
+fn produced(resp: &ProduceResponse, topic: &str) -> Produced {
+    let t = resp.responses.iter().find(|t| t.name.0.as_str() == topic).expect("topic in response");
+    let p = &t.partition_responses[0];
+    let mut message = p.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    for re in &p.record_errors {
+        message.push_str(&format!(
+            "; record {}: {}",
+            re.batch_index,
+            re.batch_index_error_message.as_ref().map(|m| m.to_string()).unwrap_or_default()
+        ));
+    }
+    Produced { error: p.error_code, base_offset: p.base_offset, message }
+}
+
 struct Broker {
     conn: BrokerConnection,
 }
@@ -396,36 +430,8 @@ impl Broker {
 
     /// One Produce request (v11, acks=all) with partition 0 of each topic; results in order.
     async fn produce_many(&mut self, parts: &[(&str, Bytes)], transactional_id: Option<&str>) -> Vec<Produced> {
-        let mut req = ProduceRequest::default();
-        req.transactional_id = transactional_id.map(|t| StrBytes::from_string(t.to_string()).into());
-        req.acks = -1;
-        req.timeout_ms = 30_000;
-        for (topic, records) in parts {
-            let mut pd = PartitionProduceData::default();
-            pd.index = 0;
-            pd.records = Some(records.clone());
-            let mut td = TopicProduceData::default();
-            td.name = name(topic);
-            td.partition_data = vec![pd];
-            req.topic_data.push(td);
-        }
-        let resp = self.conn.send(&req, 11).await.expect("Produce");
-        parts
-            .iter()
-            .map(|(topic, _)| {
-                let t = resp.responses.iter().find(|t| t.name.0.as_str() == *topic).expect("topic in response");
-                let p = &t.partition_responses[0];
-                let mut message = p.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-                for re in &p.record_errors {
-                    message.push_str(&format!(
-                        "; record {}: {}",
-                        re.batch_index,
-                        re.batch_index_error_message.as_ref().map(|m| m.to_string()).unwrap_or_default()
-                    ));
-                }
-                Produced { error: p.error_code, base_offset: p.base_offset, message }
-            })
-            .collect()
+        let resp = self.conn.send(&produce_request(parts, transactional_id), 11).await.expect("Produce");
+        parts.iter().map(|(topic, _)| produced(&resp, topic)).collect()
     }
 
     /// Produces and asserts success; returns the base offset.
@@ -1690,4 +1696,224 @@ async fn a_fetch_at_offset_minus_one_is_offset_out_of_range() {
         assert_eq!(f.error, OFFSET_OUT_OF_RANGE, "isolation {isolation}");
         assert!(f.records.is_empty());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 15. Idempotent Produce requests pipelined on one connection.
+// ---------------------------------------------------------------------------------------------
+
+/// A plaintext connection that writes Produce v11 requests back to back (pipelined) and reads
+/// their responses afterwards; `BrokerConnection` waits for each response before the next.
+struct Pipeline {
+    stream: tokio::net::TcpStream,
+    next_correlation_id: i32,
+}
+
+impl Pipeline {
+    async fn connect(cluster: &Cluster) -> Self {
+        let addr = cluster.bootstrap.split(',').next().unwrap();
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect to the broker");
+        stream.set_nodelay(true).unwrap();
+        Self { stream, next_correlation_id: 1 }
+    }
+
+    /// Writes one Produce request (v11, acks=all) of `records` to partition 0 of `topic`,
+    /// without reading anything; returns its correlation id.
+    async fn send(&mut self, topic: &str, records: Bytes) -> i32 {
+        use kafka_protocol::messages::RequestHeader;
+        use kafka_protocol::protocol::{Encodable, HeaderVersion, Request};
+        use tokio::io::AsyncWriteExt;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let mut hdr = RequestHeader::default();
+        hdr.request_api_key = ProduceRequest::KEY;
+        hdr.request_api_version = 11;
+        hdr.correlation_id = correlation_id;
+        hdr.client_id = Some(StrBytes::from_static_str("pin"));
+        let mut out = BytesMut::new();
+        out.put_i32(0); // length, set below
+        hdr.encode(&mut out, ProduceRequest::header_version(11)).unwrap();
+        produce_request(&[(topic, records)], None).encode(&mut out, 11).unwrap();
+        let len = (out.len() - 4) as i32;
+        out[..4].copy_from_slice(&len.to_be_bytes());
+        self.stream.write_all(&out).await.expect("write a Produce request");
+        correlation_id
+    }
+
+    /// Reads the next response frame: its correlation id and partition 0 of `topic`.
+    async fn recv(&mut self, topic: &str) -> (i32, Produced) {
+        use kafka_protocol::messages::ResponseHeader;
+        use kafka_protocol::protocol::{Decodable, HeaderVersion};
+        use tokio::io::AsyncReadExt;
+        let read = async {
+            let mut len = [0u8; 4];
+            self.stream.read_exact(&mut len).await?;
+            let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+            self.stream.read_exact(&mut frame).await?;
+            std::io::Result::Ok(Bytes::from(frame))
+        };
+        let mut frame = tokio::time::timeout(Duration::from_secs(60), read).await.expect("a response").expect("read");
+        let header = ResponseHeader::decode(&mut frame, ProduceResponse::header_version(11)).unwrap();
+        let resp = ProduceResponse::decode(&mut frame, 11).unwrap();
+        (header.correlation_id, produced(&resp, topic))
+    }
+
+    /// Writes one request per batch back to back, then reads as many responses, in the order
+    /// they arrive.
+    async fn pipelined(&mut self, topic: &str, batches: &[Bytes]) -> Vec<(i32, Produced)> {
+        for batch in batches {
+            self.send(topic, batch.clone()).await;
+        }
+        let mut out = vec![];
+        for _ in batches {
+            out.push(self.recv(topic).await);
+        }
+        out
+    }
+}
+
+/// The keys of every record from offset 0, in log order (uncompressed batches).
+async fn keys_in_log(b: &mut Broker, topic: &str) -> Vec<String> {
+    let mut keys = vec![];
+    for batch in b.fetch_all(topic, 0).await {
+        keys.extend(records_of(&batch).into_iter().map(|r| String::from_utf8(r.key.unwrap()).unwrap()));
+    }
+    keys
+}
+
+/// The keys `idem_batch` gives `count` records tagged `tag`.
+fn keys_of(tag: &str, count: i32) -> Vec<String> {
+    (0..count).map(|i| format!("{tag}-k{i}")).collect()
+}
+
+/// Up to 5 idempotent Produce requests (one 3-record batch each, base sequence = offset)
+/// written back to back on one connection before any response is read (Kafka answers the
+/// requests of one connection in order): responses in request order, offsets in sequence
+/// order; a refused batch in the middle makes the later in-flight ones OUT_OF_ORDER and
+/// appends nothing after it until it is resent; and a resend of in-flight batches after a
+/// dropped connection (unknown outcome) leaves every record in the log exactly once.
+#[tokio::test]
+async fn pipelined_idempotent_produce_requests_keep_order_refuse_after_a_gap_and_deduplicate_resends() {
+    const CORRUPT_MESSAGE: i16 = 2;
+    const RECS: i32 = 3;
+    let cluster = pin_cluster();
+    let mut b = Broker::connect(&cluster).await;
+    let now = now_ms();
+
+    // 1. Order: 5 requests in flight, answered in request order, appended in sequence order.
+    let topic = support::unique_name("pin-pipeline-order");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let (pid, epoch) = b.init_producer_id().await;
+    let tags: Vec<String> = (0..5).map(|i| format!("o{i}")).collect();
+    let sent: Vec<Bytes> =
+        tags.iter().enumerate().map(|(i, tag)| idem_batch(pid, epoch, i as i32 * RECS, RECS, now, tag)).collect();
+    let mut p = Pipeline::connect(&cluster).await;
+    let got = p.pipelined(&topic, &sent).await;
+    let answers: Vec<(i32, i16, i64)> = got.iter().map(|(c, r)| (*c, r.error, r.base_offset)).collect();
+    assert_eq!(answers, vec![(1, NONE, 0), (2, NONE, 3), (3, NONE, 6), (4, NONE, 9), (5, NONE, 12)], "{got:?}");
+    assert_eq!(b.log_end(&topic).await, 15);
+    let expected: Vec<String> = tags.iter().flat_map(|t| keys_of(t, RECS)).collect();
+    assert_eq!(keys_in_log(&mut b, &topic).await, expected, "records in request order");
+
+    // 2. The batch of request 2 is refused (payload byte changed after the CRC): the in-flight
+    // requests after it are refused too, nothing of them is appended.
+    let topic = support::unique_name("pin-pipeline-refused");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let (pid, epoch) = b.init_producer_id().await;
+    let tags: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
+    let good: Vec<Bytes> =
+        tags.iter().enumerate().map(|(i, tag)| idem_batch(pid, epoch, i as i32 * RECS, RECS, now, tag)).collect();
+    let mut corrupt = good[1].to_vec();
+    let last = corrupt.len() - 2; // the last byte of the last record's value ("r1-v2" → "r1-v3")
+    corrupt[last] ^= 1;
+    let mut sent = good.clone();
+    sent[1] = Bytes::from(corrupt);
+    let mut p = Pipeline::connect(&cluster).await;
+    let got = p.pipelined(&topic, &sent).await;
+    eprintln!("pipelined with a corrupt second batch: {got:?}");
+    let answers: Vec<(i32, i16)> = got.iter().map(|(c, r)| (*c, r.error)).collect();
+    assert_eq!(
+        answers,
+        vec![
+            (1, NONE),
+            (2, CORRUPT_MESSAGE),
+            (3, OUT_OF_ORDER_SEQUENCE_NUMBER),
+            (4, OUT_OF_ORDER_SEQUENCE_NUMBER),
+            (5, OUT_OF_ORDER_SEQUENCE_NUMBER)
+        ],
+        "{got:?}"
+    );
+    assert_eq!(got[0].1.base_offset, 0);
+    assert_eq!(b.log_end(&topic).await, RECS as i64, "only request 1 appended");
+    // Recovery: sequences 3..12 (the second batch corrected) pipelined again on the same
+    // connection land right after, in order.
+    let got = p.pipelined(&topic, &good[1..]).await;
+    let answers: Vec<(i32, i16, i64)> = got.iter().map(|(c, r)| (*c, r.error, r.base_offset)).collect();
+    assert_eq!(answers, vec![(6, NONE, 3), (7, NONE, 6), (8, NONE, 9), (9, NONE, 12)], "{got:?}");
+    assert_eq!(b.log_end(&topic).await, 15);
+    let expected: Vec<String> = tags.iter().flat_map(|t| keys_of(t, RECS)).collect();
+    assert_eq!(keys_in_log(&mut b, &topic).await, expected, "each record once, in sequence order");
+
+    // 3. Three requests in flight, the connection dropped before any response is read; the
+    // same three batches (same producer id, epoch, sequences) resent pipelined on a new one —
+    // once after the broker is done with the dropped connection (its log end unchanged for
+    // 1 s), once at once (racing with what the broker still does for the dropped one).
+    let topic = support::unique_name("pin-pipeline-resend");
+    b.create_topic(&topic, MIRROR_TOPIC).await;
+    let (pid, epoch) = b.init_producer_id().await;
+    // Two batches appended first: the in-flight ones continue at sequence (= offset) 6.
+    for i in 0..2 {
+        let at = i * RECS;
+        assert_eq!(b.produce_ok(&topic, idem_batch(pid, epoch, at, RECS, now, &format!("s{i}"))).await, at as i64);
+    }
+    let mut tags: Vec<String> = (0..2).map(|i| format!("s{i}")).collect();
+    for settle in [true, false] {
+        let first = tags.len() as i32;
+        let new_tags: Vec<String> = (first..first + 3).map(|i| format!("s{i}")).collect();
+        let in_flight: Vec<Bytes> = new_tags
+            .iter()
+            .enumerate()
+            .map(|(i, tag)| idem_batch(pid, epoch, (first + i as i32) * RECS, RECS, now, tag))
+            .collect();
+        let mut dropped = Pipeline::connect(&cluster).await;
+        for batch in &in_flight {
+            dropped.send(&topic, batch.clone()).await;
+        }
+        drop(dropped);
+        let start = i64::from(first * RECS);
+        let end_at_resend = if settle { settled_log_end(&mut b, &topic).await } else { b.log_end(&topic).await };
+        let mut p = Pipeline::connect(&cluster).await;
+        let got = p.pipelined(&topic, &in_flight).await;
+        eprintln!(
+            "dropped connection (settle {settle}): {} of 3 batches in the log at the resend; resend answers {got:?}",
+            (end_at_resend - start) / i64::from(RECS)
+        );
+        assert!((start..=start + 9).contains(&end_at_resend), "log end {end_at_resend} at the resend");
+        // Batches already in the log are answered with their original offsets (nothing
+        // appended), the others appended: either way the offsets of sequence order.
+        let answers: Vec<(i32, i16, i64)> = got.iter().map(|(c, r)| (*c, r.error, r.base_offset)).collect();
+        assert_eq!(answers, vec![(1, NONE, start), (2, NONE, start + 3), (3, NONE, start + 6)], "{got:?}");
+        tags.extend(new_tags);
+        let end = settled_log_end(&mut b, &topic).await;
+        let expected: Vec<String> = tags.iter().flat_map(|t| keys_of(t, RECS)).collect();
+        let keys = keys_in_log(&mut b, &topic).await;
+        assert_eq!(keys, expected, "each record exactly once, in sequence order (settle {settle})");
+        assert_eq!(end, keys.len() as i64, "the log end is the number of distinct records");
+    }
+}
+
+/// The log end once it has not changed for 1 s (polled every 100 ms, at most 30 s).
+async fn settled_log_end(b: &mut Broker, topic: &str) -> i64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut end = b.log_end(topic).await;
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_secs(1) {
+        assert!(std::time::Instant::now() < deadline, "{topic}: log end still moving after 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = b.log_end(topic).await;
+        if now != end {
+            (end, since) = (now, std::time::Instant::now());
+        }
+    }
+    end
 }
