@@ -1171,3 +1171,102 @@ async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
         (rows.len() == 1 && rows[0]["state"] == "MIRRORING").then_some(()).ok_or(format!("{rows:?}"))
     });
 }
+
+/// Number of batches and the offset after the last of `topic`-`p`, read raw from the leader.
+fn batches_of(c: &ClusterClient, topic: &str, p: i32, end: i64) -> usize {
+    let mut offset = 0;
+    let mut n = 0;
+    while offset < end {
+        let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
+        let before = offset;
+        for b in mirrorgate::wire::batch::BatchIter::new(f.records.clone()) {
+            let b = b.unwrap();
+            if b.next_offset() > offset {
+                n += 1;
+                offset = b.next_offset();
+            }
+        }
+        assert!(offset > before, "{topic}-{p}: no batch at {offset}");
+    }
+    n
+}
+
+/// Issue 13, item 2: one-record uncompressed source batches are merged into far fewer
+/// destination batches (`mirror.coalesce.max.bytes`, on by default), and every record still
+/// sits at its source offset with its timestamp, key, value and headers: read through
+/// mirrorgate, and straight from the destination as an application reads it once mirrorgate
+/// is gone, at both isolation levels; `--verify` compares them record by record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_uncompressed_batches_are_merged_and_every_record_reads_the_same() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("merge");
+    create_topic(&source.bootstrap, &topic, 2, &[]);
+    let one_per_batch = |count: &str, prefix: &str| {
+        ok(
+            python_client(&[
+                "produce",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                count,
+                "--prefix",
+                prefix,
+                "--prop",
+                "linger.ms=0",
+                "--prop",
+                "batch.num.messages=1",
+                "--prop",
+                "compression.type=none",
+            ]),
+            "produce one record per batch",
+        )
+    };
+    // One-record batches, then batched records with headers and nulls (uncompressed, and
+    // lz4, which is never merged), then one-record batches again.
+    one_per_batch("1500", "a");
+    for (codec, seed) in [("none", "1"), ("lz4", "2")] {
+        ok(
+            python_client(&[
+                "produce-mixed",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                &topic,
+                "--count",
+                "1000",
+                "--codec",
+                codec,
+                "--seed",
+                seed,
+            ]),
+            "produce-mixed",
+        );
+    }
+    one_per_batch("1500", "b");
+    let total = 5000;
+    start_mirror(&mg, &source, &[&topic], "");
+    let reports = wait_identical(&src, &dst, &topic, 2, &[]);
+    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), total as i64, "{reports:?}");
+    // Far fewer batches on the destination, at the same offsets.
+    for p in 0..2 {
+        let end = block(src.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
+        let dest_end = block(dst.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
+        assert_eq!(dest_end, end, "{topic}-{p}");
+        let (on_source, on_dest) = (batches_of(&src, &topic, p, end), batches_of(&dst, &topic, p, end));
+        assert!(on_source > 1000, "{topic}-{p}: {on_source} source batches");
+        assert!(on_dest * 5 < on_source, "{topic}-{p}: {on_dest} destination batches for {on_source} source batches");
+    }
+    let on_source = consume_all(&source.bootstrap, &topic, total, "read_committed");
+    assert_eq!(on_source.len(), total);
+    for (bootstrap, isolation) in
+        [(&mg.bootstrap, "read_committed"), (&dest.bootstrap, "read_committed"), (&dest.bootstrap, "read_uncommitted")]
+    {
+        let got = consume_all(bootstrap, &topic, total, isolation);
+        assert!(got == on_source, "records differ reading {bootstrap} at {isolation}");
+    }
+}

@@ -491,6 +491,16 @@ pub const KEYS: &[ConfigKey] = &[
               See docs/real-markers.md.",
     },
     ConfigKey {
+        name: "mirror.coalesce.max.bytes",
+        default: Some("262144"),
+        kind: ConfigType::Long { min: 0, max: I32 },
+        sensitive: false,
+        doc: "Largest destination batch built by merging consecutive small uncompressed source batches of a partition, bytes \
+              (0 = never merge). Records keep their offsets, timestamps, keys, values and headers; only batch boundaries change. \
+              Only batches already fetched are merged (no added latency). Compressed batches are never merged. \
+              See docs/performance.md.",
+    },
+    ConfigKey {
         name: "mirror.inflight.max.bytes",
         default: Some("67108864"),
         kind: ConfigType::Long { min: 1, max: I32 },

@@ -2,8 +2,10 @@
 //! (DESIGN §4.12). Every committed source data batch must sit on the destination at its
 //! source offset minus the segment's shift, with the same offsets, record count, timestamps
 //! and byte-identical (still compressed) payload; a compacted source batch with holes inside
-//! (split into runs on the destination) must have the same records, compared byte for byte
-//! (offsets, timestamps, keys, values, headers as raw bytes in order); every other
+//! (split into runs on the destination), and consecutive small uncompressed source batches
+//! merged into one destination batch (`mirror.coalesce.max.bytes`), must have the same
+//! records, compared byte for byte (offsets, timestamps, keys, values, headers as raw bytes
+//! in order); every other
 //! destination batch must be a placeholder, a transaction marker or an aborted transactional
 //! batch (`mirror.transaction.markers = real`). The destination must reach the source's LSO and
 //! must not end beyond the source's log end (offsets through the offset map): extra offsets
@@ -263,7 +265,9 @@ pub async fn verify_partition(
         return Ok(report);
     }
     let mut cursor = 0;
-    for s in &src {
+    let mut i = 0;
+    while let Some(s) = src.get(i) {
+        i += 1;
         let shift = shift_at(segments, s.base);
         if s.has_holes() {
             // A compacted batch is split into dense runs on the destination: compare its
@@ -298,6 +302,44 @@ pub async fn verify_partition(
             return Err(format!("source batch {}..{} of {topic}-{p} is missing on the destination", s.base, s.last));
         };
         cursor += 1;
+        if d.base == s.base - shift && d.last > s.last - shift {
+            // Small source batches merged into one destination batch
+            // (`mirror.coalesce.max.bytes`): compare their records byte for byte.
+            let mut want = records(&s.whole, shift, false)?;
+            let mut count = i64::from(s.record_count);
+            let mut group = 1;
+            let mut last = s.last - shift;
+            while let Some(n) = src.get(i).filter(|n| !n.has_holes() && n.last - shift_at(segments, n.base) <= d.last) {
+                let n_shift = shift_at(segments, n.base);
+                want.extend(records(&n.whole, n_shift, false)?);
+                count += i64::from(n.record_count);
+                last = n.last - n_shift;
+                group += 1;
+                i += 1;
+            }
+            let got = records(&d.whole, 0, false)?;
+            let detail = if last != d.last {
+                Some(format!("it ends at {} inside source batch {}..", d.last, last + 1))
+            } else if got != want {
+                Some(match want.iter().zip(&got).find(|(w, g)| w != g) {
+                    Some((w, g)) => {
+                        format!("{} of the record at destination offset {}", record_difference(w, g), g.offset)
+                    }
+                    None => format!("{} records on the destination, {} on the source", got.len(), want.len()),
+                })
+            } else {
+                None
+            };
+            if let Some(detail) = detail {
+                return Err(format!(
+                    "destination batch {}..{} of {topic}-{p}, merged from source batches {}..{}, differs: {detail}",
+                    d.base, d.last, s.base, s.last
+                ));
+            }
+            report.data_batches += group;
+            report.records += count;
+            continue;
+        }
         let what = |field: &str| {
             format!(
                 "source batch {}..{} of {topic}-{p} differs on the destination at {}..{}: {field}",

@@ -56,6 +56,14 @@ pub fn record_append(mirror: &str, bytes: usize, records: i64) {
         .increment(records.max(0) as u64);
 }
 
+/// Counts an append of `source_batches` consecutive small uncompressed source batches merged
+/// into one destination batch (`mirror.coalesce.max.bytes`).
+pub fn record_coalesced(mirror: &str, source_batches: usize) {
+    metrics::counter!("mirrorgate_mirror_coalesced_appends_total", "mirror" => mirror.to_string()).increment(1);
+    metrics::counter!("mirrorgate_mirror_coalesced_source_batches_total", "mirror" => mirror.to_string())
+        .increment(source_batches as u64);
+}
+
 /// Counts a Fetch request sent to a source broker (`kind` full or incremental, KIP-227) and
 /// the partitions it listed.
 pub fn record_fetch(mirror: &str, full: bool, partitions_listed: usize) {

@@ -3,6 +3,7 @@
 //! length or count read from the wire is checked against a limit before it sizes anything.
 
 pub mod batch;
+pub mod coalesce;
 pub mod frame;
 pub mod header;
 pub mod mirror;

@@ -52,6 +52,9 @@ pub struct Progress {
     pub read_ms: i64,
 }
 
+/// Default of `mirror.coalesce.max.bytes`, bytes.
+const COALESCE_MAX_BYTES: i64 = 262_144;
+
 /// Default of `mirror.fill.max.gap`, offsets.
 const FILL_MAX_GAP: i64 = 100_000_000;
 
@@ -83,11 +86,12 @@ pub struct DataPlane {
 /// IncrementalAlterConfigs on the mirror), the mirror's loops restart.
 fn data_plane_settings(def: &MirrorDefinition) -> String {
     format!(
-        "{:?} {:?} {} {}",
+        "{:?} {:?} {} {} {}",
         configs::source_options(&def.name, &def.configs),
         fetch_settings(def),
         long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
-        real_markers(def)
+        real_markers(def),
+        coalesce_max_bytes(def)
     )
 }
 
@@ -229,6 +233,8 @@ impl DataPlane {
                         fill_max_gap: long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
                         real_markers: real_markers(def),
                         markers_refused: Default::default(),
+                        coalesce_max_bytes: coalesce_max_bytes(def),
+                        coalesce_refused: Default::default(),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };
@@ -414,6 +420,11 @@ impl DataPlane {
             Err(e) => tracing::warn!(topic, error = %e, "cannot apply retention"),
         }
     }
+}
+
+/// `mirror.coalesce.max.bytes`, bytes (0 = off).
+fn coalesce_max_bytes(def: &MirrorDefinition) -> usize {
+    long(def, "mirror.coalesce.max.bytes", COALESCE_MAX_BYTES).clamp(0, i64::from(i32::MAX)) as usize
 }
 
 /// `mirror.transaction.markers` = `real` (the default).

@@ -30,7 +30,7 @@ use super::errors::{self, ErrorClass};
 use super::log_end;
 use super::markers;
 use super::mux::FetchMux;
-use super::pipeline::{Pipeline, Sent};
+use super::pipeline::{Pipeline, Run, Sent};
 use super::produce::ProduceMux;
 use super::source::{self, codes, FetchSettings};
 use super::Progress;
@@ -89,6 +89,11 @@ pub struct PartitionTask {
     /// Set when the destination refused what real markers need (the transactional ids, or
     /// DescribeProducers on the topic): the loop falls back to placeholders, logged once.
     pub markers_refused: std::sync::atomic::AtomicBool,
+    /// `mirror.coalesce.max.bytes`: largest batch built by merging consecutive small
+    /// uncompressed source batches, bytes (0 = off).
+    pub coalesce_max_bytes: usize,
+    /// Set when the destination refused a merged batch: the loop appends batches as they are.
+    pub coalesce_refused: std::sync::atomic::AtomicBool,
     /// Per-installation nonce in placeholder keys.
     pub nonce: u64,
     /// Destination request timeout (the wait after an ambiguous append).
@@ -111,6 +116,8 @@ pub(super) struct Writer<'a> {
     pub(super) next_seq: i32,
     /// Appends submitted and not answered yet ([`super::pipeline`]).
     pub(super) inflight: &'a mut Pipeline,
+    /// Source batches waiting to be merged into one append.
+    pub(super) run: Run,
 }
 
 impl Writer<'_> {
@@ -385,6 +392,7 @@ impl PartitionTask {
             shift: seg.shift(),
             next_seq: sequence_for(dest_end),
             inflight,
+            run: Run::default(),
         };
         // A partition copied by a version that did not record where its placeholders end
         // (it wrote markers as placeholders): everything below its end may be one.
@@ -677,10 +685,14 @@ impl PartitionTask {
                     if let Some(o) = self.append_split(&mut w, &b, from, &mut hold, stop).await? {
                         return Ok(o);
                     }
-                } else if let Some(o) = self.submit_data(&mut w, &b, b.next_offset(), &hold).await? {
+                } else if let Some(o) = self.copy_data(&mut w, &b, &hold).await? {
                     return Ok(o);
                 }
                 next_src = b.next_offset();
+            }
+            // The chunk's last small batches go out now: merging never waits for the next Fetch.
+            if let Some(o) = self.flush_run(&mut w).await? {
+                return Ok(o);
             }
             fetch_at = fetch_at.max(next_src);
             // Copying again after FAILED retries: the next incident starts its retry count (and

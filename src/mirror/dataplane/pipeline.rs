@@ -22,6 +22,8 @@ use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::wire::batch::{self, Batch, HeaderPatch};
+use crate::wire::coalesce;
+use crate::wire::split::RunHeader;
 
 use super::errors::{self, ErrorClass};
 use super::mux::MuxError;
@@ -55,12 +57,31 @@ pub(super) struct Sent {
     records: i64,
     /// Submitted while an earlier append of the partition was still in flight.
     behind: bool,
+    /// Several source batches merged into one ([`crate::wire::coalesce`]).
+    coalesced: bool,
+}
+
+/// What an append in flight keeps from being reused: the in-flight budget of the fetched
+/// chunk its payload is a slice of, or the budget taken for the merged batch it built.
+#[derive(Debug, Default)]
+pub(super) struct Hold {
+    _chunk: Option<Arc<OwnedSemaphorePermit>>,
+    _own: Option<OwnedSemaphorePermit>,
+}
+
+/// Consecutive small uncompressed source batches of the chunk being copied, not submitted
+/// yet: merged into one append when the run ends (`mirror.coalesce.max.bytes`).
+#[derive(Debug, Default)]
+pub(super) struct Run {
+    batches: Vec<Batch>,
+    bytes: usize,
+    chunk: Option<Arc<OwnedSemaphorePermit>>,
 }
 
 /// The appends of a copy loop in flight, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct Pipeline {
-    pending: VecDeque<(InFlight, Option<Arc<OwnedSemaphorePermit>>)>,
+    pending: VecDeque<(InFlight, Hold)>,
 }
 
 impl Pipeline {
@@ -101,26 +122,89 @@ impl Pipeline {
 }
 
 impl PartitionTask {
-    /// Submits the dense data batch `b` (header patched: base offset 0, this partition's
-    /// producer id, epoch and next sequence, transactional bit cleared) at `w.dest_next`
-    /// without waiting for its answer; first waits for the oldest append when
-    /// [`MAX_APPENDS_IN_FLIGHT`] are in flight. `hold` is the in-flight budget of the chunk
-    /// the batch was fetched in, held until the append is answered.
-    pub(super) async fn submit_data(
+    /// Copies the dense data batch `b` (source offsets up to `b.next_offset()`): merged with
+    /// its neighbours when it is small and uncompressed (`w.run`, flushed by
+    /// [`PartitionTask::settle_all`] and at the end of each chunk), submitted on its own
+    /// otherwise. `chunk` is the in-flight budget of the chunk it was fetched in.
+    pub(super) async fn copy_data(
         &self,
         w: &mut Writer<'_>,
         b: &Batch,
-        source_next: i64,
-        hold: &Option<Arc<OwnedSemaphorePermit>>,
+        chunk: &Option<Arc<OwnedSemaphorePermit>>,
     ) -> Result<Option<Outcome>, Retry> {
-        let expected = b.base_offset() - w.shift;
-        if expected != w.dest_next {
-            return Ok(Some(fail(format!("mirror position mismatch for {}-{}: source batch {} maps to destination {expected} but the destination is at {}", self.topic, self.partition, b.base_offset(), w.dest_next), false)));
-        }
-        if w.inflight.is_full() {
-            if let Some(o) = self.settle_one(w).await? {
+        let max = self.coalesce_max_bytes;
+        let merge = max > 0
+            && !self.coalesce_refused.load(std::sync::atomic::Ordering::Relaxed)
+            && coalesce::is_coalescible(b, max / 2);
+        let joins = merge
+            && w.run.batches.last().is_none_or(|last| last.next_offset() == b.base_offset())
+            && w.run.bytes + b.bytes().len() <= max;
+        if !joins {
+            if let Some(o) = self.flush_run(w).await? {
                 return Ok(Some(o));
             }
+        }
+        if merge {
+            w.run.bytes += b.bytes().len();
+            w.run.batches.push(b.clone());
+            w.run.chunk = chunk.clone();
+            return Ok(None);
+        }
+        self.submit_data(w, b, Hold { _chunk: chunk.clone(), _own: None }).await
+    }
+
+    /// Submits the batches of `w.run`: one on its own as it is, several as one merged batch
+    /// (as they are when the merged batch's memory is not free in the in-flight budget).
+    pub(super) async fn flush_run(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
+        let run = std::mem::take(&mut w.run);
+        let n = run.batches.len();
+        let own = if n > 1 { self.fetcher.try_take_budget(run.bytes) } else { None };
+        if own.is_some() {
+            let producer =
+                RunHeader { producer_id: w.producer_id, producer_epoch: w.producer_epoch, base_sequence: w.next_seq };
+            match coalesce::coalesce(&run.batches, &producer) {
+                Ok(merged) => {
+                    let (first, last) = (&run.batches[0], &run.batches[n - 1]);
+                    let expected = first.base_offset() - w.shift;
+                    if expected != w.dest_next {
+                        return Ok(Some(self.mismatch(first, expected, w.dest_next)));
+                    }
+                    let sent = Sent {
+                        expected,
+                        count: last.next_offset() - first.base_offset(),
+                        source_next: last.next_offset(),
+                        bytes: run.bytes,
+                        records: run.batches.iter().map(|b| i64::from(b.record_count())).sum(),
+                        behind: false,
+                        coalesced: true,
+                    };
+                    crate::telemetry::metrics::record_coalesced(&self.mirror, n);
+                    return self.submit(w, vec![merged], sent, Hold { _chunk: None, _own: own }).await;
+                }
+                Err(e) => {
+                    tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, error = %e, "source batches not merged: appended one by one");
+                }
+            }
+        }
+        for b in &run.batches {
+            if let Some(o) = self.submit_data(w, b, Hold { _chunk: run.chunk.clone(), _own: None }).await? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    fn mismatch(&self, b: &Batch, expected: i64, at: i64) -> Outcome {
+        fail(format!("mirror position mismatch for {}-{}: source batch {} maps to destination {expected} but the destination is at {at}", self.topic, self.partition, b.base_offset()), false)
+    }
+
+    /// Submits the dense data batch `b` as it is (header patched: base offset 0, this
+    /// partition's producer id, epoch and next sequence, transactional bit cleared) at
+    /// `w.dest_next`; see [`PartitionTask::submit`].
+    async fn submit_data(&self, w: &mut Writer<'_>, b: &Batch, hold: Hold) -> Result<Option<Outcome>, Retry> {
+        let expected = b.base_offset() - w.shift;
+        if expected != w.dest_next {
+            return Ok(Some(self.mismatch(b, expected, w.dest_next)));
         }
         let header = batch::patch_header(
             b,
@@ -137,24 +221,43 @@ impl PartitionTask {
         );
         // The payload goes to the socket as the slice of the fetch response it came in.
         let segments = vec![Bytes::copy_from_slice(&header), b.payload()];
-        let count = i64::from(b.last_offset_delta()) + 1;
         let sent = Sent {
             expected,
-            count,
-            source_next,
+            count: i64::from(b.last_offset_delta()) + 1,
+            source_next: b.next_offset(),
             bytes: b.bytes().len(),
             records: i64::from(b.record_count()),
-            behind: !w.inflight.is_empty(),
+            behind: false,
+            coalesced: false,
         };
+        self.submit(w, segments, sent, hold).await
+    }
+
+    /// Submits one batch (`segments`, landing where `sent` says, which must be `w.dest_next`)
+    /// without waiting for its answer; first waits for the oldest append when
+    /// [`MAX_APPENDS_IN_FLIGHT`] are in flight. `hold` is kept until the append is answered.
+    async fn submit(
+        &self,
+        w: &mut Writer<'_>,
+        segments: Vec<Bytes>,
+        mut sent: Sent,
+        hold: Hold,
+    ) -> Result<Option<Outcome>, Retry> {
+        if w.inflight.is_full() {
+            if let Some(o) = self.settle_one(w).await? {
+                return Ok(Some(o));
+            }
+        }
+        sent.behind = !w.inflight.is_empty();
         match self.writer.submit(&self.topic, self.partition, segments).await {
             Ok(answer) => {
-                w.inflight.pending.push_back((InFlight { answer, sent }, hold.clone()));
-                w.appended(count);
+                w.inflight.pending.push_back((InFlight { answer, sent }, hold));
+                w.appended(sent.count);
                 Ok(None)
             }
             Err(e) => {
                 // Not sent: what came before it is answered first, then the error counts.
-                if let Some(o) = self.settle_all(w).await? {
+                if let Some(o) = self.drain(w).await? {
                     return Ok(Some(o));
                 }
                 self.judge(&sent, Err(e))
@@ -172,13 +275,22 @@ impl PartitionTask {
     }
 
     /// Waits for every append in flight, oldest first; stops at the first failure.
-    pub(super) async fn settle_all(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
+    async fn drain(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
         while !w.inflight.is_empty() {
             if let Some(o) = self.settle_one(w).await? {
                 return Ok(Some(o));
             }
         }
         Ok(None)
+    }
+
+    /// Submits the batches waiting to be merged, then waits for every append in flight: after
+    /// it, `w.dest_next` is the acknowledged destination log end.
+    pub(super) async fn settle_all(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
+        if let Some(o) = self.flush_run(w).await? {
+            return Ok(Some(o));
+        }
+        self.drain(w).await
     }
 
     /// Takes the answer of the oldest append in flight: acknowledged at its offset, it moves
@@ -212,7 +324,8 @@ impl PartitionTask {
     /// What an append's answer means for the loop: `Ok(None)` when it landed where `sent`
     /// says; a failure naming both offsets when it landed elsewhere; a [`Retry`] (after the
     /// request timeout when the outcome is unknown, DESIGN §4.6) or a failure for an error,
-    /// by [`errors::classify`].
+    /// by [`errors::classify`]. A merged batch the destination refuses turns merging off
+    /// for the partition and re-aligns (the batches are then appended as they are).
     pub(super) fn judge(&self, sent: &Sent, answer: Result<i64, MuxError>) -> Result<Option<Outcome>, Retry> {
         let (topic, p, expected) = (&self.topic, self.partition, sent.expected);
         match answer {
@@ -234,6 +347,14 @@ impl PartitionTask {
             ))),
             // OUT_OF_ORDER_SEQUENCE_NUMBER on its own: the destination moved under us.
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {topic}-{p} at {expected} as out of sequence; something else writes to this mirror partition"), false))),
+            Err(MuxError::Kafka(code, message))
+                if sent.coalesced && errors::classify(code) != ErrorClass::Transient =>
+            {
+                let m = errors::refusal("destination", code, message.as_deref(), topic, p, expected);
+                tracing::warn!(mirror = %self.mirror, topic = %topic, partition = p, error = %m, "the destination refused a batch of merged source batches: merging is off for this partition, the batches are appended as they are");
+                self.coalesce_refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                Err(Retry::new(format!("merged batch refused: {m}")))
+            }
             Err(MuxError::Kafka(code, message)) => {
                 let m = errors::refusal("destination", code, message.as_deref(), topic, p, expected);
                 match errors::classify(code) {
@@ -251,6 +372,6 @@ impl Sent {
     /// An append waited for at once (placeholders, split runs): `count` offsets at
     /// `expected`, nothing in flight before it.
     pub(super) fn single(expected: i64, count: i64) -> Self {
-        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false }
+        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false, coalesced: false }
     }
 }
