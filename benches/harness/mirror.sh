@@ -19,6 +19,8 @@
 #          batch.size=262144
 #   small  BENCH_SMALL_RECORDS (100000) × BENCH_SMALL_RECORD_SIZE (100) B, lz4, linger.ms=0,
 #          batch.size=1 (one record per batch: the hard case of DESIGN §4.11)
+#   small-plain  the same records uncompressed (compression.type=none): one-record batches
+#          that mirrorgate merges (mirror.coalesce.max.bytes) without recompressing
 #   uneven BENCH_UNEVEN_RECORDS (600000) × BENCH_RECORD_SIZE B, lz4, linger.ms=20,
 #          batch.size=262144, partition p holding a share proportional to p + 1 (written by
 #          librdkafka): the first partitions catch up long before the last (issue 13's stall)
@@ -38,7 +40,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO="$(pwd)"
 
-CASES="${BENCH_CASES:-large small uneven}"
+CASES="${BENCH_CASES:-large small small-plain uneven}"
 PARTITIONS="${BENCH_PARTITIONS:-6}"
 LARGE_N="${BENCH_RECORDS:-1000000}"
 LARGE_S="${BENCH_RECORD_SIZE:-1024}"
@@ -388,8 +390,9 @@ for c in $CASES; do
   case "$c" in
     large) run_case large "$LARGE_N" "$LARGE_S" compression.type=lz4 linger.ms=20 batch.size=262144 ;;
     small) run_case small "$SMALL_N" "$SMALL_S" compression.type=lz4 linger.ms=0 batch.size=1 ;;
+    small-plain) run_case small-plain "$SMALL_N" "$SMALL_S" compression.type=none linger.ms=0 batch.size=1 ;;
     uneven) run_case uneven "$UNEVEN_N" "$LARGE_S" compression.type=lz4 linger.ms=20 batch.size=262144 ;;
-    *) die "unknown case '$c' (large, small, uneven)" ;;
+    *) die "unknown case '$c' (large, small, small-plain, uneven)" ;;
   esac
 done
 

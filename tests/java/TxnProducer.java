@@ -75,7 +75,13 @@ public class TxnProducer {
                 }
             } catch (Exception e) {
                 Throwable c = unwrap(e);
-                System.out.println("ERROR " + c.getClass().getSimpleName() + ": " + c.getMessage());
+                // (A send made after the transaction manager entered its error state fails
+                // with "Cannot execute transactional method ..."; its cause is the error.)
+                String causes = "";
+                for (Throwable k = c.getCause(); k != null && k != k.getCause(); k = k.getCause()) {
+                    causes += " caused by " + k.getClass().getSimpleName() + ": " + k.getMessage();
+                }
+                System.out.println("ERROR " + c.getClass().getSimpleName() + ": " + c.getMessage() + causes);
                 rc = 1;
             }
         }
