@@ -90,7 +90,7 @@ pub(super) struct Txns {
     /// Transaction coordinator per transactional id (forgotten on any error).
     coordinators: HashMap<String, i32>,
     /// `transactions_used` is recorded in the partition's state.
-    used: bool,
+    pub(super) used: bool,
 }
 
 /// The data producer's next sequence after a (re-)alignment: `last_sequence + 1` of its
@@ -328,7 +328,7 @@ impl Txns {
             if !src.is_control() || src.base_offset() != source_offset {
                 return Ok(Some(fail(
                     format!(
-                        "{}-{}: destination offset {at} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, at the wrong offset; delete the destination topic to re-seed it",
+                        "{}-{}: destination offset {at} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, or wrote a marker of it twice after a partition leader change, at the wrong offset; delete the destination topic to re-seed it",
                         task.topic,
                         task.partition,
                         dest_batch.producer_id()
@@ -467,11 +467,37 @@ impl Txns {
             return Err(self.txn_error(task, e));
         }
         self.marker_open = false;
+        self.wait_complete(task, &id).await?;
         if let Some(o) = wait_marker(task, expected).await? {
             return Ok(Some(o));
         }
         w.dest_next += 1;
         Ok(None)
+    }
+
+    /// Waits (up to `MARKER_WAIT`) until the coordinator says transaction `id` is complete
+    /// (no longer `PrepareCommit`/`PrepareAbort`): from then on it writes no marker. While it
+    /// is preparing, it may still write the marker, and write it again: Kafka's coordinator
+    /// re-sends WriteTxnMarkers to a partition's new leader when the old one did not answer,
+    /// even if the old one had appended it (`TransactionMarkerChannelManager`). Nothing is
+    /// appended to the partition before that, so no record lands between two copies.
+    async fn wait_complete(&mut self, task: &PartitionTask, id: &str) -> Result<(), Retry> {
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.describe(task, id).await? {
+                Some(d) if d.state.starts_with("Prepare") => {
+                    if started.elapsed() > MARKER_WAIT {
+                        return Err(Retry::new(format!(
+                            "destination transaction {id} still {} after {} s",
+                            d.state,
+                            MARKER_WAIT.as_secs()
+                        )));
+                    }
+                }
+                _ => return Ok(()),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Ends `slot`'s transaction (COMMIT when `commit`) so that its marker lands at
@@ -488,6 +514,7 @@ impl Txns {
         if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
             return Err(self.txn_error(task, e));
         }
+        self.wait_complete(task, &id).await?;
         if let Some(o) = wait_marker(task, w.dest_next).await? {
             return Ok(Some(o));
         }
@@ -664,6 +691,16 @@ async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Option<Outcome
     let mut conn = Node { client: &task.dest, node_id: leader };
     match txn::wait_for_log_end(&mut conn, &task.topic, task.partition, marker + 1, MARKER_WAIT).await {
         Ok(end) if end == marker + 1 => Ok(None),
+        Ok(end) if duplicate_markers(task, marker, end).await? => Ok(Some(fail(
+            format!(
+                "{}-{}: the destination's transaction coordinator wrote mirrorgate's transaction marker at destination offset {marker} more than once (offsets {marker}..{}; Kafka re-sends a marker after a partition leader change): the destination now runs {} offset(s) ahead of the source here. Delete the destination topic (or its records) to re-seed it, or use mirror.transaction.markers=placeholder",
+                task.topic,
+                task.partition,
+                end - 1,
+                end - marker - 1
+            ),
+            false,
+        ))),
         Ok(end) => Ok(Some(fail(
             format!(
                 "{}-{}: after mirrorgate's transaction marker at destination offset {marker} the log ends at {end}; something else writes to this mirror partition",
@@ -673,6 +710,22 @@ async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Option<Outcome
         ))),
         Err(e) => Err(Retry::new(format!("transaction marker at destination offset {marker}: {e}"))),
     }
+}
+
+/// Whether destination offsets `marker..end` all hold control batches of the producer whose
+/// marker is at `marker`: the same marker written more than once.
+async fn duplicate_markers(task: &PartitionTask, marker: i64, end: i64) -> Result<bool, Retry> {
+    let Some(first) = batch_at(&task.dest, &task.topic, task.partition, marker).await? else { return Ok(false) };
+    if !first.is_control() {
+        return Ok(false);
+    }
+    for at in marker + 1..end {
+        match batch_at(&task.dest, &task.topic, task.partition, at).await? {
+            Some(b) if b.is_control() && b.producer_id() == first.producer_id() => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
 }
 
 /// The batch of `topic`-`partition` holding `offset` (a raw READ_UNCOMMITTED Fetch), if any.

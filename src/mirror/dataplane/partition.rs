@@ -408,6 +408,20 @@ impl PartitionTask {
         if let Some(o) = txns.recover(self, &w, &segments).await? {
             return Ok(o);
         }
+        // A marker of ours that was still being written when the log end was read (its
+        // transaction completing) lands at that end: read it again after the recovery.
+        if txns.used {
+            match log_end::settled_log_end(&self.dest, topic, p, stop, self.request_timeout).await {
+                Ok(end) if end == dest_end => {}
+                Ok(end) => {
+                    return Err(Retry::new(format!(
+                        "destination {topic}-{p} log end moved from {dest_end} to {end} while mirrorgate's transactions were recovered"
+                    )))
+                }
+                Err(log_end::Unsettled::Stopped) => return Ok(Outcome::Stopped),
+                Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
+            }
+        }
         let real_markers =
             (self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed)) || txns.any_open();
         markers::resume_sequence(self, &mut w, real_markers).await?;
@@ -955,6 +969,14 @@ pub(super) fn is_abort_marker(b: &Batch) -> bool {
     payload.len() >= 9 && payload.get(5..9).is_some_and(|k| k[2..4] == [0, 0])
 }
 
+/// A new idempotent producer id and epoch from the destination (InitProducerId with a null
+/// transactional id). COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15) and
+/// NOT_COORDINATOR (16) — a broker whose producer id manager is not ready yet, as on a
+/// freshly started cluster — are asked again within the call (100 ms, doubling, up to
+/// about 6 s), so the copy does not wait a whole retry backoff.
+///
+/// # Errors
+/// Transport errors, or the last Kafka error.
 pub(super) async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16), ClusterError> {
     use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
     let req = InitProducerIdRequest::default()
@@ -962,7 +984,15 @@ pub(super) async fn init_producer_id(dest: &ClusterClient) -> Result<(i64, i16),
         .with_transaction_timeout_ms(60_000)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let resp = dest.send_any(&req, 4).await?;
+    let mut backoff = Duration::from_millis(100);
+    let resp = loop {
+        let resp = dest.send_any(&req, 4).await?;
+        if !matches!(resp.error_code, 14..=16) || backoff > Duration::from_secs(4) {
+            break resp;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+    };
     if resp.error_code != 0 {
         return Err(ClusterError::Kafka {
             api: kafka_protocol::messages::ApiKey::InitProducerId,
