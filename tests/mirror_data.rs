@@ -808,6 +808,7 @@ async fn fetched_records_held_by_a_copy_loop_hold_back_the_next_fetch() {
         response_max_bytes: 1 << 20,
         partition_max_bytes: 1 << 20,
         inflight_max_bytes: cap,
+        ..FetchSettings::default()
     };
     let mux = FetchMux::new(src, settings, "test");
     let held = mux.fetch(&topic, 0, 0, -1).await.expect("fetch partition 0");
@@ -855,6 +856,7 @@ async fn the_fetcher_reads_in_an_incremental_session_and_loses_nothing() {
         // Small: every partition takes several rounds to read.
         partition_max_bytes: 8 << 10,
         inflight_max_bytes: 64 << 20,
+        ..FetchSettings::default()
     };
     let mux = FetchMux::new(src.clone(), settings, "test");
 
@@ -1269,4 +1271,62 @@ async fn small_uncompressed_batches_are_merged_and_every_record_reads_the_same()
         let got = consume_all(bootstrap, &topic, total, isolation);
         assert!(got == on_source, "records differ reading {bootstrap} at {isolation}");
     }
+}
+
+/// Issue 13, item 3: `mirror.replication.throttled.rate` caps the mirror's source fetch rate
+/// across all its fetchers (`mirror.num.replica.fetchers` = 3 here, each a fetch session on a
+/// connection of its own), and every partition is still copied whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_mirror_with_several_fetchers_copies_everything_at_the_capped_rate() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let topic = unique_name("throttled");
+    create_topic(&source.bootstrap, &topic, 3, &[]);
+    let props = format!("bootstrap.servers={} compression.type=none linger.ms=5", source.bootstrap);
+    let mut args = vec!["--topic", &topic, "--num-records", "2000", "--record-size", "1000", "--throughput", "-1"];
+    args.push("--producer-props");
+    args.extend(props.split(' '));
+    kafka_tool_ok(V, "producer-perf", &args, None);
+    let total_bytes: i64 = (0..3)
+        .map(|p| {
+            let end = block(src.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
+            batches_bytes(&src, &topic, p, end)
+        })
+        .sum();
+    assert!(total_bytes > 2_000_000, "{total_bytes} bytes on the source");
+    let rate = 250_000;
+    let started = std::time::Instant::now();
+    start_mirror(
+        &mg,
+        &source,
+        &[&topic],
+        &format!("mirror.replication.throttled.rate={rate}\nmirror.num.replica.fetchers=3\n"),
+    );
+    let reports = wait_identical(&src, &dst, &topic, 3, &[]);
+    let took = started.elapsed();
+    assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), 2000, "{reports:?}");
+    // One second of burst, then at most `rate` bytes/s: well over 6 s for > 2 MB.
+    let floor = Duration::from_secs_f64((total_bytes - rate) as f64 / rate as f64 * 0.8);
+    assert!(took >= floor, "copied {total_bytes} bytes in {took:?}, faster than {rate} bytes/s allows ({floor:?})");
+}
+
+/// Bytes of the batches of `topic`-`p` below `end`, read raw from the leader.
+fn batches_bytes(c: &ClusterClient, topic: &str, p: i32, end: i64) -> i64 {
+    let mut offset = 0;
+    let mut bytes = 0;
+    while offset < end {
+        let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
+        let before = offset;
+        for b in mirrorgate::wire::batch::BatchIter::new(f.records.clone()) {
+            let b = b.unwrap();
+            if b.next_offset() > offset {
+                bytes += b.bytes().len() as i64;
+                offset = b.next_offset();
+            }
+        }
+        assert!(offset > before, "{topic}-{p}: no batch at {offset}");
+    }
+    bytes
 }

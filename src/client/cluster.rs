@@ -511,6 +511,32 @@ pub struct DedicatedConnection {
 }
 
 impl DedicatedConnection {
+    /// Sends `req` at `version` (which the broker must advertise) and returns its response,
+    /// re-authenticating first when due (KIP-368).
+    ///
+    /// # Errors
+    /// [`ClusterError::UnsupportedVersion`], or [`ClusterError::Transport`]: the connection
+    /// is then unusable (drop it).
+    pub async fn send<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, ClusterError> {
+        let api = api_key(R::KEY);
+        match self.versions.get(&R::KEY).copied() {
+            Some((min, max)) if min <= version && version <= max => {}
+            theirs => {
+                return Err(ClusterError::UnsupportedVersion {
+                    api,
+                    broker: self.addr.clone(),
+                    ours: (version, version),
+                    theirs,
+                })
+            }
+        }
+        self.conn.send(req, version).await.map_err(|source| ClusterError::Transport {
+            api,
+            broker: self.addr.clone(),
+            source,
+        })
+    }
+
     /// The Produce version to send: the highest in mirrorgate's range (at most
     /// `max_version`) that the broker also supports.
     ///

@@ -491,6 +491,24 @@ pub const KEYS: &[ConfigKey] = &[
               See docs/real-markers.md.",
     },
     ConfigKey {
+        name: "mirror.replication.throttled.rate",
+        default: None,
+        kind: ConfigType::Long { min: 1, max: i64::MAX },
+        sensitive: false,
+        doc: "Cap on the mirror's source fetch rate, bytes/s (KIP-1279 throttling; unset = no cap). Shared by all of the \
+              mirror's fetchers; a Fetch asks for at most one second of it, and a first batch larger than that is still \
+              returned (so no partition stalls). The measured rate is the mirrorgate_mirror_byte_rate metric. \
+              Keep it above 1 MB/s for an even rate.",
+    },
+    ConfigKey {
+        name: "mirror.num.replica.fetchers",
+        default: Some("1"),
+        kind: ConfigType::Long { min: 1, max: 64 },
+        sensitive: false,
+        doc: "Fetch sessions per source broker for this mirror (KIP-1279), each on a connection of its own; a partition \
+              always uses the same one. More than one lets a source broker serve the mirror's partitions in parallel.",
+    },
+    ConfigKey {
         name: "mirror.coalesce.max.bytes",
         default: Some("262144"),
         kind: ConfigType::Long { min: 0, max: I32 },

@@ -137,6 +137,8 @@ const SETTINGS: FetchSettings = FetchSettings {
     response_max_bytes: 8 << 20,
     partition_max_bytes: 4 << 20,
     inflight_max_bytes: 8 << 20,
+    throttled_rate: None,
+    fetchers: 1,
 };
 
 /// Committed data batches of the source partition from its log start up to `end` (or its

@@ -64,6 +64,18 @@ pub fn record_coalesced(mirror: &str, source_batches: usize) {
         .increment(source_batches as u64);
 }
 
+/// Sets a mirror's measured source fetch rate, bytes/s (the KIP's MirrorReplication
+/// `byte-rate`).
+pub fn mirror_byte_rate(mirror: &str, bytes_per_second: f64) {
+    metrics::gauge!("mirrorgate_mirror_byte_rate", "mirror" => mirror.to_string()).set(bytes_per_second);
+}
+
+/// Counts time a mirror's fetcher waited for `mirror.replication.throttled.rate`, ms.
+pub fn mirror_rate_throttled(mirror: &str, waited: std::time::Duration) {
+    metrics::counter!("mirrorgate_mirror_rate_throttle_ms_total", "mirror" => mirror.to_string())
+        .increment(waited.as_millis() as u64);
+}
+
 /// Counts a Fetch request sent to a source broker (`kind` full or incremental, KIP-227) and
 /// the partitions it listed.
 pub fn record_fetch(mirror: &str, full: bool, partitions_listed: usize) {

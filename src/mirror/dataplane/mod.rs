@@ -16,6 +16,7 @@ mod pipeline;
 pub mod produce;
 pub mod session;
 pub mod source;
+pub mod throttle;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -445,5 +446,9 @@ fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
         response_max_bytes: long(def, "fetch.response.max.bytes", 10 << 20) as i32,
         partition_max_bytes: long(def, "fetch.max.bytes", 1 << 20) as i32,
         inflight_max_bytes: long(def, "mirror.inflight.max.bytes", 64 << 20).clamp(1, i64::from(i32::MAX)) as i32,
+        throttled_rate: configs::effective(&def.configs, "mirror.replication.throttled.rate")
+            .and_then(|v| v.parse::<i64>().ok())
+            .map(|v| v.max(1) as u64),
+        fetchers: long(def, "mirror.num.replica.fetchers", 1).clamp(1, 64) as usize,
     }
 }

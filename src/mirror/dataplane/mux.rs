@@ -17,12 +17,13 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
-use crate::client::cluster::{ClusterClient, KafkaErrorCode};
+use crate::client::cluster::{ClusterClient, ClusterError, DedicatedConnection, KafkaErrorCode};
 
 use super::session::{
     FetchParams, FetchSession, PartitionKey, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 };
 use super::source::{FetchSettings, SourceChunk};
+use super::throttle::ByteRate;
 
 /// Why a multiplexed request did not give a partition its answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +80,9 @@ pub struct FetchMux {
     mirror: String,
     stats: Arc<FetchStats>,
     budget: Arc<Semaphore>,
-    brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<FetchJob>>>,
+    rate: Arc<ByteRate>,
+    /// One fetcher per (source broker, fetcher index < `mirror.num.replica.fetchers`).
+    brokers: Mutex<HashMap<(i32, usize), mpsc::UnboundedSender<FetchJob>>>,
 }
 
 impl FetchMux {
@@ -91,6 +94,7 @@ impl FetchMux {
             mirror: mirror.to_string(),
             stats: Arc::default(),
             budget: Arc::new(Semaphore::new(settings.inflight_max_bytes.max(1) as usize)),
+            rate: Arc::new(ByteRate::new(mirror, settings.throttled_rate)),
             brokers: Mutex::new(HashMap::new()),
         })
     }
@@ -148,13 +152,20 @@ impl FetchMux {
             max_bytes: self.settings.partition_max_bytes,
         };
         let job = FetchJob { topic: topic.to_string(), partition, params, reply };
-        self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("fetcher stopped".into()))?;
+        // A partition always goes to the same fetcher of its leader.
+        let index = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (topic, partition).hash(&mut h);
+            (h.finish() % self.settings.fetchers.max(1) as u64) as usize
+        };
+        self.broker(leader.node_id, index).send(job).map_err(|_| MuxError::NotSent("fetcher stopped".into()))?;
         rx.await.map_err(|_| MuxError::NotSent("fetcher stopped".into()))?
     }
 
-    fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<FetchJob> {
+    fn broker(&self, node_id: i32, index: usize) -> mpsc::UnboundedSender<FetchJob> {
         let mut brokers = self.brokers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = brokers.get(&node_id).filter(|tx| !tx.is_closed()) {
+        if let Some(tx) = brokers.get(&(node_id, index)).filter(|tx| !tx.is_closed()) {
             return tx.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
@@ -165,10 +176,12 @@ impl FetchMux {
             mirror: self.mirror.clone(),
             stats: self.stats.clone(),
             budget: self.budget.clone(),
+            rate: self.rate.clone(),
+            conn: None,
             session: FetchSession::new(),
         };
         tokio::spawn(fetcher.run(rx));
-        brokers.insert(node_id, tx.clone());
+        brokers.insert((node_id, index), tx.clone());
         tx
     }
 }
@@ -274,6 +287,9 @@ struct Fetcher {
     mirror: String,
     stats: Arc<FetchStats>,
     budget: Arc<Semaphore>,
+    rate: Arc<ByteRate>,
+    /// The fetcher's own connection to its broker (opened on first use, dropped on error).
+    conn: Option<DedicatedConnection>,
     session: FetchSession,
 }
 
@@ -441,7 +457,7 @@ impl Fetcher {
             .with_session_id(id)
             .with_session_epoch(-1)
             .with_rack_id(StrBytes::default());
-        let _ = self.client.send_to_node(self.node_id, &req, super::source::FETCH_VERSION).await;
+        let _ = self.request(&req).await;
         self.session.reset(false);
     }
 
@@ -453,6 +469,10 @@ impl Fetcher {
         long_poll: bool,
         small: bool,
     ) -> Result<Sent, MuxError> {
+        let waited = self.rate.wait().await;
+        if !waited.is_zero() {
+            crate::telemetry::metrics::mirror_rate_throttled(&self.mirror, waited);
+        }
         let mut room = self.reserve(small).await;
         let plan = self.session.plan(wants);
         let s = &self.settings;
@@ -492,7 +512,11 @@ impl Fetcher {
             .with_max_wait_ms(if long_poll { s.max_wait.as_millis().min(i32::MAX as u128) as i32 } else { 0 })
             .with_min_bytes(s.min_bytes)
             // No more than the room reserved (Kafka still returns a first batch that is larger).
-            .with_max_bytes(room.num_permits().min(i32::MAX as usize) as i32)
+            // (And no more than one second of `mirror.replication.throttled.rate`.)
+            .with_max_bytes(
+                room.num_permits().min(self.rate.max_request_bytes().unwrap_or(usize::MAX)).min(i32::MAX as usize)
+                    as i32,
+            )
             .with_isolation_level(1)
             .with_session_id(plan.session_id)
             .with_session_epoch(plan.session_epoch)
@@ -503,7 +527,7 @@ impl Fetcher {
         counter.fetch_add(1, Ordering::Relaxed);
         self.stats.partitions_listed.fetch_add(plan.send.len() as u64, Ordering::Relaxed);
         crate::telemetry::metrics::record_fetch(&self.mirror, plan.full, plan.send.len());
-        let resp = match self.client.send_to_node(self.node_id, &req, super::source::FETCH_VERSION).await {
+        let resp = match self.request(&req).await {
             Ok(resp) => resp,
             Err(e) => {
                 self.reset(&e.to_string(), true);
@@ -533,6 +557,7 @@ impl Fetcher {
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
             .sum();
+        self.rate.fetched(fetched);
         let unused = room.num_permits().saturating_sub(fetched);
         drop(room.split(unused));
         let hold = (room.num_permits() > 0).then(|| Arc::new(room));
@@ -582,6 +607,20 @@ impl Fetcher {
                 }
             }
         }
+    }
+
+    /// Sends `req` (Fetch v12) on the fetcher's own connection, opening it first when needed;
+    /// a failed request drops the connection.
+    async fn request(&mut self, req: &FetchRequest) -> Result<kafka_protocol::messages::FetchResponse, ClusterError> {
+        if self.conn.is_none() {
+            self.conn = Some(self.client.open_dedicated(self.node_id).await?);
+        }
+        let conn = self.conn.as_mut().expect("opened above");
+        let resp = conn.send(req, super::source::FETCH_VERSION).await;
+        if resp.is_err() {
+            self.conn = None;
+        }
+        resp
     }
 
     /// Drops the session after an error; `close` asks the broker to remove it with the next

@@ -72,6 +72,27 @@ pub struct FetchSettings {
     pub partition_max_bytes: i32,
     /// `mirror.inflight.max.bytes`: source record bytes the mirror may hold at once.
     pub inflight_max_bytes: i32,
+    /// `mirror.replication.throttled.rate`: cap on the mirror's source fetch rate, bytes/s.
+    pub throttled_rate: Option<u64>,
+    /// `mirror.num.replica.fetchers`: fetch sessions (each on a connection of its own) per
+    /// source broker, at least 1.
+    pub fetchers: usize,
+}
+
+impl Default for FetchSettings {
+    /// The mirror configs' defaults.
+    fn default() -> Self {
+        Self {
+            max_wait: Duration::from_millis(1000),
+            backoff: Duration::from_millis(1000),
+            min_bytes: 1,
+            response_max_bytes: 10 << 20,
+            partition_max_bytes: 1 << 20,
+            inflight_max_bytes: 64 << 20,
+            throttled_rate: None,
+            fetchers: 1,
+        }
+    }
 }
 
 /// Fetches `topic`-`partition` at `offset` from its source leader.
