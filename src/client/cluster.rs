@@ -982,6 +982,40 @@ impl ClusterClient {
             .collect())
     }
 
+    /// The value of broker config `key` as broker `node_id` has it (DescribeConfigs for the
+    /// BROKER resource named by its id, sent to that broker; static, dynamic or default).
+    /// `None` when the broker does not report it.
+    ///
+    /// # Errors
+    /// Transport errors, or a [`ClusterError::Kafka`] for a refusal (e.g.
+    /// CLUSTER_AUTHORIZATION_FAILED).
+    pub async fn describe_broker_config(&self, node_id: i32, key: &str) -> Result<Option<String>, ClusterError> {
+        /// DescribeConfigs resource type of a broker.
+        const RESOURCE_TYPE_BROKER: i8 = 4;
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = RESOURCE_TYPE_BROKER;
+        r.resource_name = StrBytes::from_string(node_id.to_string());
+        r.configuration_keys = Some(vec![StrBytes::from_string(key.to_string())]);
+        let mut req = DescribeConfigsRequest::default();
+        req.resources = vec![r];
+        let resp = self.send_to_node(node_id, &req, DESCRIBE_CONFIGS_VERSIONS.0).await?;
+        if let Some(r) = resp.results.iter().find(|r| r.error_code != 0) {
+            return Err(ClusterError::Kafka {
+                api: ApiKey::DescribeConfigs,
+                broker: format!("node {node_id}"),
+                resource: format!("broker {node_id}"),
+                error: KafkaErrorCode(r.error_code),
+                message: r.error_message.as_ref().map(to_string),
+            });
+        }
+        Ok(resp
+            .results
+            .iter()
+            .flat_map(|r| r.configs.iter())
+            .find(|c| to_string(&c.name) == key)
+            .and_then(|c| c.value.as_ref().map(to_string)))
+    }
+
     /// The offset ListOffsets returns for `timestamp` on `topic`-`partition`, asked of its
     /// leader with `read_uncommitted`: [`EARLIEST_TIMESTAMP`] (-2) gives the log start
     /// offset, [`LATEST_TIMESTAMP`] (-1) the high watermark.

@@ -118,9 +118,26 @@ pub(super) struct Writer<'a> {
     pub(super) inflight: &'a mut Pipeline,
     /// Source batches waiting to be merged into one append.
     pub(super) run: Run,
+    /// Largest merged batch, bytes: `mirror.coalesce.max.bytes`, below the destination
+    /// topic's `max.message.bytes`.
+    pub(super) coalesce_max: usize,
+    /// An append of this alignment was acknowledged: the broker holds the producer's state.
+    pub(super) acknowledged: bool,
+    /// The destination leader's `producer.id.expiration.ms` (None: not known).
+    pub(super) producer_expiry_ms: Option<i64>,
 }
 
 impl Writer<'_> {
+    /// Whether an append of a batch whose max timestamp is `max_ts` may join others in
+    /// flight: the broker surely holds this producer's state (an append was acknowledged,
+    /// and the state cannot expire before the batch is answered: Kafka expires a producer
+    /// `producer.id.expiration.ms` after its last batch's max timestamp,
+    /// `ProducerStateManager.isProducerExpired`; half of it is kept as a margin).
+    pub(super) fn may_pipeline(&self, max_ts: i64) -> bool {
+        self.acknowledged
+            && self.producer_expiry_ms.is_some_and(|e| max_ts >= crate::mirror::model::now_ms().saturating_sub(e / 2))
+    }
+
     /// Moves past `count` offsets appended by the data producer.
     pub(super) fn appended(&mut self, count: i64) {
         self.dest_next += count;
@@ -385,6 +402,7 @@ impl PartitionTask {
                 false,
             ));
         }
+        let (coalesce_max, producer_expiry_ms) = self.write_limits(topic, p).await;
         let mut w = Writer {
             producer_id,
             producer_epoch,
@@ -393,6 +411,9 @@ impl PartitionTask {
             next_seq: sequence_for(dest_end),
             inflight,
             run: Run::default(),
+            coalesce_max,
+            acknowledged: false,
+            producer_expiry_ms,
         };
         // A partition copied by a version that did not record where its placeholders end
         // (it wrote markers as placeholders): everything below its end may be one.
@@ -772,6 +793,37 @@ impl PartitionTask {
             .next()
             .and_then(Result::ok)
             .map_or(log_start, |b| b.base_offset().min(log_start)))
+    }
+
+    /// What bounds the writes of this alignment: the largest merged batch
+    /// (`mirror.coalesce.max.bytes`, kept below the destination topic's `max.message.bytes`
+    /// less a batch header) and the destination leader's `producer.id.expiration.ms` (None
+    /// when it cannot be read: appends then go one at a time).
+    async fn write_limits(&self, topic: &str, p: i32) -> (usize, Option<i64>) {
+        let mut coalesce = self.coalesce_max_bytes;
+        if coalesce > 0 {
+            match self.dest.describe_topic_configs(topic).await {
+                Ok(c) => {
+                    if let Some(max) = c.get("max.message.bytes").and_then(|v| v.parse::<usize>().ok()) {
+                        coalesce = coalesce.min(max.saturating_sub(crate::wire::batch::HEADER_LEN + 1024));
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(mirror = %self.mirror, topic, partition = p, error = %e, "destination topic configs not read: merged batches use mirror.coalesce.max.bytes as it is")
+                }
+            }
+        }
+        let expiry = match self.dest.leader_for(topic, p).await {
+            Ok(leader) => match self.dest.describe_broker_config(leader.node_id, "producer.id.expiration.ms").await {
+                Ok(v) => v.and_then(|v| v.parse::<i64>().ok()),
+                Err(e) => {
+                    tracing::debug!(mirror = %self.mirror, topic, partition = p, error = %e, "producer.id.expiration.ms not read: one append at a time");
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        (coalesce, expiry)
     }
 
     pub(super) async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {

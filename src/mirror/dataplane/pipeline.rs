@@ -5,6 +5,14 @@
 //! batch, real markers and aborted records) first waits for the appends in flight
 //! ([`PartitionTask::settle_all`]), so it sees the acknowledged log end.
 //!
+//! Appends are in flight together only while the broker surely holds the partition
+//! producer's state ([`Writer::may_pipeline`]: an append of this alignment acknowledged, and
+//! the batch recent enough that `producer.id.expiration.ms` cannot expire the state): a broker
+//! without it takes any sequence (Kafka `ProducerAppendInfo.checkSequence`), so an append
+//! following a failed one would land at the failed one's offset. Otherwise (the first append
+//! after an alignment, a backfill of old records, an unknown expiry) appends go one at a
+//! time. Should a later append land elsewhere anyway, the partition fails naming the offsets.
+//!
 //! Every guarantee of a single append holds for each one in flight:
 //! - the base offset is checked against the destination offset the batch maps to;
 //! - the answers are taken in submission order, and the first failure is the outcome: the
@@ -57,8 +65,10 @@ pub(super) struct Sent {
     records: i64,
     /// Submitted while an earlier append of the partition was still in flight.
     behind: bool,
-    /// Several source batches merged into one ([`crate::wire::coalesce`]).
-    coalesced: bool,
+    /// Source batches merged into this one ([`crate::wire::coalesce`]; 1: not merged).
+    merged: usize,
+    /// The batch's max timestamp, ms (what the broker keeps as the producer's last timestamp).
+    max_ts: i64,
 }
 
 /// What an append in flight keeps from being reused: the in-flight budget of the fetched
@@ -113,11 +123,26 @@ impl Pipeline {
     /// re-reads the destination log end before it writes again); true when any outcome is
     /// unknown ([`MuxError::Ambiguous`]).
     pub(super) async fn quiesce(&mut self) -> bool {
+        self.quiesce_after_failure().await.0
+    }
+
+    /// As [`Pipeline::quiesce`], after an earlier append failed: also the first later append
+    /// that landed anywhere but where it had to (the broker accepted it without its
+    /// predecessor: a producer it holds no state of takes any sequence, Kafka
+    /// `ProducerAppendInfo.checkSequence`), as (expected offset, offset it landed at).
+    async fn quiesce_after_failure(&mut self) -> (bool, Option<(i64, i64)>) {
         let mut ambiguous = false;
-        while let Some((_, answer)) = self.next().await {
-            ambiguous |= matches!(answer, Err(MuxError::Ambiguous(_)));
+        let mut misplaced = None;
+        while let Some((sent, answer)) = self.next().await {
+            match answer {
+                Err(MuxError::Ambiguous(_)) => ambiguous = true,
+                Ok(base) if base != sent.expected => {
+                    misplaced.get_or_insert((sent.expected, base));
+                }
+                _ => {}
+            }
         }
-        ambiguous
+        (ambiguous, misplaced)
     }
 }
 
@@ -132,7 +157,7 @@ impl PartitionTask {
         b: &Batch,
         chunk: &Option<Arc<OwnedSemaphorePermit>>,
     ) -> Result<Option<Outcome>, Retry> {
-        let max = self.coalesce_max_bytes;
+        let max = w.coalesce_max;
         let merge = max > 0
             && !self.coalesce_refused.load(std::sync::atomic::Ordering::Relaxed)
             && coalesce::is_coalescible(b, max / 2);
@@ -149,6 +174,14 @@ impl PartitionTask {
             w.run.batches.push(b.clone());
             w.run.chunk = chunk.clone();
             return Ok(None);
+        }
+        if chunk.is_none() {
+            // The chunk's budget was given up (a split waited for room): its batches are not
+            // counted any more, so one at a time.
+            if let Some(o) = self.submit_data(w, b, Hold::default()).await? {
+                return Ok(Some(o));
+            }
+            return self.drain(w).await;
         }
         self.submit_data(w, b, Hold { _chunk: chunk.clone(), _own: None }).await
     }
@@ -176,9 +209,9 @@ impl PartitionTask {
                         bytes: run.bytes,
                         records: run.batches.iter().map(|b| i64::from(b.record_count())).sum(),
                         behind: false,
-                        coalesced: true,
+                        merged: n,
+                        max_ts: run.batches.iter().map(Batch::max_timestamp).max().unwrap_or(0),
                     };
-                    crate::telemetry::metrics::record_coalesced(&self.mirror, n);
                     return self.submit(w, vec![merged], sent, Hold { _chunk: None, _own: own }).await;
                 }
                 Err(e) => {
@@ -186,9 +219,15 @@ impl PartitionTask {
                 }
             }
         }
+        let unbudgeted = run.chunk.is_none();
         for b in &run.batches {
             if let Some(o) = self.submit_data(w, b, Hold { _chunk: run.chunk.clone(), _own: None }).await? {
                 return Ok(Some(o));
+            }
+            if unbudgeted {
+                if let Some(o) = self.drain(w).await? {
+                    return Ok(Some(o));
+                }
             }
         }
         Ok(None)
@@ -228,7 +267,8 @@ impl PartitionTask {
             bytes: b.bytes().len(),
             records: i64::from(b.record_count()),
             behind: false,
-            coalesced: false,
+            merged: 1,
+            max_ts: b.max_timestamp(),
         };
         self.submit(w, segments, sent, hold).await
     }
@@ -243,8 +283,15 @@ impl PartitionTask {
         mut sent: Sent,
         hold: Hold,
     ) -> Result<Option<Outcome>, Retry> {
-        if w.inflight.is_full() {
-            if let Some(o) = self.settle_one(w).await? {
+        // Several appends in flight only while the broker surely holds this producer's state
+        // (an append of this alignment was acknowledged, and the batch is too recent for the
+        // state to expire, `producer.id.expiration.ms` counting from the batch's max
+        // timestamp): only then does it refuse what follows a failed append
+        // (OUT_OF_ORDER_SEQUENCE_NUMBER) instead of appending it at the failed one's offset.
+        let alone = !w.may_pipeline(sent.max_ts);
+        if w.inflight.is_full() || alone {
+            let settled = if alone { self.drain(w).await? } else { self.settle_one(w).await? };
+            if let Some(o) = settled {
                 return Ok(Some(o));
             }
         }
@@ -253,6 +300,9 @@ impl PartitionTask {
             Ok(answer) => {
                 w.inflight.pending.push_back((InFlight { answer, sent }, hold));
                 w.appended(sent.count);
+                if alone {
+                    return self.drain(w).await;
+                }
                 Ok(None)
             }
             Err(e) => {
@@ -303,7 +353,11 @@ impl PartitionTask {
         answer: Result<i64, MuxError>,
     ) -> Result<Option<Outcome>, Retry> {
         if answer.as_ref().is_ok_and(|base| *base == sent.expected) {
+            w.acknowledged = true;
             crate::telemetry::metrics::record_append(&self.mirror, sent.bytes, sent.records);
+            if sent.merged > 1 {
+                crate::telemetry::metrics::record_coalesced(&self.mirror, sent.merged);
+            }
             if let Some(mut g) = self.control.progress(&self.topic, self.partition) {
                 g.destination_end = g.destination_end.max(sent.expected + sent.count);
                 g.next_source = g.next_source.max(sent.source_next);
@@ -311,7 +365,14 @@ impl PartitionTask {
             }
             return Ok(None);
         }
-        let later_ambiguous = w.inflight.quiesce().await;
+        let (later_ambiguous, misplaced) = w.inflight.quiesce_after_failure().await;
+        if let Some((expected, base)) = misplaced {
+            let (topic, p) = (&self.topic, self.partition);
+            return Ok(Some(fail(
+                format!("destination appended {topic}-{p} at offset {base} a batch due at {expected}, after the append due at {} failed ({}): the destination holds records at the wrong offsets; delete the destination topic (or its records from offset {}) to re-seed it", sent.expected, match &answer { Ok(b) => format!("landed at {b}"), Err(e) => e.to_string() }, sent.expected.min(base)),
+                false,
+            )));
+        }
         match self.judge(&sent, answer) {
             Err(mut r) => {
                 r.after_ambiguous_append |= later_ambiguous;
@@ -347,9 +408,9 @@ impl PartitionTask {
             ))),
             // OUT_OF_ORDER_SEQUENCE_NUMBER on its own: the destination moved under us.
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {topic}-{p} at {expected} as out of sequence; something else writes to this mirror partition"), false))),
-            Err(MuxError::Kafka(code, message))
-                if sent.coalesced && errors::classify(code) != ErrorClass::Transient =>
-            {
+            // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_TIMESTAMP,
+            // INVALID_RECORD: about the batch itself.
+            Err(MuxError::Kafka(code @ (10 | 18 | 2 | 32 | 87), message)) if sent.merged > 1 => {
                 let m = errors::refusal("destination", code, message.as_deref(), topic, p, expected);
                 tracing::warn!(mirror = %self.mirror, topic = %topic, partition = p, error = %m, "the destination refused a batch of merged source batches: merging is off for this partition, the batches are appended as they are");
                 self.coalesce_refused.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -372,6 +433,6 @@ impl Sent {
     /// An append waited for at once (placeholders, split runs): `count` offsets at
     /// `expected`, nothing in flight before it.
     pub(super) fn single(expected: i64, count: i64) -> Self {
-        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false, coalesced: false }
+        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false, merged: 1, max_ts: 0 }
     }
 }

@@ -7,10 +7,12 @@
 //! Ordering is what keeps this correct: Kafka reads the requests of one connection in order
 //! and answers them in order (it handles one request per connection at a time), the appends
 //! of a partition are queued, sent and answered in the order the copy loop submitted them, and
-//! each carries the next producer sequence. When one of them fails, the broker refuses every
-//! later one of the same producer as OUT_OF_ORDER_SEQUENCE_NUMBER (45) without appending it
-//! (docs/broker-behaviour.md, pipelined Produce): the copy loop takes the first failure in
-//! submission order as the outcome and re-aligns from the destination log end.
+//! each carries the next producer sequence. When one of them fails, a broker that holds the
+//! producer's state refuses every later one as OUT_OF_ORDER_SEQUENCE_NUMBER (45) without
+//! appending it (docs/broker-behaviour.md, pipelined Produce): the copy loop takes the first
+//! failure in submission order as the outcome and re-aligns from the destination log end. (A
+//! broker without the state would take them: the copy loop keeps several appends in flight
+//! only when the state is surely there, `super::pipeline`.)
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -337,11 +339,23 @@ impl BrokerWriter {
 
     /// The connection is gone with requests in flight: each may or may not have been
     /// appended. Their jobs get [`MuxError::Ambiguous`]; the next request reconnects.
+    /// The queued jobs of those partitions are answered [`MuxError::NotSent`]: sent on a new
+    /// connection they could race what the broker still does with the abandoned requests.
     fn abandon(&mut self, why: &str) {
         self.conn = None;
+        let mut hit = HashSet::new();
         for sent in self.sent.drain(..) {
             for (job, _) in sent.jobs {
+                hit.insert((job.topic.clone(), job.partition));
                 let _ = job.reply.send(Err(MuxError::Ambiguous(why.to_string())));
+            }
+        }
+        let queue = std::mem::take(&mut self.queue);
+        for job in queue {
+            if hit.contains(&(job.topic.clone(), job.partition)) {
+                let _ = job.reply.send(Err(MuxError::NotSent(format!("an earlier append was cut off: {why}"))));
+            } else {
+                self.queue.push_back(job);
             }
         }
     }
