@@ -121,21 +121,27 @@ pub(super) struct Writer<'a> {
     /// Largest merged batch, bytes: `mirror.coalesce.max.bytes`, below the destination
     /// topic's `max.message.bytes`.
     pub(super) coalesce_max: usize,
-    /// An append of this alignment was acknowledged: the broker holds the producer's state.
-    pub(super) acknowledged: bool,
+    /// Max timestamp of the data producer's last acknowledged append of this alignment, ms:
+    /// what the broker keeps as the producer's last timestamp (None: not known, e.g. after
+    /// placeholders or split runs, appended with [`PartitionTask::append`]).
+    pub(super) state_ts: Option<i64>,
+    /// The destination topic's `max.message.bytes`, when read.
+    pub(super) max_message_bytes: Option<usize>,
     /// The destination leader's `producer.id.expiration.ms` (None: not known).
     pub(super) producer_expiry_ms: Option<i64>,
 }
 
 impl Writer<'_> {
     /// Whether an append of a batch whose max timestamp is `max_ts` may join others in
-    /// flight: the broker surely holds this producer's state (an append was acknowledged,
-    /// and the state cannot expire before the batch is answered: Kafka expires a producer
-    /// `producer.id.expiration.ms` after its last batch's max timestamp,
-    /// `ProducerStateManager.isProducerExpired`; half of it is kept as a margin).
+    /// flight: the broker surely holds this producer's state. Kafka keeps the state until
+    /// `producer.id.expiration.ms` after the max timestamp of the producer's last batch
+    /// (`ProducerStateEntry.lastTimestamp`, `ProducerStateManager.isProducerExpired`, checked
+    /// every `producer.id.expiration.check.interval.ms`), so both the last acknowledged batch
+    /// and this one must be newer than half of it (the other half is the margin), now.
     pub(super) fn may_pipeline(&self, max_ts: i64) -> bool {
-        self.acknowledged
-            && self.producer_expiry_ms.is_some_and(|e| max_ts >= crate::mirror::model::now_ms().saturating_sub(e / 2))
+        let Some(expiry) = self.producer_expiry_ms else { return false };
+        let fresh_from = crate::mirror::model::now_ms().saturating_sub(expiry / 2);
+        self.state_ts.is_some_and(|t| t >= fresh_from) && max_ts >= fresh_from
     }
 
     /// Moves past `count` offsets appended by the data producer.
@@ -212,13 +218,14 @@ impl PartitionTask {
             let result = self.run_once(&stop, &mut inflight).await;
             // A loop never leaves appends in flight behind it: a restarted loop, or the
             // transition after a stop, must see every one of them answered.
-            let ambiguous = inflight.quiesce().await;
-            let result = match result {
-                Err(mut r) => {
+            let (ambiguous, misplaced) = inflight.quiesce_after_failure().await;
+            let result = match (result, misplaced) {
+                (_, Some((expected, base))) => Ok(self.misplaced(expected, base, "the loop left")),
+                (Err(mut r), None) => {
                     r.after_ambiguous_append |= ambiguous;
                     Err(r)
                 }
-                ok => ok,
+                (ok, None) => ok,
             };
             match result {
                 Ok(o) => {
@@ -402,7 +409,7 @@ impl PartitionTask {
                 false,
             ));
         }
-        let (coalesce_max, producer_expiry_ms) = self.write_limits(topic, p).await;
+        let (coalesce_max, max_message_bytes, producer_expiry_ms) = self.write_limits(topic, p).await;
         let mut w = Writer {
             producer_id,
             producer_epoch,
@@ -412,7 +419,8 @@ impl PartitionTask {
             inflight,
             run: Run::default(),
             coalesce_max,
-            acknowledged: false,
+            state_ts: None,
+            max_message_bytes,
             producer_expiry_ms,
         };
         // A partition copied by a version that did not record where its placeholders end
@@ -799,13 +807,15 @@ impl PartitionTask {
     /// (`mirror.coalesce.max.bytes`, kept below the destination topic's `max.message.bytes`
     /// less a batch header) and the destination leader's `producer.id.expiration.ms` (None
     /// when it cannot be read: appends then go one at a time).
-    async fn write_limits(&self, topic: &str, p: i32) -> (usize, Option<i64>) {
+    async fn write_limits(&self, topic: &str, p: i32) -> (usize, Option<usize>, Option<i64>) {
         let mut coalesce = self.coalesce_max_bytes;
+        let mut max_message = None;
         if coalesce > 0 {
             match self.dest.describe_topic_configs(topic).await {
                 Ok(c) => {
                     if let Some(max) = c.get("max.message.bytes").and_then(|v| v.parse::<usize>().ok()) {
                         coalesce = coalesce.min(max.saturating_sub(crate::wire::batch::HEADER_LEN + 1024));
+                        max_message = Some(max);
                     }
                 }
                 Err(e) => {
@@ -817,13 +827,14 @@ impl PartitionTask {
             Ok(leader) => match self.dest.describe_broker_config(leader.node_id, "producer.id.expiration.ms").await {
                 Ok(v) => v.and_then(|v| v.parse::<i64>().ok()),
                 Err(e) => {
-                    tracing::debug!(mirror = %self.mirror, topic, partition = p, error = %e, "producer.id.expiration.ms not read: one append at a time");
+                    static ONCE: std::sync::Once = std::sync::Once::new();
+                    ONCE.call_once(|| tracing::info!(mirror = %self.mirror, error = %e, "the destination's producer.id.expiration.ms cannot be read (DescribeConfigs on the broker): appends go one at a time (no pipelining)"));
                     None
                 }
             },
             Err(_) => None,
         };
-        (coalesce, expiry)
+        (coalesce, max_message, expiry)
     }
 
     pub(super) async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {
@@ -971,6 +982,8 @@ impl PartitionTask {
         if matches!(outcome, Ok(None)) {
             w.appended(count);
         }
+        // (Its timestamp is not known here: the next data append goes alone.)
+        w.state_ts = None;
         outcome
     }
 }

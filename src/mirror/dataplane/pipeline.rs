@@ -119,18 +119,13 @@ impl Pipeline {
         Some((f.sent, answer))
     }
 
-    /// Waits for every append in flight and forgets their answers (the loop is leaving and
-    /// re-reads the destination log end before it writes again); true when any outcome is
-    /// unknown ([`MuxError::Ambiguous`]).
-    pub(super) async fn quiesce(&mut self) -> bool {
-        self.quiesce_after_failure().await.0
-    }
-
-    /// As [`Pipeline::quiesce`], after an earlier append failed: also the first later append
+    /// Waits for every append in flight and forgets their answers (the loop is leaving, or an
+    /// earlier append failed, and re-reads the destination log end before it writes again).
+    /// Returns whether any outcome is unknown ([`MuxError::Ambiguous`]), and the first append
     /// that landed anywhere but where it had to (the broker accepted it without its
     /// predecessor: a producer it holds no state of takes any sequence, Kafka
     /// `ProducerAppendInfo.checkSequence`), as (expected offset, offset it landed at).
-    async fn quiesce_after_failure(&mut self) -> (bool, Option<(i64, i64)>) {
+    pub(super) async fn quiesce_after_failure(&mut self) -> (bool, Option<(i64, i64)>) {
         let mut ambiguous = false;
         let mut misplaced = None;
         while let Some((sent, answer)) = self.next().await {
@@ -196,6 +191,11 @@ impl PartitionTask {
             let producer =
                 RunHeader { producer_id: w.producer_id, producer_epoch: w.producer_epoch, base_sequence: w.next_seq };
             match coalesce::coalesce(&run.batches, &producer) {
+                // (Re-framed records may be a little longer than the source's: the destination
+                // topic's limit is checked on the batch as built.)
+                Ok(merged) if w.max_message_bytes.is_some_and(|max| merged.len() > max) => {
+                    tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, bytes = merged.len(), "merged batch over the destination's max.message.bytes: appended one by one");
+                }
                 Ok(merged) => {
                     let (first, last) = (&run.batches[0], &run.batches[n - 1]);
                     let expected = first.base_offset() - w.shift;
@@ -231,6 +231,16 @@ impl PartitionTask {
             }
         }
         Ok(None)
+    }
+
+    /// The failure for an append due at destination offset `expected` that landed at `base`
+    /// after an earlier one went wrong (`why`).
+    pub(super) fn misplaced(&self, expected: i64, base: i64, why: &str) -> Outcome {
+        let (topic, p) = (&self.topic, self.partition);
+        fail(
+            format!("destination appended a batch of {topic}-{p} due at offset {expected} at offset {base} after {why}: the destination holds records at the wrong offsets; delete and re-create the destination topic to re-seed it"),
+            false,
+        )
     }
 
     fn mismatch(&self, b: &Batch, expected: i64, at: i64) -> Outcome {
@@ -296,7 +306,7 @@ impl PartitionTask {
             }
         }
         sent.behind = !w.inflight.is_empty();
-        match self.writer.submit(&self.topic, self.partition, segments).await {
+        match self.writer.submit(&self.topic, self.partition, segments, sent.behind).await {
             Ok(answer) => {
                 w.inflight.pending.push_back((InFlight { answer, sent }, hold));
                 w.appended(sent.count);
@@ -353,7 +363,7 @@ impl PartitionTask {
         answer: Result<i64, MuxError>,
     ) -> Result<Option<Outcome>, Retry> {
         if answer.as_ref().is_ok_and(|base| *base == sent.expected) {
-            w.acknowledged = true;
+            w.state_ts = Some(sent.max_ts);
             crate::telemetry::metrics::record_append(&self.mirror, sent.bytes, sent.records);
             if sent.merged > 1 {
                 crate::telemetry::metrics::record_coalesced(&self.mirror, sent.merged);
@@ -367,11 +377,11 @@ impl PartitionTask {
         }
         let (later_ambiguous, misplaced) = w.inflight.quiesce_after_failure().await;
         if let Some((expected, base)) = misplaced {
-            let (topic, p) = (&self.topic, self.partition);
-            return Ok(Some(fail(
-                format!("destination appended {topic}-{p} at offset {base} a batch due at {expected}, after the append due at {} failed ({}): the destination holds records at the wrong offsets; delete the destination topic (or its records from offset {}) to re-seed it", sent.expected, match &answer { Ok(b) => format!("landed at {b}"), Err(e) => e.to_string() }, sent.expected.min(base)),
-                false,
-            )));
+            let why = match &answer {
+                Ok(b) => format!("the append due at {} landed at {b}", sent.expected),
+                Err(e) => format!("the append due at {} failed: {e}", sent.expected),
+            };
+            return Ok(Some(self.misplaced(expected, base, &why)));
         }
         match self.judge(&sent, answer) {
             Err(mut r) => {

@@ -56,6 +56,8 @@ struct ProduceJob {
     topic: String,
     partition: i32,
     segments: Vec<Bytes>,
+    /// Submitted while an earlier append of the partition was unanswered.
+    behind: bool,
     reply: oneshot::Sender<Result<i64, MuxError>>,
 }
 
@@ -110,14 +112,22 @@ impl ProduceMux {
     }
 
     /// Queues one batch (as segments) for `topic`-`partition` behind the appends queued for
-    /// it before, without waiting for the answer.
+    /// it before, without waiting for the answer. `behind`: an earlier append of the
+    /// partition is still unanswered (it is refused, not sent, when that one's connection was
+    /// cut).
     ///
     /// # Errors
     /// [`MuxError::NotSent`] when the partition's leader is not known.
-    pub async fn submit(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<PendingAppend, MuxError> {
+    pub async fn submit(
+        &self,
+        topic: &str,
+        partition: i32,
+        segments: Vec<Bytes>,
+        behind: bool,
+    ) -> Result<PendingAppend, MuxError> {
         let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
         let (reply, rx) = oneshot::channel();
-        let job = ProduceJob { topic: topic.to_string(), partition, segments, reply };
+        let job = ProduceJob { topic: topic.to_string(), partition, segments, behind, reply };
         self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("writer stopped".into()))?;
         Ok(PendingAppend { rx })
     }
@@ -128,7 +138,7 @@ impl ProduceMux {
     /// # Errors
     /// [`MuxError`]: [`MuxError::Ambiguous`] when the outcome is unknown.
     pub async fn append(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<i64, MuxError> {
-        self.submit(topic, partition, segments).await?.outcome().await
+        self.submit(topic, partition, segments, false).await?.outcome().await
     }
 
     fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<ProduceJob> {
@@ -145,6 +155,7 @@ impl ProduceMux {
             conn: None,
             queue: VecDeque::new(),
             sent: VecDeque::new(),
+            cut: HashSet::new(),
             next_correlation_id: 1,
         };
         tokio::spawn(writer.run(rx));
@@ -172,6 +183,9 @@ struct BrokerWriter {
     queue: VecDeque<ProduceJob>,
     /// Requests in flight, oldest first.
     sent: VecDeque<Sent>,
+    /// Partitions whose appends were cut off with a connection: their appends submitted
+    /// behind the cut ones are refused until one comes with nothing ahead of it.
+    cut: HashSet<(String, i32)>,
     next_correlation_id: i32,
 }
 
@@ -215,9 +229,9 @@ impl BrokerWriter {
                 }
                 job = rx.recv(), if !closed && room => match job {
                     Some(job) => {
-                        self.queue.push_back(job);
+                        self.accept(job);
                         while let Ok(job) = rx.try_recv() {
-                            self.queue.push_back(job);
+                            self.accept(job);
                         }
                     }
                     None => closed = true,
@@ -337,6 +351,22 @@ impl BrokerWriter {
         now
     }
 
+    /// Queues `job`, unless its partition was cut off and it was submitted behind an append
+    /// that was.
+    fn accept(&mut self, job: ProduceJob) {
+        if !self.cut.is_empty() {
+            let key = (job.topic.clone(), job.partition);
+            if self.cut.contains(&key) {
+                if job.behind {
+                    let _ = job.reply.send(Err(MuxError::NotSent("an earlier append was cut off".into())));
+                    return;
+                }
+                self.cut.remove(&key);
+            }
+        }
+        self.queue.push_back(job);
+    }
+
     /// The connection is gone with requests in flight: each may or may not have been
     /// appended. Their jobs get [`MuxError::Ambiguous`]; the next request reconnects.
     /// The queued jobs of those partitions are answered [`MuxError::NotSent`]: sent on a new
@@ -358,6 +388,7 @@ impl BrokerWriter {
                 self.queue.push_back(job);
             }
         }
+        self.cut.extend(hit);
     }
 
     /// Hands each job of `sent` its partition's answer.
