@@ -225,8 +225,11 @@ def main():
                 f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: info\n"
             )
         mirror_cfg = os.path.join(args.work, "mirror.properties")
+        # FAULTS_MARKERS: mirror.transaction.markers (real, the default, or placeholder).
+        markers = os.environ.get("FAULTS_MARKERS", "real")
         with open(mirror_cfg, "w") as f:
-            f.write(f"bootstrap.servers={src.mg_bootstrap}\nmirror.metadata.refresh.interval.ms=5000\nmirror.failed.retry.max.backoff.ms=15000\n")
+            f.write(f"bootstrap.servers={src.mg_bootstrap}\nmirror.metadata.refresh.interval.ms=5000\nmirror.failed.retry.max.backoff.ms=15000\nmirror.transaction.markers={markers}\n")
+        run.log(f"mirror.transaction.markers={markers}")
         if not mg.start():
             raise RuntimeError("mirrorgate not ready")
         for a in (("--create", "--mirror", MIRROR, "--mirror-config", mirror_cfg), ("--start", "--mirror", MIRROR, "--topics", f"{PREFIX}.*")):
