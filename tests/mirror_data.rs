@@ -1174,10 +1174,10 @@ async fn pause_and_resume_with_their_errors_and_offsets_lost_meanwhile() {
     });
 }
 
-/// Number of batches and the offset after the last of `topic`-`p`, read raw from the leader.
-fn batches_of(c: &ClusterClient, topic: &str, p: i32, end: i64) -> usize {
+/// Number of batches and their bytes in `topic`-`p` below `end`, read raw from the leader.
+fn batches_of(c: &ClusterClient, topic: &str, p: i32, end: i64) -> (usize, i64) {
     let mut offset = 0;
-    let mut n = 0;
+    let (mut n, mut bytes) = (0, 0);
     while offset < end {
         let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
         let before = offset;
@@ -1185,12 +1185,13 @@ fn batches_of(c: &ClusterClient, topic: &str, p: i32, end: i64) -> usize {
             let b = b.unwrap();
             if b.next_offset() > offset {
                 n += 1;
+                bytes += b.bytes().len() as i64;
                 offset = b.next_offset();
             }
         }
         assert!(offset > before, "{topic}-{p}: no batch at {offset}");
     }
-    n
+    (n, bytes)
 }
 
 /// Issue 13, item 2: one-record uncompressed source batches are merged into far fewer
@@ -1259,7 +1260,7 @@ async fn small_uncompressed_batches_are_merged_and_every_record_reads_the_same()
         let end = block(src.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
         let dest_end = block(dst.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
         assert_eq!(dest_end, end, "{topic}-{p}");
-        let (on_source, on_dest) = (batches_of(&src, &topic, p, end), batches_of(&dst, &topic, p, end));
+        let (on_source, on_dest) = (batches_of(&src, &topic, p, end).0, batches_of(&dst, &topic, p, end).0);
         assert!(on_source > 1000, "{topic}-{p}: {on_source} source batches");
         assert!(on_dest * 5 < on_source, "{topic}-{p}: {on_dest} destination batches for {on_source} source batches");
     }
@@ -1292,7 +1293,7 @@ async fn a_throttled_mirror_with_several_fetchers_copies_everything_at_the_cappe
     let total_bytes: i64 = (0..3)
         .map(|p| {
             let end = block(src.list_offsets(&topic, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
-            batches_bytes(&src, &topic, p, end)
+            batches_of(&src, &topic, p, end).1
         })
         .sum();
     assert!(total_bytes > 2_000_000, "{total_bytes} bytes on the source");
@@ -1310,23 +1311,4 @@ async fn a_throttled_mirror_with_several_fetchers_copies_everything_at_the_cappe
     // One second of burst, then at most `rate` bytes/s: well over 6 s for > 2 MB.
     let floor = Duration::from_secs_f64((total_bytes - rate) as f64 / rate as f64 * 0.8);
     assert!(took >= floor, "copied {total_bytes} bytes in {took:?}, faster than {rate} bytes/s allows ({floor:?})");
-}
-
-/// Bytes of the batches of `topic`-`p` below `end`, read raw from the leader.
-fn batches_bytes(c: &ClusterClient, topic: &str, p: i32, end: i64) -> i64 {
-    let mut offset = 0;
-    let mut bytes = 0;
-    while offset < end {
-        let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
-        let before = offset;
-        for b in mirrorgate::wire::batch::BatchIter::new(f.records.clone()) {
-            let b = b.unwrap();
-            if b.next_offset() > offset {
-                bytes += b.bytes().len() as i64;
-                offset = b.next_offset();
-            }
-        }
-        assert!(offset > before, "{topic}-{p}: no batch at {offset}");
-    }
-    bytes
 }
