@@ -396,7 +396,9 @@ async fn old_history_with_producer_expiry_while_destination_connections_drop() {
         FrontOptions { first_port: None, destination_yaml: "  request_timeout_ms: 5000\n", ..FrontOptions::default() },
         MirrorgateOptions::default(),
     );
-    let mirror = start_mirror(&mg, &source, &[&topic], "");
+    // Batches appended as they are (no merging): the copy must take enough appends for each
+    // kill to land mid-copy; merged, the one-record batches go over in a few appends.
+    let mirror = start_mirror(&mg, &source, &[&topic], "mirror.coalesce.max.bytes=0\n");
 
     // More old history arrives while the copy runs.
     let writer = {
