@@ -13,9 +13,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::batch::{Batch, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, HEADER_LEN, LOG_OVERHEAD};
+use super::batch::{Batch, ATTR_TRANSACTIONAL};
 use super::records::{self, put_varint, put_varlong, RecordsError};
-use super::split::{RunHeader, ATTR_DELETE_HORIZON};
+use super::split::{self, RunHeader};
 
 /// Whether source batch `b` may be merged with its neighbours: uncompressed, CreateTime,
 /// not a control batch, records filling its offset range, no delete horizon (KIP-534), and
@@ -98,33 +98,16 @@ pub fn coalesce(batches: &[Batch], producer: &RunHeader) -> Result<Bytes, Coales
             why: "records do not fill the offsets",
         });
     }
-    let mut out = BytesMut::with_capacity(HEADER_LEN + section.len());
-    out.put_i64(0);
-    out.put_i32((HEADER_LEN - LOG_OVERHEAD + section.len()) as i32);
-    out.put_i32(-1);
-    out.put_i8(2);
-    out.put_u32(0);
-    out.put_i16(0);
-    out.put_i32(count - 1);
-    out.put_i64(base_ts);
-    out.put_i64(if count > 0 { max_ts } else { base_ts });
-    out.put_i64(producer.producer_id);
-    out.put_i16(producer.producer_epoch);
-    out.put_i32(producer.base_sequence);
-    out.put_i32(count);
-    out.put_slice(&section);
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    // (Attributes 0: none of these bits survive.)
-    debug_assert_eq!(0, ATTR_CONTROL & ATTR_LOG_APPEND_TIME & ATTR_DELETE_HORIZON);
-    Ok(out.freeze())
+    // Attributes 0: uncompressed, CreateTime, not transactional, not control.
+    Ok(split::new_batch(0, base_ts, if count > 0 { max_ts } else { base_ts }, producer, count, &section))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::batch::BatchIter;
+    use crate::wire::batch::{BatchIter, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_LEN, LOG_OVERHEAD};
     use crate::wire::records::{codec, put_record, NewRecord};
+    use crate::wire::split::ATTR_DELETE_HORIZON;
 
     /// An uncompressed batch at `base` with one record per `(timestamp, key, value)`.
     fn batch(base: i64, base_ts: i64, recs: &[(i64, &str, Option<&str>)], attrs: i16) -> Batch {

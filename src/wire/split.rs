@@ -169,7 +169,21 @@ pub fn build_run(b: &Batch, run: &[RecordView<'_>], producer: &RunHeader) -> Res
     };
     let payload = records::compress(b.compression(), &section)?;
     let attributes = b.attributes() & !ATTR_TRANSACTIONAL & !ATTR_DELETE_HORIZON;
-    let count = run.len() as i32;
+    debug_assert_eq!(attributes & ATTR_LOG_APPEND_TIME, b.attributes() & ATTR_LOG_APPEND_TIME);
+    Ok(new_batch(attributes, base_ts, max_ts, producer, run.len() as i32, &payload))
+}
+
+/// A new v2 batch of `count` dense records (`payload`: the records section, compressed as
+/// `attributes` say): `baseOffset` 0 (the broker assigns offsets), `partitionLeaderEpoch` -1,
+/// `lastOffsetDelta` `count - 1`, `producer`'s fields, and its CRC32C.
+pub(crate) fn new_batch(
+    attributes: i16,
+    base_ts: i64,
+    max_ts: i64,
+    producer: &RunHeader,
+    count: i32,
+    payload: &[u8],
+) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + payload.len());
     out.put_i64(0);
     out.put_i32((HEADER_LEN - LOG_OVERHEAD + payload.len()) as i32);
@@ -184,11 +198,10 @@ pub fn build_run(b: &Batch, run: &[RecordView<'_>], producer: &RunHeader) -> Res
     out.put_i16(producer.producer_epoch);
     out.put_i32(producer.base_sequence);
     out.put_i32(count);
-    out.put_slice(&payload);
+    out.put_slice(payload);
     let crc = crc32c::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
-    debug_assert_eq!(attributes & ATTR_LOG_APPEND_TIME, b.attributes() & ATTR_LOG_APPEND_TIME);
-    Ok(out.freeze())
+    out.freeze()
 }
 
 #[cfg(test)]

@@ -258,10 +258,7 @@ impl BrokerWriter {
                 match self.client.open_dedicated(self.node_id).await {
                     Ok(c) => self.conn = Some(c),
                     Err(e) => {
-                        let m = e.to_string();
-                        for job in self.queue.drain(..) {
-                            let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
-                        }
+                        not_sent(self.queue.drain(..), &e.to_string());
                         return;
                     }
                 }
@@ -274,10 +271,7 @@ impl BrokerWriter {
             let version = match conn.produce_version(if by_id { i16::MAX } else { 12 }) {
                 Ok(v) => v,
                 Err(e) => {
-                    let m = e.to_string();
-                    for job in jobs {
-                        let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
-                    }
+                    not_sent(jobs, &e.to_string());
                     continue;
                 }
             };
@@ -300,10 +294,7 @@ impl BrokerWriter {
             let frame = match b.finish() {
                 Ok(f) => f,
                 Err(e) => {
-                    let m = e.to_string();
-                    for job in jobs {
-                        let _ = job.reply.send(Err(MuxError::NotSent(m.clone())));
-                    }
+                    not_sent(jobs, &e.to_string());
                     continue;
                 }
             };
@@ -432,6 +423,13 @@ impl BrokerWriter {
             };
             let _ = j.reply.send(answer);
         }
+    }
+}
+
+/// Answers every job of `jobs` [`MuxError::NotSent`] with `why`.
+fn not_sent(jobs: impl IntoIterator<Item = ProduceJob>, why: &str) {
+    for job in jobs {
+        let _ = job.reply.send(Err(MuxError::NotSent(why.to_string())));
     }
 }
 
