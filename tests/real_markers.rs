@@ -326,3 +326,163 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
     drop(mg);
     check_direct("after --stop and --delete, mirrorgate stopped");
 }
+
+/// The destination's transaction coordinator may write one of mirrorgate's markers where the
+/// source has none: it re-sends WriteTxnMarkers to a partition's new leader that already holds
+/// the marker (a fault run saw the same marker land twice), or it ends one of mirrorgate's
+/// transactions on its timeout while mirrorgate is away. Staged here by ending two empty
+/// transactions of the partition's marker transactional id while mirrorgate is down, before
+/// the source has anything after its last marker. The next process hides those two offsets
+/// behind a new offset segment instead of failing the partition (or, as before when the
+/// source had nothing there yet, taking them for copied source offsets and skipping the
+/// records that come next), and goes on: through mirrorgate every offset reads as on the
+/// source; a direct reader skips the two control batches and sees later offsets two ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_of_mirrorgates_where_the_source_has_none_are_hidden_and_the_copy_goes_on() {
+    use mirrorgate::client::txn::{self, AnyBroker, Node, TxnProducer, TxnProtocol};
+
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let state = unique_name("__mirror_state-stray");
+    let port = free_port_range(12);
+    let start = || {
+        Mirrorgate::start_in_front_of(
+            &dest.bootstrap,
+            FrontOptions { first_port: Some(port), ..FrontOptions::default() },
+            MirrorgateOptions { state_topic: Some(&state), ..Default::default() },
+        )
+    };
+    let (src, dst) = (plaintext_client(&source.bootstrap), plaintext_client(&dest.bootstrap));
+    let topic = unique_name("stray");
+    create_topic_with(V, &source.bootstrap, &topic, 1, &[]);
+    let commit = |values: &str| {
+        ok(
+            java_program(
+                V,
+                "TxnProducer.java",
+                &[
+                    "--bootstrap-server",
+                    &source.bootstrap,
+                    "--topic",
+                    &topic,
+                    "--transactional-id",
+                    &unique_name("tx"),
+                    "--commit",
+                    values,
+                ],
+            ),
+            "TxnProducer",
+        )
+    };
+    // Source 0..2 p-*, 3..4 c1 c2, 5 their COMMIT marker (written as a real marker).
+    produce_to_partition_0(&source.bootstrap, &topic, 3, "p");
+    commit("c1,c2");
+    assert_eq!(block(src.list_offsets(&topic, 0, -1)).unwrap(), 6);
+
+    let mg = start();
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(&source, "");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    eventually(Duration::from_secs(120), || match block(dst.list_offsets(&topic, 0, -1)) {
+        Ok(6) => Ok(()),
+        other => Err(format!("destination end {other:?}, waiting for 6")),
+    });
+    assert_eq!(layout(&dst, &topic).last(), Some(&(5, 5, Kind::Marker(true))), "the source's marker, real");
+    drop(mg);
+
+    // Two markers of mirrorgate's marker transactional id at destination 6 and 7, where the
+    // source has nothing yet.
+    let marker_id = format!("mirrorgate.{}.{mirror}.{topic}.0.m", mirror.len());
+    let (node, _, _) = txn::find_coordinator(&mut AnyBroker(&dst), &marker_id).await.expect("FindCoordinator");
+    let mut conn = Node { client: &dst, node_id: node };
+    let mut stray = TxnProducer::init(&mut conn, &marker_id, 60_000, TxnProtocol::V1).await.expect("InitProducerId");
+    for end in [7, 8] {
+        let codes = stray.add_partitions(&mut conn, &[(topic.as_str(), 0)]).await.expect("AddPartitionsToTxn");
+        assert_eq!(codes, [0]);
+        stray.end(&mut conn, true).await.expect("EndTxn");
+        eventually(Duration::from_secs(30), || match block(dst.list_offsets(&topic, 0, -1)) {
+            Ok(e) if e == end => Ok(()),
+            other => Err(format!("destination end {other:?}, waiting for {end}")),
+        });
+    }
+    let direct = layout(&dst, &topic);
+    assert_eq!(&direct[direct.len() - 2..], [(6, 6, Kind::Marker(true)), (7, 7, Kind::Marker(true))]);
+
+    // The next process hides them; the source moves on after that.
+    let mg = start();
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        match rows[0]["segments"].as_array().map(Vec::len) {
+            Some(2) => Ok(()),
+            _ => Err(format!("waiting for the second offset segment: {rows:?}")),
+        }
+    });
+    // Source 6..9 p2-*, 10 d1, 11 its marker.
+    produce_to_partition_0(&source.bootstrap, &topic, 4, "p2");
+    commit("d1");
+    let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
+    assert_eq!(src_end, 12);
+    eventually(Duration::from_secs(120), || match block(dst.list_offsets(&topic, 0, -1)) {
+        Ok(e) if e == src_end + 2 => Ok(()),
+        other => Err(format!("destination end {other:?}, waiting for {}", src_end + 2)),
+    });
+    let rows = describe_json(&mg, &mirror);
+    assert_eq!(rows[0]["state"], "MIRRORING", "{rows:?}");
+    assert_eq!(rows[0]["segments"], serde_json::json!([[0, 0], [6, 8]]), "{rows:?}");
+    assert_eq!(rows[0]["directReads"], "shifted by -2", "{rows:?}");
+    assert_eq!(rows[0]["lag"], 0, "{rows:?}");
+
+    // Read directly: the source's batches, two control batches more at 6 and 7.
+    let mut expected: Vec<(i64, i64, Kind)> = expected_layout(&layout(&src, &topic), &BTreeSet::new())
+        .into_iter()
+        .map(|(b, l, k)| if b >= 6 { (b + 2, l + 2, k) } else { (b, l, k) })
+        .collect();
+    expected.extend([(6, 6, Kind::Marker(true)), (7, 7, Kind::Marker(true))]);
+    // Offset by offset: merged one-record batches (`mirror.coalesce.max.bytes`) change batch
+    // boundaries, not offsets or kinds.
+    let per_offset = |l: Vec<(i64, i64, Kind)>| -> BTreeSet<(i64, Kind)> {
+        l.into_iter().flat_map(|(b, e, k)| (b..=e).map(move |o| (o, k.clone()))).collect()
+    };
+    assert_eq!(per_offset(layout(&dst, &topic)), per_offset(expected));
+
+    assert_eq!(
+        block(dst.list_offsets(&topic, 0, -2)).unwrap(),
+        0,
+        "the destination log start stays (DeleteRecords follows the source's through the offset map)"
+    );
+    // Through mirrorgate: every record at its source offset, nothing twice, at both
+    // isolation levels, for librdkafka and the Java consumer.
+    for isolation in ["read_committed", "read_uncommitted"] {
+        let from_source = records(&source.bootstrap, &topic, 10, isolation);
+        assert_eq!(
+            values(&from_source),
+            ["p-0", "p-1", "p-2", "c1", "c2", "p2-0", "p2-1", "p2-2", "p2-3", "d1"],
+            "{isolation}"
+        );
+        assert_eq!(
+            records(&mg.bootstrap, &topic, 10, isolation),
+            from_source,
+            "librdkafka {isolation} through mirrorgate"
+        );
+        assert_eq!(
+            java_read(&mg.bootstrap, &topic, 10, isolation),
+            java_read(&source.bootstrap, &topic, 10, isolation),
+            "Java consumer {isolation} through mirrorgate"
+        );
+    }
+    let segments = [
+        mirrorgate::mirror::model::OffsetSegment { source_start: 0, destination_start: 0 },
+        mirrorgate::mirror::model::OffsetSegment { source_start: 6, destination_start: 8 },
+    ];
+    let report: VerifyReport = block(verify_partition(&src, &dst, &topic, 0, &segments, None)).expect("--verify");
+    assert_eq!((report.records, report.source_end, report.destination_end), (10, 12, 14), "{report:?}");
+    assert!(
+        mg.log().contains("those destination offsets are hidden behind a new offset segment"),
+        "{}",
+        tail(&mg.log(), 30)
+    );
+}

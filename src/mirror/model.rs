@@ -191,7 +191,9 @@ pub fn gap_action(segments: &[OffsetSegment], destination_end: i64, gap: i64, fi
 ///
 /// - no segments: `source` (the partition is identical);
 /// - before the first segment (never copied): the first segment's destination start;
-/// - inside segment *i*, which holds source offsets `[sᵢ, sᵢ + (dᵢ₊₁ − dᵢ))`: `source − shiftᵢ`;
+/// - inside segment *i*, which holds source offsets `[sᵢ, min(sᵢ₊₁, sᵢ + (dᵢ₊₁ − dᵢ)))`:
+///   `source − shiftᵢ` (a segment with more destination offsets than source offsets ends
+///   with hidden ones, [`is_hidden`]);
 /// - inside the gap between segment *i*'s last offset and segment *i+1* (offsets the
 ///   destination does not hold): segment *i+1*'s destination start `dᵢ₊₁`, the first record
 ///   after the gap, never past it;
@@ -230,6 +232,8 @@ pub fn is_shifted(segments: &[OffsetSegment]) -> bool {
 /// - exactly at a segment's destination start `dᵢ₊₁` (an end offset or high watermark
 ///   between two segments, or the first record of the later one): that segment's source
 ///   start `sᵢ₊₁` — the source offset of the next record, past the gap;
+/// - a **hidden** offset (see [`is_hidden`]: destination offsets of segment *i* beyond the
+///   source offsets it holds, `destination + shiftᵢ ≥ sᵢ₊₁`): `sᵢ₊₁`, the next record's;
 /// - in the last (open-ended) segment, also past the destination log end (offsets written
 ///   after a failover continue the source's numbering): `destination + shift`;
 /// - below the first segment's destination start (only when it is not 0): with the first
@@ -242,18 +246,59 @@ pub fn source_offset(segments: &[OffsetSegment], destination: i64) -> i64 {
     if destination < 0 {
         return destination;
     }
-    let Some(first) = segments.first() else { return destination };
+    match locate(segments, destination) {
+        Located::Identical => destination,
+        Located::Held(source) => source,
+        Located::Hidden { next_source } => next_source,
+    }
+}
+
+/// Where a destination offset falls in an offset map.
+enum Located {
+    /// No segments: the offset itself.
+    Identical,
+    /// A destination offset of segment *i* (or beyond the last segment's start, or below the
+    /// first's): the source offset with that segment's shift.
+    Held(i64),
+    /// A hidden destination offset (see [`is_hidden`]) before segment *i+1*, whose source
+    /// start is `next_source`.
+    Hidden { next_source: i64 },
+}
+
+fn locate(segments: &[OffsetSegment], destination: i64) -> Located {
+    let Some(first) = segments.first() else { return Located::Identical };
     // The last segment whose destination start is at or below `destination`: on equal
     // destination starts (an empty segment followed by its successor) the later one wins.
-    let seg = segments.iter().rev().find(|s| s.destination_start <= destination).unwrap_or(first);
-    destination.saturating_add(seg.shift())
+    let i = segments.iter().rposition(|s| s.destination_start <= destination).unwrap_or(0);
+    let seg = segments.get(i).unwrap_or(first);
+    let source = destination.saturating_add(seg.shift());
+    match segments.get(i + 1) {
+        Some(next) if source >= next.source_start && destination >= seg.destination_start => {
+            Located::Hidden { next_source: next.source_start }
+        }
+        _ => Located::Held(source),
+    }
+}
+
+/// Whether destination offset `destination` is **hidden** by the offset map: it lies in
+/// segment *i* (`[dᵢ, dᵢ₊₁)`) beyond the source offsets the segment holds (`sᵢ₊₁ − sᵢ`), so
+/// no source offset maps to it. The data plane makes such offsets when the destination's
+/// transaction coordinator writes one of mirrorgate's transaction markers twice (Kafka's
+/// `TransactionMarkerChannelManager` re-sends WriteTxnMarkers to a new partition leader that
+/// may already hold the marker), or writes one on its own (a transaction timed out while
+/// mirrorgate was away): the extra control batches stay in the destination log, the next
+/// segment starts after them, and the proxy drops them from Fetch responses
+/// (`proxy::present::fetch`). A direct reader skips them as it skips any control batch.
+pub fn is_hidden(segments: &[OffsetSegment], destination: i64) -> bool {
+    destination >= 0 && matches!(locate(segments, destination), Located::Hidden { .. })
 }
 
 /// The source offset of a destination END offset `end` (a high watermark, last stable
 /// offset, log end, ListOffsets latest, OffsetForLeaderEpoch end offset, a committed
 /// position): one past the source offset of the last record before it,
-/// `source_offset(end − 1) + 1`, when `end` is above the first segment's destination start;
-/// [`source_offset`] otherwise (and for negative offsets).
+/// `source_offset(end − 1) + 1`, when `end` is above the first segment's destination start
+/// and `end − 1` is not hidden ([`is_hidden`]; after a hidden offset the end is the next
+/// record's source offset, `sᵢ₊₁`); [`source_offset`] otherwise (and for negative offsets).
 ///
 /// It differs from [`source_offset`] only at a later segment's destination start `dᵢ₊₁`
 /// whose previous segment holds records: there it is `sᵢ + (dᵢ₊₁ − dᵢ)` (the end of
@@ -266,7 +311,11 @@ pub fn source_offset(segments: &[OffsetSegment], destination: i64) -> i64 {
 /// Monotonic, and never above [`source_offset`].
 pub fn source_end_offset(segments: &[OffsetSegment], end: i64) -> i64 {
     match segments.first() {
-        Some(first) if end > first.destination_start => source_offset(segments, end - 1).saturating_add(1),
+        Some(first) if end > first.destination_start => match locate(segments, end - 1) {
+            Located::Hidden { next_source } => next_source,
+            Located::Held(source) => source.saturating_add(1),
+            Located::Identical => end,
+        },
         _ => source_offset(segments, end),
     }
 }
@@ -509,6 +558,54 @@ mod tests {
                 assert_eq!(destination_offset(segs, source_end_offset(segs, d)), d, "{segs:?}: {d}");
             }
         }
+    }
+
+    #[test]
+    fn destination_offsets_beyond_a_segments_source_offsets_are_hidden() {
+        // Source 0..=5 at destination 0..=5 (a marker at 5), the coordinator wrote that marker
+        // twice more (destination 6 and 7), then source 6.. at destination 8.. (shift -2).
+        let segs = [seg(0, 0), seg(6, 8)];
+        assert!(is_shifted(&segs));
+        for d in 0..=5 {
+            assert!(!is_hidden(&segs, d));
+            assert_eq!(source_offset(&segs, d), d);
+        }
+        assert!(is_hidden(&segs, 6) && is_hidden(&segs, 7));
+        assert!(!is_hidden(&segs, 8) && !is_hidden(&segs, -1));
+        assert_eq!(source_offset(&segs, 6), 6, "a hidden offset: the next record's source offset");
+        assert_eq!(source_offset(&segs, 7), 6);
+        assert_eq!(source_offset(&segs, 8), 6);
+        assert_eq!(source_offset(&segs, 20), 18, "open-ended last segment, dest ahead of source");
+        assert_eq!(destination_offset(&segs, 5), 5);
+        assert_eq!(destination_offset(&segs, 6), 8, "the next record skips the hidden offsets");
+        assert_eq!(destination_offset(&segs, 18), 20);
+        // End offsets: a log end right after the hidden ones is the next record's offset, so a
+        // consumer there is at the end on the source too.
+        assert_eq!(source_end_offset(&segs, 6), 6, "log end after the first marker");
+        assert_eq!(source_end_offset(&segs, 7), 6);
+        assert_eq!(source_end_offset(&segs, 8), 6, "log end after the hidden markers");
+        assert_eq!(source_end_offset(&segs, 9), 7);
+        assert_eq!(destination_offset(&segs, source_end_offset(&segs, 8)), 8);
+        // Monotonic, and every offset that is not hidden round-trips.
+        let (mut last, mut last_end) = (i64::MIN, i64::MIN);
+        for d in 0..100 {
+            let (s, e) = (source_offset(&segs, d), source_end_offset(&segs, d));
+            assert!(s >= last && e >= last_end && e <= s, "{d}: {s} {e}");
+            (last, last_end) = (s, e);
+            if !is_hidden(&segs, d) {
+                assert_eq!(destination_offset(&segs, s), d, "{d}");
+            }
+        }
+        // A hidden tail after a shifted head, then a gap segment after it.
+        let segs = [seg(100, 0), seg(151, 52), seg(900, 60)];
+        assert!(is_hidden(&segs, 51));
+        assert_eq!(source_offset(&segs, 50), 150);
+        assert_eq!(source_offset(&segs, 51), 151);
+        assert_eq!(source_offset(&segs, 59), 158);
+        assert!(!is_hidden(&segs, 59));
+        assert_eq!(source_offset(&segs, 60), 900);
+        assert_eq!(source_end_offset(&segs, 52), 151);
+        assert_eq!(source_end_offset(&segs, 60), 159, "the end of the middle segment, not past the gap");
     }
 
     #[test]

@@ -64,6 +64,19 @@ pub fn record_coalesced(mirror: &str, source_batches: usize) {
         .increment(source_batches as u64);
 }
 
+/// Counts destination offsets hidden behind a new offset segment on `topic`-`partition`:
+/// transaction markers of mirrorgate's that the destination's coordinator wrote where the
+/// source has none (`mirror::dataplane::markers::hide_extra_markers`).
+pub fn hidden_markers(mirror: &str, topic: &str, partition: i32, offsets: i64) {
+    metrics::counter!(
+        "mirrorgate_mirror_hidden_marker_offsets_total",
+        "mirror" => mirror.to_string(),
+        "topic" => topic.to_string(),
+        "partition" => partition.to_string()
+    )
+    .increment(offsets.max(0) as u64);
+}
+
 /// Sets a mirror's measured source fetch rate, bytes/s (the KIP's MirrorReplication
 /// `byte-rate`).
 pub fn mirror_byte_rate(mirror: &str, bytes_per_second: f64) {

@@ -96,7 +96,7 @@ impl PartitionTask {
                     self.control.progress(&self.topic, self.partition).map_or(-1, |g| g.source_log_start);
                 let removable = src.min(source_log_start.max(copy_start));
                 if !removal_refused && removable - removed_up_to >= FILL_REMOVE_EVERY {
-                    let target = removable - w.shift;
+                    let target = self.destination_offset_of(removable);
                     // Tried once per FILL_REMOVE_EVERY offsets whatever the answer: a failure is
                     // retried with the next step, not on every chunk.
                     removed_up_to = removable;

@@ -293,8 +293,11 @@ impl Txns {
         self.check_last_marker(task, w, segments).await
     }
 
-    /// See [`Txns::recover`]: the last destination offset, if it is a control batch of one
-    /// of mirrorgate's transactional producers, must be a marker on the source too.
+    /// See [`Txns::recover`]: the control batches of mirrorgate's transactional producers
+    /// ending the destination must be markers on the source too. From the first that is not
+    /// (the source has a record there, or nothing yet), they are hidden behind a new offset
+    /// segment ([`hide_extra_markers`]) and the loop re-aligns; one whose source offset
+    /// retention already removed is taken as it is.
     async fn check_last_marker(
         &self,
         task: &PartitionTask,
@@ -315,31 +318,43 @@ impl Txns {
             .collect();
         // Every trailing marker of ours, from the last offset down (several transactions timed
         // out at once all put their marker at the same log end, one after the other).
+        let mut trailing = Vec::new();
         let mut at = last;
         while at >= 0 {
             let Some(dest_batch) = batch_at(&task.dest, &task.topic, task.partition, at).await? else { break };
             if !dest_batch.is_control() || !ours.contains(&dest_batch.producer_id()) {
                 break;
             }
-            let source_offset = model::source_offset(segments, at);
-            let Some(src) = batch_at(&task.source, &task.topic, task.partition, source_offset).await? else {
-                break;
-            };
-            if !src.is_control() || src.base_offset() != source_offset {
-                return Ok(Some(fail(
-                    format!(
-                        "{}-{}: destination offset {at} is a transaction marker of mirrorgate's producer id {} but source offset {source_offset} is a record: the destination's transaction coordinator ended one of mirrorgate's transactions on its timeout (transaction.max.timeout.ms) while mirrorgate was away, or wrote a marker of it twice after a partition leader change, at the wrong offset; delete the destination topic to re-seed it",
-                        task.topic,
-                        task.partition,
-                        dest_batch.producer_id()
-                    ),
-                    false,
-                )));
-            }
-            if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
-                tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
-            }
+            trailing.push((at, dest_batch));
             at -= 1;
+        }
+        for (at, dest_batch) in trailing.into_iter().rev() {
+            if model::is_hidden(segments, at) {
+                continue; // hidden before a restart
+            }
+            let source_offset = model::source_offset(segments, at);
+            match batch_at(&task.source, &task.topic, task.partition, source_offset).await? {
+                Some(src) if src.is_control() && src.base_offset() == source_offset => {
+                    if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
+                        tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
+                    }
+                }
+                None if source_offset
+                    < task.source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)? =>
+                {
+                    // Removed from the source by retention: nothing to compare with.
+                }
+                _ => {
+                    tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, producer_id = dest_batch.producer_id(), source_offset, "destination offset is a transaction marker of mirrorgate's where the source has none");
+                    if let Some(o) = hide_extra_markers(task, segments.to_vec(), at, last + 1, source_offset).await? {
+                        return Ok(Some(o));
+                    }
+                    return Err(Retry::new(format!(
+                        "destination offsets {at}..{last} of {}-{} hidden behind a new offset segment (transaction markers of mirrorgate's where the source has none)",
+                        task.topic, task.partition
+                    )));
+                }
+            }
         }
         Ok(None)
     }
@@ -468,11 +483,7 @@ impl Txns {
         }
         self.marker_open = false;
         self.wait_complete(task, &id).await?;
-        if let Some(o) = wait_marker(task, expected).await? {
-            return Ok(Some(o));
-        }
-        w.dest_next += 1;
-        Ok(None)
+        landed(task, w, wait_marker(task, expected).await?).await
     }
 
     /// Waits (up to `MARKER_WAIT`) until the coordinator says transaction `id` is complete
@@ -515,12 +526,11 @@ impl Txns {
             return Err(self.txn_error(task, e));
         }
         self.wait_complete(task, &id).await?;
-        if let Some(o) = wait_marker(task, w.dest_next).await? {
-            return Ok(Some(o));
+        let marker = wait_marker(task, w.dest_next).await?;
+        if !matches!(marker, Landed::Failed(_)) {
+            self.free.insert(slot.index, slot);
         }
-        self.free.insert(slot.index, slot);
-        w.dest_next += 1;
-        Ok(None)
+        landed(task, w, marker).await
     }
 
     /// Writes the aborted source batch `b` (dense, starting at `w.dest_next` after the shift)
@@ -683,25 +693,28 @@ fn mismatch(task: &PartitionTask, source: i64, expected: i64, at: i64) -> Outcom
     )
 }
 
+/// Where the marker of an EndTxn landed.
+enum Landed {
+    /// At the expected offset, once.
+    Once,
+    /// At the expected offset, then again up to destination offset `end` (exclusive): the
+    /// coordinator wrote it more than once.
+    Again { end: i64 },
+    /// Something else happened: the partition fails.
+    Failed(Outcome),
+}
+
 /// Waits until the destination partition's high watermark is `marker + 1` after an EndTxn:
-/// the coordinator writes the marker asynchronously (T1). A log end beyond it means something
-/// else was appended and the marker is not at `marker`.
-async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Option<Outcome>, Retry> {
+/// the coordinator writes the marker asynchronously (T1). A log end beyond it is the same
+/// marker written again ([`Landed::Again`], see [`hide_extra_markers`]) or something else
+/// appended there ([`Landed::Failed`]).
+async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Landed, Retry> {
     let leader = task.dest.leader_for(&task.topic, task.partition).await.map_err(retry)?.node_id;
     let mut conn = Node { client: &task.dest, node_id: leader };
     match txn::wait_for_log_end(&mut conn, &task.topic, task.partition, marker + 1, MARKER_WAIT).await {
-        Ok(end) if end == marker + 1 => Ok(None),
-        Ok(end) if duplicate_markers(task, marker, end).await? => Ok(Some(fail(
-            format!(
-                "{}-{}: the destination's transaction coordinator wrote mirrorgate's transaction marker at destination offset {marker} more than once (offsets {marker}..{}; Kafka re-sends a marker after a partition leader change): the destination now runs {} offset(s) ahead of the source here. Delete the destination topic (or its records) to re-seed it, or use mirror.transaction.markers=placeholder",
-                task.topic,
-                task.partition,
-                end - 1,
-                end - marker - 1
-            ),
-            false,
-        ))),
-        Ok(end) => Ok(Some(fail(
+        Ok(end) if end == marker + 1 => Ok(Landed::Once),
+        Ok(end) if duplicate_markers(task, marker, end).await? => Ok(Landed::Again { end }),
+        Ok(end) => Ok(Landed::Failed(fail(
             format!(
                 "{}-{}: after mirrorgate's transaction marker at destination offset {marker} the log ends at {end}; something else writes to this mirror partition",
                 task.topic, task.partition
@@ -710,6 +723,69 @@ async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Option<Outcome
         ))),
         Err(e) => Err(Retry::new(format!("transaction marker at destination offset {marker}: {e}"))),
     }
+}
+
+/// Moves `w` past a marker written at `w.dest_next` ([`wait_marker`]'s answer).
+async fn landed(task: &PartitionTask, w: &mut Writer<'_>, marker: Landed) -> Result<Option<Outcome>, Retry> {
+    match marker {
+        Landed::Once => {
+            w.dest_next += 1;
+            Ok(None)
+        }
+        Landed::Again { end } => {
+            let segments = task.record().map(|r| r.segments).unwrap_or_default();
+            let source_next = w.dest_next + w.shift + 1;
+            if let Some(o) = hide_extra_markers(task, segments, w.dest_next + 1, end, source_next).await? {
+                return Ok(Some(o));
+            }
+            w.shift = source_next - end;
+            w.dest_next = end;
+            Ok(None)
+        }
+        Landed::Failed(o) => Ok(Some(o)),
+    }
+}
+
+/// Hides destination offsets `[from, end)` — control batches of mirrorgate's producers that
+/// stand for no source marker — behind a new offset segment: source offset `source_next` (the
+/// next to copy) at destination offset `end`, persisted before anything is appended after it
+/// (DESIGN §4.2). Through mirrorgate they are never served ([`model::is_hidden`]) and every
+/// offset reads as on the source; a direct reader skips them as any control batch, the
+/// destination running `end − from` offsets ahead of the source from there on.
+///
+/// Kafka's transaction coordinator writes such markers when it re-sends WriteTxnMarkers to a
+/// partition's new leader that already holds the marker (`TransactionMarkerChannelManager`
+/// retries a request whose leader did not answer), or when it aborts one of mirrorgate's
+/// transactions on its timeout while mirrorgate is away.
+///
+/// # Errors
+/// [`Retry`] when the segment cannot be persisted; `Ok(Some(outcome))` (FAILED) when the
+/// partition already has [`model::MAX_OFFSET_SEGMENTS`] segments.
+pub(super) async fn hide_extra_markers(
+    task: &PartitionTask,
+    mut segments: Vec<OffsetSegment>,
+    from: i64,
+    end: i64,
+    source_next: i64,
+) -> Result<Option<Outcome>, Retry> {
+    if segments.len() >= model::MAX_OFFSET_SEGMENTS {
+        return Ok(Some(fail(
+            format!(
+                "{}-{}: the destination's transaction coordinator wrote mirrorgate's transaction markers at destination offsets {from}..{} where the source has none (a marker written twice after a partition leader change, or a transaction ended on its timeout), and the partition already has {} offset segments, the most it keeps; delete the destination topic (or its records) to re-seed it, or use mirror.transaction.markers=placeholder",
+                task.topic,
+                task.partition,
+                end - 1,
+                segments.len()
+            ),
+            false,
+        )));
+    }
+    let seg = OffsetSegment { source_start: source_next, destination_start: end };
+    segments.push(seg);
+    task.persist_segments(segments).await?;
+    crate::telemetry::metrics::hidden_markers(&task.mirror, &task.topic, task.partition, end - from);
+    tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, from, to = end, source_offset = source_next, shift = seg.shift(), "the destination's transaction coordinator wrote mirrorgate's transaction marker where the source has none (written twice after a leader change, or a transaction ended on its timeout): those destination offsets are hidden behind a new offset segment; reads through mirrorgate are unchanged, a direct reader skips them and sees later offsets shifted");
+    Ok(None)
 }
 
 /// Whether destination offsets `marker..end` all hold control batches of the producer whose

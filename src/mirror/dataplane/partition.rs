@@ -500,7 +500,7 @@ impl PartitionTask {
         // Nothing below the copy start is readable data: the destination log start moves up to
         // it, as for a removed head (asked once per run; DeleteRecords is idempotent).
         if let Some(start) = copy_start {
-            let target = start - w.shift;
+            let target = self.destination_offset_of(start);
             if target > 0 && target <= w.dest_next {
                 if let Err(e) = delete_records(&self.dest, topic, p, target).await {
                     tracing::warn!(topic, partition = p, error = %e, destination_offset = target, "cannot move the destination log start to the copy start; the placeholders below it stay (a topic whose cleanup.policy has no delete)");
@@ -753,7 +753,7 @@ impl PartitionTask {
             self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
-                let target = chunk.log_start_offset - w.shift;
+                let target = self.destination_offset_of(chunk.log_start_offset);
                 if target > 0 && target <= w.dest_next {
                     // (DeleteRecords above the high watermark is refused: the appends in
                     // flight are answered first.)
@@ -835,6 +835,16 @@ impl PartitionTask {
             Err(_) => None,
         };
         (coalesce, max_message, expiry)
+    }
+
+    /// The destination offset of source offset `source` through the partition's offset map
+    /// ([`crate::mirror::model::destination_offset`]): where DeleteRecords moves the
+    /// destination log start when the source's moves to `source`. Not `source − shift` of the
+    /// last segment, which is only right inside that segment (and, after hidden destination
+    /// offsets, whose shift is negative, would delete records still to be read).
+    pub(super) fn destination_offset_of(&self, source: i64) -> i64 {
+        let segments = self.record().map(|r| r.segments).unwrap_or_default();
+        crate::mirror::model::destination_offset(&segments, source)
     }
 
     pub(super) async fn persist_segments(&self, segments: Vec<OffsetSegment>) -> Result<(), Retry> {

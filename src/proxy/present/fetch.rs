@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use crate::mirror::model::{source_end_offset, source_offset, OffsetSegment};
+use crate::mirror::model::{is_hidden, source_end_offset, source_offset, OffsetSegment};
 use crate::mirror::offset_maps::OffsetMaps;
 
 /// Bytes before `batchLength`'s end: `baseOffset` (8) + `batchLength` (4).
@@ -92,14 +92,19 @@ pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps, resolve: &dyn Fn(&[
 }
 
 /// A copy of `records` (a Fetch response partition's record batches) with each batch's base
-/// offset mapped destination → source through `segments`; `None` when no base offset
-/// changes. Only the first 8 bytes of each batch change: no CRC-covered byte, no payload.
-/// Walking stops at the first entry whose length is negative or that is not magic 2 (the
-/// mirror writes only magic 2; older entries are left as the broker sent them), and a
-/// trailing partial batch (the broker cuts at `max_bytes`) keeps its bytes, its base offset
-/// patched when present. Never panics on broker bytes.
+/// offset mapped destination → source through `segments`, and the batches at hidden
+/// destination offsets ([`is_hidden`]: a transaction marker of mirrorgate's that the
+/// destination's coordinator wrote again, which no source offset maps to) left out; `None`
+/// when nothing changes. Only the first 8 bytes of a batch kept change: no CRC-covered byte,
+/// no payload. Walking stops at the first entry whose length is negative or that is not
+/// magic 2 (the mirror writes only magic 2; older entries are left as the broker sent them),
+/// and a trailing partial batch (the broker cuts at `max_bytes`) keeps its bytes, its base
+/// offset patched when present. Never panics on broker bytes; allocates at most
+/// `records.len()` bytes.
 pub fn patch_base_offsets(records: &[u8], segments: &[OffsetSegment]) -> Option<Bytes> {
-    let mut out: Option<BytesMut> = None;
+    // (start, end) of each entry walked and its source base offset, `None` when hidden.
+    let mut entries: Vec<(usize, usize, Option<i64>)> = Vec::new();
+    let mut changed = false;
     let mut pos = 0usize;
     while let Some(head) = records.get(pos..pos + LOG_OVERHEAD) {
         let base = i64::from_be_bytes(head[..8].try_into().ok()?);
@@ -108,17 +113,24 @@ pub fn patch_base_offsets(records: &[u8], segments: &[OffsetSegment]) -> Option<
         if length < 0 || !magic_ok {
             break;
         }
-        let mapped = source_offset(segments, base);
-        if mapped != base {
-            let buf = out.get_or_insert_with(|| BytesMut::from(records));
-            buf[pos..pos + 8].copy_from_slice(&mapped.to_be_bytes());
-        }
-        pos = match pos.checked_add(LOG_OVERHEAD + length as usize) {
-            Some(p) => p,
-            None => break,
-        };
+        let end = pos.saturating_add(LOG_OVERHEAD + length as usize).min(records.len());
+        let mapped = (!is_hidden(segments, base)).then(|| source_offset(segments, base));
+        changed |= mapped != Some(base);
+        entries.push((pos, end, mapped));
+        pos = end;
     }
-    out.map(BytesMut::freeze)
+    if !changed {
+        return None;
+    }
+    let mut out = BytesMut::with_capacity(records.len());
+    for (start, end, mapped) in entries {
+        let Some(mapped) = mapped else { continue };
+        let at = out.len();
+        out.extend_from_slice(&records[start..end]);
+        out[at..at + 8].copy_from_slice(&mapped.to_be_bytes());
+    }
+    out.extend_from_slice(&records[pos..]);
+    Some(out.freeze())
 }
 
 #[cfg(test)]
@@ -173,6 +185,33 @@ mod tests {
             }
         }
         assert!(patch_base_offsets(&whole, &[OffsetSegment { source_start: 0, destination_start: 0 }]).is_none());
+    }
+
+    #[test]
+    fn batches_at_hidden_offsets_are_left_out() {
+        // Destination 0..=5 is source 0..=5 (a marker at 5, written again at 6 and 7 by the
+        // destination's coordinator), destination 8.. is source 6.. .
+        let segs = [
+            OffsetSegment { source_start: 0, destination_start: 0 },
+            OffsetSegment { source_start: 6, destination_start: 8 },
+        ];
+        let mut records = BytesMut::new();
+        for (base, count) in [(3, 2), (5, 1), (6, 1), (7, 1), (8, 3)] {
+            records.extend_from_slice(&batch_at(base, count));
+        }
+        let patched = patch_base_offsets(&records, &segs).expect("hidden batches dropped");
+        let got: Vec<(i64, i64)> = BatchIter::new(patched.clone())
+            .map(|b| {
+                let b = b.expect("a valid batch");
+                assert!(b.crc_is_valid());
+                (b.base_offset(), b.last_offset())
+            })
+            .collect();
+        assert_eq!(got, vec![(3, 4), (5, 5), (6, 8)], "contiguous source offsets, nothing twice");
+        assert_eq!(patched.len(), records.len() - 2 * batch_at(6, 1).len());
+        // Only the unshifted head: nothing to change.
+        let head: Vec<u8> = batch_at(3, 2).to_vec();
+        assert!(patch_base_offsets(&head, &segs).is_none());
     }
 
     #[test]
