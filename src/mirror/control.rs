@@ -174,6 +174,10 @@ pub struct ControlPlane {
     /// The offset maps of shifted partitions, rebuilt on every state change (the proxy
     /// presents source offsets through them, `proxy::present`).
     offset_maps: RwLock<Arc<super::offset_maps::OffsetMaps>>,
+    /// Read caps (destination offsets) of mirror partitions whose log end holds, or may soon
+    /// hold, a transaction marker of mirrorgate's not yet checked against the source
+    /// ([`ControlPlane::hold_reads`]).
+    read_caps: dashmap::DashMap<(String, i32), i64>,
     destination: ClusterAccess,
     source_timeouts: (std::time::Duration, std::time::Duration),
 }
@@ -201,6 +205,7 @@ impl ControlPlane {
             write_lock: tokio::sync::Mutex::new(()),
             loaded: AtomicBool::new(false),
             offset_maps: RwLock::new(Arc::default()),
+            read_caps: dashmap::DashMap::new(),
             destination,
             source_timeouts,
         }
@@ -408,6 +413,38 @@ impl ControlPlane {
     /// segment, so they are at least as new as the destination data a reader can see.
     pub fn offset_maps(&self) -> Arc<super::offset_maps::OffsetMaps> {
         self.offset_maps.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Holds reads of `topic`-`partition` through mirrorgate below destination offset `cap`:
+    /// Fetch responses carry no batch at or above it and a high watermark and LSO of at
+    /// most `cap` (`proxy::present::fetch`). Set by the copy loop before an EndTxn whose
+    /// marker lands at `cap − 1` (the destination's transaction coordinator may write it
+    /// again after a leader change, docs/real-markers.md); released once the marker is known
+    /// to have landed once, or the extra ones are hidden behind an offset segment
+    /// ([`ControlPlane::release_reads`]), or the loop stops. So a consumer never reads such
+    /// a marker as a source offset and skips the next record. (A failed loop keeps the hold
+    /// until a re-alignment checks the log end.)
+    pub fn hold_reads(&self, topic: &str, partition: i32, cap: i64) {
+        self.read_caps.insert((topic.to_owned(), partition), cap);
+    }
+
+    /// Ends [`ControlPlane::hold_reads`] for `topic`-`partition`.
+    pub fn release_reads(&self, topic: &str, partition: i32) {
+        self.read_caps.remove(&(topic.to_owned(), partition));
+    }
+
+    /// The read cap of `topic`-`partition` ([`ControlPlane::hold_reads`]), if any. One
+    /// emptiness check when no partition is held (the usual case).
+    pub fn read_cap(&self, topic: &str, partition: i32) -> Option<i64> {
+        if self.read_caps.is_empty() {
+            return None;
+        }
+        self.read_caps.get(&(topic.to_owned(), partition)).map(|c| *c)
+    }
+
+    /// Whether some partition's reads are held.
+    pub fn reads_held(&self) -> bool {
+        !self.read_caps.is_empty()
     }
 
     /// Whether any topic belongs to a mirror.

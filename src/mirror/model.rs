@@ -165,8 +165,9 @@ pub const FORCED_FILL_MAX_GAP: i64 = 1_000_000;
 ///
 /// - `gap <= fill_max_gap`: [`GapAction::Fill`];
 /// - the last segment holds no offset yet (its destination start is `destination_end`, and
-///   it is not the first): a new segment replacing it — a run of gaps with no record between
-///   them leaves one segment, not one per gap;
+///   it is not the first, nor one that hides destination offsets of the segment before it):
+///   a new segment replacing it — a run of gaps with no record between them leaves one
+///   segment, not one per gap;
 /// - fewer than [`MAX_OFFSET_SEGMENTS`] segments: a new segment;
 /// - at the cap: [`GapAction::Fill`] up to [`FORCED_FILL_MAX_GAP`] offsets, a new segment
 ///   beyond.
@@ -177,7 +178,15 @@ pub fn gap_action(segments: &[OffsetSegment], destination_end: i64, gap: i64, fi
     if gap <= fill_max_gap {
         return GapAction::Fill;
     }
-    let replace_last = segments.len() > 1 && segments.last().is_some_and(|s| s.destination_start == destination_end);
+    // (Not a last segment that hides destination offsets before it, [`is_hidden`]: without
+    // it they would be served again.)
+    let replace_last = match segments {
+        [.., prev, last] => {
+            last.destination_start == destination_end
+                && last.source_start - prev.source_start >= last.destination_start - prev.destination_start
+        }
+        _ => false,
+    };
     if replace_last || segments.len() < MAX_OFFSET_SEGMENTS || gap > FORCED_FILL_MAX_GAP {
         GapAction::NewSegment { replace_last }
     } else {
@@ -596,6 +605,9 @@ mod tests {
                 assert_eq!(destination_offset(&segs, s), d, "{d}");
             }
         }
+        // A segment that hides offsets is never replaced by the next gap's.
+        assert_eq!(gap_action(&[seg(0, 0), seg(6, 8)], 8, 10, 0), GapAction::NewSegment { replace_last: false });
+        assert_eq!(gap_action(&[seg(0, 0), seg(16, 8)], 8, 10, 0), GapAction::NewSegment { replace_last: true });
         // A hidden tail after a shifted head, then a gap segment after it.
         let segs = [seg(100, 0), seg(151, 52), seg(900, 60)];
         assert!(is_hidden(&segs, 51));

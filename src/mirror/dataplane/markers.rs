@@ -306,6 +306,7 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         let last = w.dest_next - 1;
         if last < 0 {
+            task.control.release_reads(&task.topic, task.partition);
             return Ok(None);
         }
         let ours: HashSet<i64> = self
@@ -333,29 +334,37 @@ impl Txns {
                 continue; // hidden before a restart
             }
             let source_offset = model::source_offset(segments, at);
-            match batch_at(&task.source, &task.topic, task.partition, source_offset).await? {
+            let accepted = match batch_at(&task.source, &task.topic, task.partition, source_offset).await? {
                 Some(src) if src.is_control() && src.base_offset() == source_offset => {
                     if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
                         tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
                     }
+                    true
                 }
-                None if source_offset
-                    < task.source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)? =>
-                {
-                    // Removed from the source by retention: nothing to compare with.
+                Some(_) => false,
+                // Below the source log start (retention removed it), or below its high
+                // watermark with no batch there (compaction removed the marker): nothing to
+                // compare with. Only at or above the source's high watermark is it surely
+                // extra. (A new source leader whose high watermark is not known yet answers
+                // OFFSET_NOT_AVAILABLE: retried.)
+                None => {
+                    let source = &task.source;
+                    source_offset < source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)?
+                        || source_offset < source.list_offsets(&task.topic, task.partition, -1).await.map_err(retry)?
                 }
-                _ => {
-                    tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, producer_id = dest_batch.producer_id(), source_offset, "destination offset is a transaction marker of mirrorgate's where the source has none");
-                    if let Some(o) = hide_extra_markers(task, segments.to_vec(), at, last + 1, source_offset).await? {
-                        return Ok(Some(o));
-                    }
-                    return Err(Retry::new(format!(
-                        "destination offsets {at}..{last} of {}-{} hidden behind a new offset segment (transaction markers of mirrorgate's where the source has none)",
-                        task.topic, task.partition
-                    )));
+            };
+            if !accepted {
+                tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, producer_id = dest_batch.producer_id(), source_offset, "destination offset is a transaction marker of mirrorgate's where the source has none");
+                if let Some(o) = hide_extra_markers(task, segments.to_vec(), at, last + 1, source_offset).await? {
+                    return Ok(Some(o));
                 }
+                return Err(Retry::new(format!(
+                    "destination offsets {at}..{last} of {}-{} hidden behind a new offset segment (transaction markers of mirrorgate's where the source has none)",
+                    task.topic, task.partition
+                )));
             }
         }
+        task.control.release_reads(&task.topic, task.partition);
         Ok(None)
     }
 
@@ -474,6 +483,9 @@ impl Txns {
             }
         }
         let mut producer = producer;
+        // Until the marker is known to have landed once, nothing from its offset on is
+        // served: the coordinator may write it again (`hide_extra_markers`).
+        task.control.hold_reads(&task.topic, task.partition, expected + 1);
         if let Err(e) = producer.end(&mut conn, commit).await {
             if matches!(e.code(), Some(txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH)) {
                 self.marker = None;
@@ -522,6 +534,7 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         let id = slot.producer.transactional_id.clone();
         let node = self.coordinator(task, &id).await?;
+        task.control.hold_reads(&task.topic, task.partition, w.dest_next + 1);
         if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
             return Err(self.txn_error(task, e));
         }
@@ -729,6 +742,7 @@ async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Landed, Retry>
 async fn landed(task: &PartitionTask, w: &mut Writer<'_>, marker: Landed) -> Result<Option<Outcome>, Retry> {
     match marker {
         Landed::Once => {
+            task.control.release_reads(&task.topic, task.partition);
             w.dest_next += 1;
             Ok(None)
         }
@@ -738,6 +752,8 @@ async fn landed(task: &PartitionTask, w: &mut Writer<'_>, marker: Landed) -> Res
             if let Some(o) = hide_extra_markers(task, segments, w.dest_next + 1, end, source_next).await? {
                 return Ok(Some(o));
             }
+            // (The offset maps the proxy reads were rebuilt when the segment was persisted.)
+            task.control.release_reads(&task.topic, task.partition);
             w.shift = source_next - end;
             w.dest_next = end;
             Ok(None)

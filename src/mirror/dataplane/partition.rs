@@ -202,6 +202,7 @@ impl PartitionTask {
     /// Runs until stopped or failed.
     pub async fn run(self, stop: CancellationToken) -> Outcome {
         let mut stall = errors::StallGuard::default();
+
         // Right after this process started, a Produce of the previous process (killed) may
         // still sit in the destination broker's request queue, not yet appended: give it a
         // moment before the first read of the log end. (Loops restarted within a process
@@ -230,6 +231,10 @@ impl PartitionTask {
             match result {
                 Ok(o) => {
                     self.control.set_retrying(&self.topic, self.partition, None);
+                    // (A failed partition keeps its reads held: its log end was not checked.)
+                    if matches!(o, Outcome::Stopped) {
+                        self.control.release_reads(&self.topic, self.partition);
+                    }
                     return o;
                 }
                 Err(Retry { why, after_ambiguous_append }) => {

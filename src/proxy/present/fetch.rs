@@ -62,12 +62,41 @@ pub fn request(
 /// capped at the high watermark. Partitions
 /// an incremental session leaves out are simply absent. Returns whether anything changed.
 ///
+/// First, partitions with a read cap (`cap(topic, partition)`, a destination offset:
+/// `ControlPlane::hold_reads`, asked only when `capping`) lose every batch at or above it,
+/// and their high watermark and LSO are lowered to it.
+///
+/// A partition whose every batch was at hidden destination offsets ([`is_hidden`]) in an
+/// incremental fetch session (KIP-227) means the broker's session holds a fetch offset that
+/// the offset map no longer gives (it grew hidden offsets after the client's position was
+/// sent): the client would fetch the same hidden batch forever. The response then becomes
+/// FETCH_SESSION_ID_NOT_FOUND (70), so the client starts a new session with its positions,
+/// which map past the hidden offsets (Java `FetchSessionHandler.handleResponse`).
+///
 /// Topic ids the state does not know are resolved with `resolve`, as in [`request`].
-pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps, resolve: &dyn Fn(&[u8; 16]) -> Option<String>) -> bool {
-    if maps.is_empty() {
-        return false;
-    }
+pub fn response(
+    resp: &mut FetchResponse,
+    maps: &OffsetMaps,
+    resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
+    capping: bool,
+    cap: &dyn Fn(&str, i32) -> Option<i64>,
+) -> bool {
     let mut changed = false;
+    if capping {
+        for t in &mut resp.responses {
+            let name = if t.topic.0.is_empty() { resolve(t.topic_id.as_bytes()) } else { Some(t.topic.0.to_string()) };
+            let Some(name) = name else { continue };
+            for p in &mut t.partitions {
+                if let Some(c) = cap(&name, p.partition_index) {
+                    changed |= cap_partition(p, c);
+                }
+            }
+        }
+    }
+    if maps.is_empty() {
+        return changed;
+    }
+    let mut stale_session_offset = false;
     for t in &mut resp.responses {
         let Ok(Some(tm)) = maps.topic_ref_resolved(&t.topic.0, t.topic_id.as_bytes(), resolve) else { continue };
         for p in &mut t.partitions {
@@ -83,12 +112,63 @@ pub fn response(resp: &mut FetchResponse, maps: &OffsetMaps, resolve: &dyn Fn(&[
                 a.first_offset = source_offset(segs, a.first_offset);
             }
             if let Some(patched) = p.records.as_deref().and_then(|r| patch_base_offsets(r, segs)) {
+                stale_session_offset |= patched.is_empty();
                 p.records = Some(patched);
             }
             changed = true;
         }
     }
+    if stale_session_offset && resp.session_id != 0 {
+        resp.error_code = FETCH_SESSION_ID_NOT_FOUND;
+        resp.session_id = 0;
+        resp.responses.clear();
+        changed = true;
+    }
     changed
+}
+
+/// Kafka error code FETCH_SESSION_ID_NOT_FOUND.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+
+/// Applies read cap `cap` (a destination offset) to one partition of a Fetch response:
+/// batches from the first one reaching `cap` on are dropped, the high watermark and LSO
+/// lowered to `cap`. Returns whether anything changed.
+fn cap_partition(p: &mut kafka_protocol::messages::fetch_response::PartitionData, cap: i64) -> bool {
+    let mut changed = false;
+    if p.high_watermark > cap {
+        p.high_watermark = cap;
+        changed = true;
+    }
+    if p.last_stable_offset > cap {
+        p.last_stable_offset = cap;
+        changed = true;
+    }
+    if let Some(kept) = p.records.as_ref().and_then(|r| records_below(r, cap)) {
+        p.records = Some(kept);
+        changed = true;
+    }
+    changed
+}
+
+/// The batches of `records` that end below destination offset `cap` (a prefix: batches are
+/// in offset order), `None` when that is all of them. A batch's last offset is its base
+/// offset plus `lastOffsetDelta` (int32 at byte 23 of a magic 2 batch); an entry that is not
+/// magic 2, or cut short, ends the prefix only if its base offset reaches `cap`.
+fn records_below(records: &Bytes, cap: i64) -> Option<Bytes> {
+    let mut pos = 0usize;
+    while let Some(head) = records.get(pos..pos + LOG_OVERHEAD) {
+        let base = i64::from_be_bytes(head[..8].try_into().ok()?);
+        let length = i32::from_be_bytes(head[8..12].try_into().ok()?);
+        let delta = records
+            .get(pos + 23..pos + 27)
+            .filter(|_| records.get(pos + MAGIC_OFFSET) == Some(&2))
+            .map_or(0, |d| i64::from(i32::from_be_bytes([d[0], d[1], d[2], d[3]])));
+        if length < 0 || base >= cap || base.saturating_add(delta) >= cap {
+            return Some(records.slice(..pos));
+        }
+        pos = pos.checked_add(LOG_OVERHEAD + length as usize)?;
+    }
+    None
 }
 
 /// A copy of `records` (a Fetch response partition's record batches) with each batch's base

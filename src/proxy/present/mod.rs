@@ -248,7 +248,8 @@ fn edit<T: Decodable + Encodable>(
 /// the shifted partitions; whether anything changed.
 pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: &MirrorGate) -> bool {
     let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
-    fetch::response(resp, &maps, &|id| gate.known_topic_name(id))
+    let control = &gate.control;
+    fetch::response(resp, &maps, &|id| gate.known_topic_name(id), control.reads_held(), &|t, p| control.read_cap(t, p))
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ fn fetch_response_offsets_and_batches_go_to_the_source() {
             .with_partitions(vec![part(0, records.clone()), part(1, records.clone())]),
         FetchableTopicResponse::default().with_topic(name("u")).with_partitions(vec![part(0, records.clone())]),
     ]);
-    assert!(fetch::response(&mut resp, &maps(), &no_ids));
+    assert!(fetch::response(&mut resp, &maps(), &no_ids, false, &|_, _| None));
     // Round trip through the wire, as a client decodes it.
     let mut buf = BytesMut::new();
     resp.encode(&mut buf, 16).unwrap();
@@ -224,7 +224,7 @@ fn fetch_end_offsets_at_an_empty_segment_are_reachable() {
             .with_high_watermark(1500)
             .with_last_stable_offset(1500)
             .with_log_start_offset(1500)])]);
-    assert!(fetch::response(&mut resp, &maps(), &no_ids));
+    assert!(fetch::response(&mut resp, &maps(), &no_ids, false, &|_, _| None));
     let p = &resp.responses[0].partitions[0];
     assert_eq!((p.high_watermark, p.last_stable_offset), (4500, 4500), "the end of the first segment");
     assert_eq!(p.log_start_offset, 4500, "the log start never above the high watermark");
@@ -305,4 +305,85 @@ fn fetch_by_an_id_the_state_lacks_is_resolved_or_refused() {
     by_id([3; 16]).encode(&mut buf, 13).unwrap();
     let prefix = RequestPrefix { api_key: ApiKey::Fetch as i16, api_version: 13, correlation_id: 0 };
     assert!(request_with(&m, &no_ids, &prefix, buf.freeze(), ResponseAction::Forward).is_err());
+}
+
+fn control_batches(ranges: &[(i64, i32)]) -> Bytes {
+    let mut records = BytesMut::new();
+    for (base, count) in ranges {
+        let own = OwnBatch {
+            base_offset: *base,
+            count: *count,
+            timestamp: 1_700_000_000_000,
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+        };
+        records.extend_from_slice(&batch::control_batch(&own));
+    }
+    records.freeze()
+}
+
+fn bases(records: &Bytes) -> Vec<i64> {
+    BatchIter::new(records.clone()).map(|b| b.expect("a batch").base_offset()).collect()
+}
+
+#[test]
+fn a_read_cap_drops_batches_at_and_above_it_and_lowers_the_ends() {
+    // `u` (not shifted) held below destination offset 6: a marker at 5 landed, 6 may be its
+    // duplicate.
+    let part = PartitionData::default()
+        .with_partition_index(0)
+        .with_high_watermark(8)
+        .with_last_stable_offset(8)
+        .with_records(Some(control_batches(&[(3, 2), (5, 1), (6, 1), (7, 1)])));
+    let mut resp = FetchResponse::default()
+        .with_responses(vec![FetchableTopicResponse::default().with_topic(name("u")).with_partitions(vec![part])]);
+    let cap = |t: &str, p: i32| (t == "u" && p == 0).then_some(6);
+    assert!(fetch::response(&mut resp, &OffsetMaps::default(), &no_ids, true, &cap));
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (6, 6));
+    assert_eq!(bases(p.records.as_ref().unwrap()), [3, 5]);
+    // Not held: untouched.
+    let mut resp2 = resp.clone();
+    assert!(!fetch::response(&mut resp2, &OffsetMaps::default(), &no_ids, true, &|_, _| None));
+    assert_eq!(resp2, resp);
+}
+
+#[test]
+fn a_session_whose_fetch_offset_is_hidden_is_sent_to_start_again() {
+    // `t`-0 of a map that hides destination 6 and 7 (source 0..=5 at 0..=5, source 6.. at 8..).
+    let mut state = ControlState::default();
+    let mut r = PartitionStateRecord::new("m", "h", 0, MirrorPartitionState::Mirroring);
+    r.segments = vec![
+        OffsetSegment { source_start: 0, destination_start: 0 },
+        OffsetSegment { source_start: 6, destination_start: 8 },
+    ];
+    state.partitions.insert(("h".into(), 0), r);
+    let maps = OffsetMaps::build(&state);
+    let response = |session_id: i32, batches: &[(i64, i32)]| {
+        let part = PartitionData::default()
+            .with_partition_index(0)
+            .with_high_watermark(8)
+            .with_last_stable_offset(8)
+            .with_records(Some(control_batches(batches)));
+        FetchResponse::default().with_session_id(session_id).with_responses(vec![FetchableTopicResponse::default()
+            .with_topic(name("h"))
+            .with_partitions(vec![part])])
+    };
+    // A session's cached fetch offset at 6 (the client's position before the hiding): only
+    // hidden batches come back, so the session is ended and the client starts a new one.
+    let mut resp = response(42, &[(6, 1), (7, 1)]);
+    assert!(fetch::response(&mut resp, &maps, &no_ids, false, &|_, _| None));
+    assert_eq!((resp.error_code, resp.session_id, resp.responses.len()), (70, 0, 0));
+    // The same without a session: an empty partition (never asked for in practice).
+    let mut resp = response(0, &[(6, 1), (7, 1)]);
+    assert!(fetch::response(&mut resp, &maps, &no_ids, false, &|_, _| None));
+    assert_eq!(resp.error_code, 0);
+    // A fetch from the marker before them: the marker, then the next record; no error.
+    let mut resp = response(42, &[(5, 1), (6, 1), (7, 1)]);
+    assert!(fetch::response(&mut resp, &maps, &no_ids, false, &|_, _| None));
+    assert_eq!(resp.error_code, 0);
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(bases(p.records.as_ref().unwrap()), [5]);
+    assert_eq!(p.high_watermark, 6, "the end after the hidden offsets: the next record's source offset");
 }
