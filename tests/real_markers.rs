@@ -267,10 +267,18 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
     let out = interleaved.join().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("COMMITTED"), "InterleavedTxns: {out:?}");
 
-    let report: VerifyReport =
-        eventually(Duration::from_secs(120), || block(verify_partition(&src, &dst, &topic, 0, &[], None)));
+    // (The source is final: InterleavedTxns committed. `--verify` compares the data, which may
+    // pass while the last COMMIT marker is still being copied: wait for that too.)
     let src_end = block(src.list_offsets(&topic, 0, -1)).unwrap();
-    assert_eq!(report.destination_end, src_end, "the destination ends where the source does: {report:?}");
+    let report: VerifyReport = eventually(Duration::from_secs(120), || {
+        let report = block(verify_partition(&src, &dst, &topic, 0, &[], None))?;
+        if report.destination_end == src_end {
+            Ok(report)
+        } else {
+            Err(format!("the destination ends at {}, the source at {src_end}: {report:?}", report.destination_end))
+        }
+    });
+    assert_eq!(report.source_end, src_end, "{report:?}");
     let rows = describe_json(&mg, &mirror);
     assert_eq!(
         rows[0]["directReads"], "same",

@@ -2,8 +2,10 @@
 //! (src/mirror/dataplane/source.rs `chunk_of`, partition.rs's batch loop and `append_split`):
 //! `BatchIter`, the header accessors, CRC, decompression, `records::walk`, the split of a
 //! compacted batch (`split::plan`, `split::build_run`), and the proxy's placeholder
-//! restoration on the same bytes (`intercept::restore_mirror_records`), and the base offset
-//! patch of a shifted partition (`proxy::present::fetch::patch_base_offsets`).
+//! restoration on the same bytes (`intercept::restore_mirror_records`), the base offset
+//! patch of a shifted partition (`proxy::present::fetch::patch_base_offsets`, also with a map
+//! that hides destination offsets), the proxy's read cap (`fetch::records_below`), and the
+//! merge of small uncompressed batches (`wire::coalesce`).
 //!
 //! Input: byte 0 = mode (even: the rest after byte 1 is raw `records` bytes; odd: a Fetch
 //! response body at the data plane's `FETCH_VERSION`), byte 1 = where a resumed copy starts
@@ -16,7 +18,10 @@
 //! - restoring placeholders keeps every batch's offset range;
 //! - patching base offsets keeps the length, every batch's CRC validity and record count,
 //!   moves each batch by the shift of its segment, and changes no byte outside the first 8
-//!   of a batch.
+//!   of a batch; with hidden offsets, exactly the batches whose base offset is hidden go;
+//! - a read cap keeps a prefix of whole batches, each ending below the cap;
+//! - merging consecutive coalescible batches gives one valid v2 batch with their records
+//!   (keys, values, headers, attributes) in order.
 #![no_main]
 
 use bytes::Bytes;
@@ -24,9 +29,10 @@ use kafka_protocol::messages::FetchResponse;
 use kafka_protocol::protocol::Decodable;
 use libfuzzer_sys::fuzz_target;
 use mirrorgate::mirror::dataplane::source::{chunk_of, FETCH_VERSION};
-use mirrorgate::mirror::model::{source_offset, OffsetSegment};
+use mirrorgate::mirror::model::{is_hidden, source_offset, OffsetSegment};
 use mirrorgate::proxy::intercept::restore_mirror_records;
-use mirrorgate::proxy::present::fetch::patch_base_offsets;
+use mirrorgate::proxy::present::fetch::{patch_base_offsets, records_below};
+use mirrorgate::wire::coalesce::{coalesce, is_coalescible};
 use mirrorgate::wire::batch::{Batch, BatchIter};
 use mirrorgate::wire::records;
 use mirrorgate::wire::split::{self, Piece, RunHeader};
@@ -63,6 +69,9 @@ fn records_bytes(records: &Bytes, from: i64, log_append_time: bool) {
     }
     let _ = iter.truncated_at();
     present(records, from);
+    hidden(records, from);
+    capped(records, from);
+    merged(records);
     if let Some(restored) = restore_mirror_records(records, log_append_time) {
         let after: Vec<_> =
             BatchIter::new(restored).map_while(Result::ok).map(|b| (b.base_offset(), b.last_offset())).collect();
@@ -150,4 +159,71 @@ fn run(b: &Batch, recs: &[records::RecordView<'_>]) {
         assert_eq!(g.timestamp_delta, r.timestamp_delta);
         assert_eq!(g.attributes, r.attributes);
     }
+}
+
+/// Destination `[0, 40]` is source `0..=40`, destination `41..=from+41` are hidden (markers
+/// written again), destination `from + 42..` is source `41..`.
+fn hidden(records: &Bytes, from: i64) {
+    let segments = [
+        OffsetSegment { source_start: 0, destination_start: 0 },
+        OffsetSegment { source_start: 41, destination_start: from + 42 },
+    ];
+    let before: Vec<Batch> = BatchIter::new(records.clone()).map_while(Result::ok).collect();
+    let Some(patched) = patch_base_offsets(records, &segments) else {
+        assert!(before.iter().all(|b| !is_hidden(&segments, b.base_offset()) && source_offset(&segments, b.base_offset()) == b.base_offset()));
+        return;
+    };
+    assert!(patched.len() <= records.len());
+    let kept: Vec<&Batch> = before.iter().filter(|b| !is_hidden(&segments, b.base_offset())).collect();
+    let after: Vec<Batch> = BatchIter::new(patched.clone()).map_while(Result::ok).collect();
+    assert_eq!(after.len(), kept.len(), "exactly the batches at hidden offsets go");
+    for (b, a) in kept.iter().zip(&after) {
+        assert_eq!(a.base_offset(), source_offset(&segments, b.base_offset()));
+        assert_eq!(a.bytes()[8..], b.bytes()[8..], "bytes past the base offset changed");
+    }
+}
+
+/// A read cap at `from + 3`: a prefix of whole batches, each ending below it.
+fn capped(records: &Bytes, from: i64) {
+    let cap = from + 3;
+    let Some(kept) = records_below(records, cap) else { return };
+    assert!(kept.len() <= records.len());
+    assert_eq!(kept[..], records[..kept.len()], "a read cap keeps a prefix");
+    for b in BatchIter::new(kept.clone()).map_while(Result::ok) {
+        assert!(b.last_offset() < cap, "batch {}..={} at or above the cap {cap}", b.base_offset(), b.last_offset());
+    }
+}
+
+/// The leading run of consecutive coalescible batches, merged.
+fn merged(records: &Bytes) {
+    let mut run: Vec<Batch> = Vec::new();
+    for b in BatchIter::new(records.clone()).map_while(Result::ok) {
+        let consecutive = run.last().is_none_or(|p| p.next_offset() == b.base_offset());
+        if !is_coalescible(&b, 1 << 20) || !consecutive {
+            break;
+        }
+        run.push(b);
+    }
+    if run.len() < 2 {
+        return;
+    }
+    let producer = RunHeader { producer_id: 7, producer_epoch: 3, base_sequence: 11 };
+    let Ok(bytes) = coalesce(&run, &producer) else { return };
+    let mut it = BatchIter::new(bytes);
+    let out = it.next().expect("one batch").expect("a valid batch");
+    assert!(it.next().is_none(), "exactly one batch");
+    assert!(out.crc_is_valid());
+    let want: Vec<Vec<u8>> = run
+        .iter()
+        .flat_map(|b| {
+            let payload = b.payload();
+            records::walk(&payload, b.record_count())
+                .map(|rs| rs.iter().map(|r| r.tail().to_vec()).collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+        .collect();
+    let payload = out.payload();
+    let got: Vec<Vec<u8>> =
+        records::walk(&payload, out.record_count()).expect("our merged batch walks").iter().map(|r| r.tail().to_vec()).collect();
+    assert_eq!(got, want, "merged records differ");
 }

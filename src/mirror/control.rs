@@ -355,6 +355,9 @@ impl ControlPlane {
             rec.error_message = None;
         }
         if to == MirrorPartitionState::Stopped {
+            // The destination is the partition's own from now on (a failover): nothing of
+            // mirrorgate's is written any more, and new records must be read.
+            self.release_reads(topic, partition);
             // From the destination log through the offset map when the data plane read it
             // (also right after a restart with the source down), else what it last copied.
             if let Some((_, last)) = self.stopped_at.remove(&(topic.to_string(), partition)) {
@@ -445,6 +448,14 @@ impl ControlPlane {
     /// Whether some partition's reads are held.
     pub fn reads_held(&self) -> bool {
         !self.read_caps.is_empty()
+    }
+
+    /// A copy of every read cap (usually none: an empty map, no allocation).
+    pub fn read_caps(&self) -> std::collections::HashMap<(String, i32), i64> {
+        if self.read_caps.is_empty() {
+            return Default::default();
+        }
+        self.read_caps.iter().map(|e| (e.key().clone(), *e.value())).collect()
     }
 
     /// Whether any topic belongs to a mirror.
@@ -643,6 +654,7 @@ impl ControlPlane {
             s.mirrors.remove(name);
             s.topics.retain(|_, t| t.mirror != name);
             s.partitions.retain(|_, p| p.mirror != name);
+            self.read_caps.retain(|(t, p), _| s.partitions.contains_key(&(t.clone(), *p)));
         });
         tracing::info!(mirror = name, "mirror deleted");
         Ok(())

@@ -238,6 +238,7 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         *self = Txns::default();
         if !task.record().is_some_and(|r| r.transactions_used) {
+            task.control.release_reads(&task.topic, task.partition);
             return Ok(None);
         }
         self.used = true;
@@ -334,24 +335,31 @@ impl Txns {
                 continue; // hidden before a restart
             }
             let source_offset = model::source_offset(segments, at);
-            let accepted = match batch_at(&task.source, &task.topic, task.partition, source_offset).await? {
+            let (found, source_hw) =
+                batch_and_high_watermark(&task.source, &task.topic, task.partition, source_offset).await?;
+            let accepted = match found {
+                // The source's marker; when a slot is open for its producer, only that slot's
+                // marker stands for it (a duplicate of an earlier marker does not end it).
                 Some(src) if src.is_control() && src.base_offset() == source_offset => {
-                    if is_abort_marker(&src) != is_abort_marker(&dest_batch) {
+                    let slot = self.open.get(&src.producer_id()).map(|s| s.producer.producer_id);
+                    let ours = slot.is_none_or(|pid| pid == dest_batch.producer_id());
+                    if ours && is_abort_marker(&src) != is_abort_marker(&dest_batch) {
                         tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, source_offset, "a source COMMIT marker was written as ABORT (the destination's coordinator timed the empty transaction out); consumers skip both alike");
                     }
-                    true
+                    ours
                 }
                 Some(_) => false,
-                // Below the source log start (retention removed it), or below its high
-                // watermark with no batch there (compaction removed the marker): nothing to
-                // compare with. Only at or above the source's high watermark is it surely
-                // extra. (A new source leader whose high watermark is not known yet answers
-                // OFFSET_NOT_AVAILABLE: retried.)
-                None => {
-                    let source = &task.source;
-                    source_offset < source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)?
-                        || source_offset < source.list_offsets(&task.topic, task.partition, -1).await.map_err(retry)?
-                }
+                // No batch there: below the source's high watermark of the same answer, the
+                // marker was removed by compaction (nothing to compare with); at or above it,
+                // the source has nothing there yet, so the marker is extra. Out of range:
+                // below the log start (retention removed it), or above the log end (extra).
+                None => match source_hw {
+                    Some(hw) => source_offset < hw,
+                    None => {
+                        source_offset
+                            < task.source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)?
+                    }
+                },
             };
             if !accepted {
                 tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, destination_offset = at, producer_id = dest_batch.producer_id(), source_offset, "destination offset is a transaction marker of mirrorgate's where the source has none");
@@ -822,19 +830,31 @@ async fn duplicate_markers(task: &PartitionTask, marker: i64, end: i64) -> Resul
 
 /// The batch of `topic`-`partition` holding `offset` (a raw READ_UNCOMMITTED Fetch), if any.
 async fn batch_at(client: &ClusterClient, topic: &str, partition: i32, offset: i64) -> Result<Option<Batch>, Retry> {
+    Ok(batch_and_high_watermark(client, topic, partition, offset).await?.0)
+}
+
+/// [`batch_at`] with the high watermark of the same Fetch answer (`None` when `offset` is
+/// out of range: below the log start or above the log end).
+async fn batch_and_high_watermark(
+    client: &ClusterClient,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(Option<Batch>, Option<i64>), Retry> {
     let fetched = match client.fetch(topic, partition, offset, 64 << 10).await {
         Ok(f) => f,
-        Err(e) if e.kafka_error().is_some_and(|c| c.0 == 1) => return Ok(None), // OFFSET_OUT_OF_RANGE
+        Err(e) if e.kafka_error().is_some_and(|c| c.0 == 1) => return Ok((None, None)), // OFFSET_OUT_OF_RANGE
         Err(e) => return Err(retry(e)),
     };
+    let hw = Some(fetched.high_watermark);
     for b in BatchIter::new(fetched.records) {
         let Ok(b) = b else { break };
         if b.base_offset() <= offset && offset <= b.last_offset() {
-            return Ok(Some(b));
+            return Ok((Some(b), hw));
         }
         if b.base_offset() > offset {
             break;
         }
     }
-    Ok(None)
+    Ok((None, hw))
 }

@@ -230,11 +230,10 @@ impl PartitionTask {
             };
             match result {
                 Ok(o) => {
+                    // (Reads held at a marker stay held when the loop ends, failed or paused:
+                    // its log end was not checked, and nothing is copied after it meanwhile.
+                    // A transition to STOPPED releases them, `ControlPlane::transition`.)
                     self.control.set_retrying(&self.topic, self.partition, None);
-                    // (A failed partition keeps its reads held: its log end was not checked.)
-                    if matches!(o, Outcome::Stopped) {
-                        self.control.release_reads(&self.topic, self.partition);
-                    }
                     return o;
                 }
                 Err(Retry { why, after_ambiguous_append }) => {

@@ -111,9 +111,16 @@ pub fn response(
             for a in p.aborted_transactions.iter_mut().flatten() {
                 a.first_offset = source_offset(segs, a.first_offset);
             }
-            if let Some(patched) = p.records.as_deref().and_then(|r| patch_base_offsets(r, segs)) {
-                stale_session_offset |= patched.is_empty();
-                p.records = Some(patched);
+            if let Some(original) = p.records.take() {
+                p.records = Some(match patch_base_offsets(&original, segs) {
+                    Some(patched) => {
+                        // Complete batches came and none is left: all were hidden (a partial
+                        // batch after them would not move the client's position either).
+                        stale_session_offset |= has_complete_batch(&original) && !has_complete_batch(&patched);
+                        patched
+                    }
+                    None => original,
+                });
             }
             changed = true;
         }
@@ -125,6 +132,14 @@ pub fn response(
         changed = true;
     }
     changed
+}
+
+/// Whether `records` starts with a whole entry (its length within the bytes).
+fn has_complete_batch(records: &[u8]) -> bool {
+    records.get(8..12).is_some_and(|l| {
+        let length = i32::from_be_bytes([l[0], l[1], l[2], l[3]]);
+        length >= 0 && (length as usize).checked_add(LOG_OVERHEAD).is_some_and(|n| n <= records.len())
+    })
 }
 
 /// Kafka error code FETCH_SESSION_ID_NOT_FOUND.
@@ -154,7 +169,7 @@ fn cap_partition(p: &mut kafka_protocol::messages::fetch_response::PartitionData
 /// in offset order), `None` when that is all of them. A batch's last offset is its base
 /// offset plus `lastOffsetDelta` (int32 at byte 23 of a magic 2 batch); an entry that is not
 /// magic 2, or cut short, ends the prefix only if its base offset reaches `cap`.
-fn records_below(records: &Bytes, cap: i64) -> Option<Bytes> {
+pub fn records_below(records: &Bytes, cap: i64) -> Option<Bytes> {
     let mut pos = 0usize;
     while let Some(head) = records.get(pos..pos + LOG_OVERHEAD) {
         let base = i64::from_be_bytes(head[..8].try_into().ok()?);

@@ -85,6 +85,13 @@ pub fn request(
     frame: Bytes,
     action: ResponseAction,
 ) -> Result<(Bytes, ResponseAction), String> {
+    // While some partition's reads are held (`ControlPlane::hold_reads`), the end offsets
+    // ListOffsets and OffsetForLeaderEpoch answer are capped too: their answers are looked at.
+    if gate.control.reads_held()
+        && matches!(ApiKey::try_from(prefix.api_key), Ok(ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch))
+    {
+        return Ok((frame, ResponseAction::Present(Box::new(action))));
+    }
     let maps = gate.control.offset_maps();
     request_with(&maps, &|id| gate.known_topic_name(id), prefix, frame, action)
 }
@@ -177,19 +184,32 @@ fn request_with(
 /// The response cannot be decoded or encoded (the caller closes the client connection).
 pub fn response(api_key: i16, api_version: i16, frame: Bytes, gate: Option<&MirrorGate>) -> Result<Bytes, String> {
     let Some(gate) = gate else { return Ok(frame) };
+    // Caps first, then the maps: a cap released between the two was released after the maps
+    // it protects were rebuilt, so the answer is never mapped with old maps and no cap.
+    let caps = gate.control.read_caps();
     let maps = gate.control.offset_maps();
-    response_with(&maps, api_key, api_version, frame)
+    response_with(&maps, &caps, api_key, api_version, frame)
 }
 
-/// [`response`] with the offset maps `m`.
-fn response_with(m: &OffsetMaps, api_key: i16, api_version: i16, frame: Bytes) -> Result<Bytes, String> {
+/// [`response`] with the offset maps `m` and read caps `caps`.
+fn response_with(
+    m: &OffsetMaps,
+    caps: &ReadCaps,
+    api_key: i16,
+    api_version: i16,
+    frame: Bytes,
+) -> Result<Bytes, String> {
     let Ok(key) = ApiKey::try_from(api_key) else { return Ok(frame) };
     let v = api_version;
     match key {
-        ApiKey::ListOffsets => edit(key, v, frame, |r: &mut ListOffsetsResponse| offsets::list_offsets(r, m)),
-        ApiKey::OffsetForLeaderEpoch => {
-            edit(key, v, frame, |r: &mut OffsetForLeaderEpochResponse| offsets::offset_for_leader_epoch(r, m))
-        }
+        ApiKey::ListOffsets => edit(key, v, frame, |r: &mut ListOffsetsResponse| {
+            let capped = offsets::cap_list_offsets(r, caps);
+            offsets::list_offsets(r, m) | capped
+        }),
+        ApiKey::OffsetForLeaderEpoch => edit(key, v, frame, |r: &mut OffsetForLeaderEpochResponse| {
+            let capped = offsets::cap_offset_for_leader_epoch(r, caps);
+            offsets::offset_for_leader_epoch(r, m) | capped
+        }),
         ApiKey::DeleteRecords => {
             edit(key, v, frame, |r: &mut DeleteRecordsResponse| offsets::delete_records_response(r, m))
         }
@@ -247,10 +267,18 @@ fn edit<T: Decodable + Encodable>(
 /// The offsets of a Fetch response (decoded by the Fetch action) destination → source, for
 /// the shifted partitions; whether anything changed.
 pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: &MirrorGate) -> bool {
+    // Caps before maps, as in [`response`].
+    let caps = gate.control.read_caps();
     let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
-    let control = &gate.control;
-    fetch::response(resp, &maps, &|id| gate.known_topic_name(id), control.reads_held(), &|t, p| control.read_cap(t, p))
+    let resolve = |id: &[u8; 16]| {
+        gate.known_topic_name(id)
+            .or_else(|| gate.control.mirror_topic_by_destination_id(&crate::mirror::topics::base64_uuid(id)))
+    };
+    fetch::response(resp, &maps, &resolve, !caps.is_empty(), &|t, p| caps.get(&(t.to_owned(), p)).copied())
 }
+
+/// Read caps by destination topic and partition (`ControlPlane::hold_reads`).
+pub type ReadCaps = std::collections::HashMap<(String, i32), i64>;
 
 #[cfg(test)]
 mod tests;

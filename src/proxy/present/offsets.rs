@@ -107,3 +107,45 @@ pub fn produce(resp: &mut ProduceResponse, maps: &OffsetMaps) -> bool {
     }
     changed
 }
+
+/// Lowers ListOffsets answers of held partitions ([`super::ReadCaps`], destination
+/// offsets) to their cap: an offset found at or above it (the log end, or a lookup by
+/// timestamp landing on a marker being written) becomes the cap. Returns whether anything
+/// changed.
+pub fn cap_list_offsets(resp: &mut ListOffsetsResponse, caps: &super::ReadCaps) -> bool {
+    let mut changed = false;
+    if caps.is_empty() {
+        return false;
+    }
+    for t in &mut resp.topics {
+        for p in &mut t.partitions {
+            if let Some(cap) = caps.get(&(t.name.0.to_string(), p.partition_index)) {
+                if p.offset > *cap {
+                    p.offset = *cap;
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}
+
+/// Lowers OffsetForLeaderEpoch end offsets of held partitions to their cap, as
+/// [`cap_list_offsets`].
+pub fn cap_offset_for_leader_epoch(resp: &mut OffsetForLeaderEpochResponse, caps: &super::ReadCaps) -> bool {
+    let mut changed = false;
+    if caps.is_empty() {
+        return false;
+    }
+    for t in &mut resp.topics {
+        for p in &mut t.partitions {
+            if let Some(cap) = caps.get(&(t.topic.0.to_string(), p.partition)) {
+                if p.end_offset > *cap {
+                    p.end_offset = *cap;
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}

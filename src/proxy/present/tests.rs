@@ -258,8 +258,8 @@ fn share_group_apis_naming_a_shifted_topic_are_refused() {
     )
     .unwrap();
     assert!(matches!(action, ResponseAction::Present(_)));
-    assert!(response_with(&maps(), ApiKey::DescribeShareGroupOffsets as i16, 0, naming_t).is_err());
-    assert!(response_with(&maps(), ApiKey::DescribeShareGroupOffsets as i16, 0, other).is_ok());
+    assert!(response_with(&maps(), &ReadCaps::new(), ApiKey::DescribeShareGroupOffsets as i16, 0, naming_t).is_err());
+    assert!(response_with(&maps(), &ReadCaps::new(), ApiKey::DescribeShareGroupOffsets as i16, 0, other).is_ok());
     // Share-group membership (no offsets) is unaffected.
     let hb = Bytes::from_static(b"\x00\x01\x00\x01t\x00");
     assert!(request_with(&maps(), &no_ids, &prefix(ApiKey::ShareGroupHeartbeat), hb, ResponseAction::Forward).is_ok());
@@ -366,9 +366,9 @@ fn a_session_whose_fetch_offset_is_hidden_is_sent_to_start_again() {
             .with_high_watermark(8)
             .with_last_stable_offset(8)
             .with_records(Some(control_batches(batches)));
-        FetchResponse::default().with_session_id(session_id).with_responses(vec![FetchableTopicResponse::default()
-            .with_topic(name("h"))
-            .with_partitions(vec![part])])
+        FetchResponse::default()
+            .with_session_id(session_id)
+            .with_responses(vec![FetchableTopicResponse::default().with_topic(name("h")).with_partitions(vec![part])])
     };
     // A session's cached fetch offset at 6 (the client's position before the hiding): only
     // hidden batches come back, so the session is ended and the client starts a new one.
@@ -386,4 +386,20 @@ fn a_session_whose_fetch_offset_is_hidden_is_sent_to_start_again() {
     let p = &resp.responses[0].partitions[0];
     assert_eq!(bases(p.records.as_ref().unwrap()), [5]);
     assert_eq!(p.high_watermark, 6, "the end after the hidden offsets: the next record's source offset");
+}
+
+#[test]
+fn a_read_cap_lowers_list_offsets_and_leader_epoch_end_offsets() {
+    let mut caps = ReadCaps::new();
+    caps.insert(("u".into(), 0), 6);
+    let mut resp = ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
+        .with_name(name("u"))
+        .with_partitions(vec![
+            ListOffsetsPartitionResponse::default().with_partition_index(0).with_offset(8),
+            ListOffsetsPartitionResponse::default().with_partition_index(1).with_offset(8),
+        ])]);
+    assert!(offsets::cap_list_offsets(&mut resp, &caps));
+    let got: Vec<i64> = resp.topics[0].partitions.iter().map(|p| p.offset).collect();
+    assert_eq!(got, [6, 8], "only the held partition, down to its cap");
+    assert!(!offsets::cap_list_offsets(&mut resp, &caps), "already at the cap");
 }
