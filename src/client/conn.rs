@@ -542,6 +542,14 @@ impl BrokerConnection {
         self.failed.is_some() || self.reauth.as_ref().is_some_and(|(_, s)| s.is_due(std::time::Instant::now()))
     }
 
+    /// Whether re-authentication (KIP-368) falls due within `within`: a caller about to
+    /// pipeline a request behind others stops while the broker might read it only after the
+    /// session ends (a broker reads a connection's next request only after answering the one
+    /// before, and closes the connection on a request that arrives after expiry).
+    pub fn reauthentication_due_within(&self, within: std::time::Duration) -> bool {
+        self.failed.is_some() || self.reauth.as_ref().is_some_and(|(_, s)| s.is_due(std::time::Instant::now() + within))
+    }
+
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
         loop {
             match self.decoder.decode(&mut self.buf) {

@@ -244,7 +244,11 @@ impl BrokerWriter {
     /// re-authenticates, KIP-368) only with nothing in flight.
     async fn send_queued(&mut self, deadline: &mut tokio::time::Instant) {
         while self.sent.len() < MAX_REQUESTS_IN_FLIGHT && !self.queue.is_empty() {
-            if self.conn.as_ref().is_some_and(|c| c.conn.reauthentication_due()) {
+            // Behind k requests in flight, a new one may be read by the broker only after k
+            // request timeouts: stop pipelining while that could pass the re-authentication
+            // time (the appends would be cut with the connection and become ambiguous).
+            let behind = self.request_timeout * self.sent.len() as u32;
+            if self.conn.as_ref().is_some_and(|c| c.conn.reauthentication_due_within(behind)) {
                 if !self.sent.is_empty() {
                     return;
                 }
