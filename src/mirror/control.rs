@@ -424,9 +424,9 @@ impl ControlPlane {
     /// marker lands at `cap − 1` (the destination's transaction coordinator may write it
     /// again after a leader change, docs/real-markers.md); released once the marker is known
     /// to have landed once, or the extra ones are hidden behind an offset segment
-    /// ([`ControlPlane::release_reads`]), or the loop stops. So a consumer never reads such
-    /// a marker as a source offset and skips the next record. (A failed loop keeps the hold
-    /// until a re-alignment checks the log end.)
+    /// ([`ControlPlane::release_reads`]), or a re-alignment checked the log end, or the
+    /// partition goes STOPPED. So a consumer never reads such a marker as a source offset and
+    /// skips the next record. (A failed or paused loop keeps the hold until then.)
     pub fn hold_reads(&self, topic: &str, partition: i32, cap: i64) {
         self.read_caps.insert((topic.to_owned(), partition), cap);
     }

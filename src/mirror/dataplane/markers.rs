@@ -238,7 +238,6 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         *self = Txns::default();
         if !task.record().is_some_and(|r| r.transactions_used) {
-            task.control.release_reads(&task.topic, task.partition);
             return Ok(None);
         }
         self.used = true;
@@ -307,7 +306,6 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         let last = w.dest_next - 1;
         if last < 0 {
-            task.control.release_reads(&task.topic, task.partition);
             return Ok(None);
         }
         let ours: HashSet<i64> = self
@@ -354,7 +352,21 @@ impl Txns {
                 // the source has nothing there yet, so the marker is extra. Out of range:
                 // below the log start (retention removed it), or above the log end (extra).
                 None => match source_hw {
-                    Some(hw) => source_offset < hw,
+                    Some(hw) if source_offset < hw => true,
+                    // A new source leader's high watermark may lag its log for a moment
+                    // (KIP-207): confirm with ListOffsets latest, which it answers
+                    // OFFSET_NOT_AVAILABLE until then (retried); a source that moved on
+                    // meanwhile is looked at again after a re-align.
+                    Some(_) => {
+                        let latest = task.source.list_offsets(&task.topic, task.partition, -1).await.map_err(retry)?;
+                        if latest > source_offset {
+                            return Err(Retry::new(format!(
+                                "source {}-{} grew past offset {source_offset} while mirrorgate's trailing transaction markers were checked",
+                                task.topic, task.partition
+                            )));
+                        }
+                        false
+                    }
                     None => {
                         source_offset
                             < task.source.list_offsets(&task.topic, task.partition, -2).await.map_err(retry)?
@@ -372,7 +384,6 @@ impl Txns {
                 )));
             }
         }
-        task.control.release_reads(&task.topic, task.partition);
         Ok(None)
     }
 

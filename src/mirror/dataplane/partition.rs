@@ -455,6 +455,8 @@ impl PartitionTask {
                 Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
             }
         }
+        // The log end is checked: reads held at a marker of ours end (`ControlPlane::hold_reads`).
+        self.control.release_reads(topic, p);
         let real_markers =
             (self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed)) || txns.any_open();
         markers::resume_sequence(self, &mut w, real_markers).await?;

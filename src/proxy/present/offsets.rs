@@ -108,10 +108,10 @@ pub fn produce(resp: &mut ProduceResponse, maps: &OffsetMaps) -> bool {
     changed
 }
 
-/// Lowers ListOffsets answers of held partitions ([`super::ReadCaps`], destination
-/// offsets) to their cap: an offset found at or above it (the log end, or a lookup by
-/// timestamp landing on a marker being written) becomes the cap. Returns whether anything
-/// changed.
+/// Lowers ListOffsets end answers (latest, earliest: the answer's timestamp is -1) of held
+/// partitions ([`super::ReadCaps`], destination offsets) to their cap. A lookup by timestamp
+/// that finds an offset at or above it is left alone: mapped start-style, it names the next
+/// source record, which a consumer seeking there reads. Returns whether anything changed.
 pub fn cap_list_offsets(resp: &mut ListOffsetsResponse, caps: &super::ReadCaps) -> bool {
     let mut changed = false;
     if caps.is_empty() {
@@ -120,7 +120,7 @@ pub fn cap_list_offsets(resp: &mut ListOffsetsResponse, caps: &super::ReadCaps) 
     for t in &mut resp.topics {
         for p in &mut t.partitions {
             if let Some(cap) = caps.get(&(t.name.0.to_string(), p.partition_index)) {
-                if p.offset > *cap {
+                if p.timestamp < 0 && p.offset > *cap {
                     p.offset = *cap;
                     changed = true;
                 }
