@@ -206,8 +206,7 @@ async fn open_mirror_gate(
         snapshot.partitions.into_values(),
     ));
     crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
-    if let Some(addr) = settings.metrics_listen {
-        crate::telemetry::metrics::install(addr)?;
+    if settings.metrics_listen.is_some() {
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
     }
     let acl_client = data_client.clone();
@@ -236,6 +235,12 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     crate::client::security::register_for(&settings.destination_bootstrap, &settings.destination_security);
+    use crate::telemetry::http::set_not_ready;
+    // Served from the start: /health answers while the destination is awaited, /ready says why not.
+    if let Some(addr) = settings.metrics_listen {
+        crate::telemetry::metrics::install(addr)?;
+    }
+    set_not_ready(Some("waiting for the destination cluster"));
     let started = tokio::time::Instant::now();
     let info = loop {
         match discover(&settings).await {
@@ -259,6 +264,7 @@ pub async fn run(
     if let Some(conflict) = shared_table_conflicts(&settings, &info).into_iter().next() {
         anyhow::bail!("{conflict}");
     }
+    set_not_ready(Some("loading the mirror state"));
     let gate = Some(open_mirror_gate(&settings, &shutdown).await?);
     let extra_apis: Vec<(i16, i16, i16)> =
         extra_apis.into_iter().chain(gate.iter().flat_map(|g| g.advertised())).collect();
@@ -279,11 +285,15 @@ pub async fn run(
         ports.ensure(node_id, &shared, &shutdown).await;
     }
     tracing::info!("mirrorgate ready");
+    set_not_ready(None);
     let mut refresh = tokio::time::interval(shared.settings.metadata_refresh_interval);
     refresh.tick().await;
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => {
+                set_not_ready(Some("shutting down"));
+                break;
+            }
             Some(node_id) = new_rx.recv() => ports.ensure(node_id, &shared, &shutdown).await,
             _ = refresh.tick() => match discover(&shared.settings).await {
                 Ok(info) => for (node_id, host, port) in &info.brokers {

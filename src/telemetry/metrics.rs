@@ -36,16 +36,26 @@ use tokio_util::sync::CancellationToken;
 use crate::mirror::control::ControlPlane;
 use crate::wire::mirror::MirrorPartitionState;
 
-/// Installs the Prometheus recorder with its HTTP listener on `addr`.
+/// Installs the Prometheus recorder and serves it on `addr` with `/health` and `/ready`
+/// ([`super::http`]); keeps the recorder's histograms up to date every 5 s.
 ///
 /// # Errors
 /// The listener cannot be bound or a recorder is already installed.
 pub fn install(addr: SocketAddr) -> anyhow::Result<()> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
-    tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+    let listener = super::http::bind(addr).map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    tokio::spawn(super::http::serve(listener, handle));
+    tracing::info!(%addr, "metrics served at http://{addr}/metrics (health: /health, readiness: /ready)");
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Logs and Prometheus metrics (traces come later). Log lines never contain secrets.
 
+pub mod http;
 pub mod metrics;
 
 use std::io::IsTerminal;
