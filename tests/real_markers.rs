@@ -154,26 +154,11 @@ async fn transactions_are_mirrored_as_real_markers_and_aborted_records_across_a_
     // Before the mirror: plain records, then an aborted and a committed transaction of one
     // transactional id (ABORT marker, then a COMMIT marker of committed records).
     produce_to_partition_0(&source.bootstrap, &topic, 5, "p");
-    ok(
-        java_program(
-            V,
-            "TxnProducer.java",
-            &[
-                "--bootstrap-server",
-                &source.bootstrap,
-                "--topic",
-                &topic,
-                "--transactional-id",
-                &unique_name("tx"),
-                "--commit",
-                "c1,c2",
-                "--abort",
-                "x-a1,x-a2",
-                "--order",
-                "abort-first",
-            ],
-        ),
-        "TxnProducer",
+    txn_producer(
+        V,
+        &source.bootstrap,
+        &topic,
+        &["--commit", "c1,c2", "--abort", "x-a1,x-a2", "--order", "abort-first"],
     );
     let e0 = block(src.list_offsets(&topic, 0, -1)).unwrap();
 
@@ -363,25 +348,7 @@ async fn markers_of_mirrorgates_where_the_source_has_none_are_hidden_and_the_cop
     let (src, dst) = (plaintext_client(&source.bootstrap), plaintext_client(&dest.bootstrap));
     let topic = unique_name("stray");
     create_topic_with(V, &source.bootstrap, &topic, 1, &[]);
-    let commit = |values: &str| {
-        ok(
-            java_program(
-                V,
-                "TxnProducer.java",
-                &[
-                    "--bootstrap-server",
-                    &source.bootstrap,
-                    "--topic",
-                    &topic,
-                    "--transactional-id",
-                    &unique_name("tx"),
-                    "--commit",
-                    values,
-                ],
-            ),
-            "TxnProducer",
-        )
-    };
+    let commit = |values: &str| txn_producer(V, &source.bootstrap, &topic, &["--commit", values]);
     // Source 0..2 p-*, 3..4 c1 c2, 5 their COMMIT marker (written as a real marker).
     produce_to_partition_0(&source.bootstrap, &topic, 3, "p");
     commit("c1,c2");

@@ -436,15 +436,6 @@ impl ControlPlane {
         self.read_caps.remove(&(topic.to_owned(), partition));
     }
 
-    /// The read cap of `topic`-`partition` ([`ControlPlane::hold_reads`]), if any. One
-    /// emptiness check when no partition is held (the usual case).
-    pub fn read_cap(&self, topic: &str, partition: i32) -> Option<i64> {
-        if self.read_caps.is_empty() {
-            return None;
-        }
-        self.read_caps.get(&(topic.to_owned(), partition)).map(|c| *c)
-    }
-
     /// Whether some partition's reads are held.
     pub fn reads_held(&self) -> bool {
         !self.read_caps.is_empty()

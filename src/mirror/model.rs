@@ -275,11 +275,13 @@ enum Located {
 }
 
 fn locate(segments: &[OffsetSegment], destination: i64) -> Located {
-    let Some(first) = segments.first() else { return Located::Identical };
+    if segments.is_empty() {
+        return Located::Identical;
+    }
     // The last segment whose destination start is at or below `destination`: on equal
     // destination starts (an empty segment followed by its successor) the later one wins.
     let i = segments.iter().rposition(|s| s.destination_start <= destination).unwrap_or(0);
-    let seg = segments.get(i).unwrap_or(first);
+    let seg = &segments[i];
     let source = destination.saturating_add(seg.shift());
     match segments.get(i + 1) {
         Some(next) if source >= next.source_start && destination >= seg.destination_start => {
@@ -299,7 +301,20 @@ fn locate(segments: &[OffsetSegment], destination: i64) -> Located {
 /// segment starts after them, and the proxy drops them from Fetch responses
 /// (`proxy::present::fetch`). A direct reader skips them as it skips any control batch.
 pub fn is_hidden(segments: &[OffsetSegment], destination: i64) -> bool {
-    destination >= 0 && matches!(locate(segments, destination), Located::Hidden { .. })
+    held_source_offset(segments, destination).is_none()
+}
+
+/// [`source_offset`] of destination offset `destination`, `None` when it is hidden
+/// ([`is_hidden`]): one walk of the map for both answers (the proxy asks per record batch).
+pub fn held_source_offset(segments: &[OffsetSegment], destination: i64) -> Option<i64> {
+    if destination < 0 {
+        return Some(destination);
+    }
+    match locate(segments, destination) {
+        Located::Identical => Some(destination),
+        Located::Held(source) => Some(source),
+        Located::Hidden { .. } => None,
+    }
 }
 
 /// The source offset of a destination END offset `end` (a high watermark, last stable

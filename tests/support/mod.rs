@@ -422,6 +422,16 @@ pub fn kafka_tool_ok(version: &str, tool: &str, args: &[&str], stdin: Option<&st
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs `tests/java/TxnProducer.java` (Kafka `version`'s Java producer, one transactional id
+/// named `tx-…`) against `bootstrap` for `topic` with `args` (`--commit a,b`, `--abort x,y`,
+/// `--order abort-first`, ...), asserting success; returns its stdout.
+pub fn txn_producer(version: &str, bootstrap: &str, topic: &str, args: &[&str]) -> String {
+    let id = unique_name("tx");
+    let mut all = vec!["--bootstrap-server", bootstrap, "--topic", topic, "--transactional-id", &id];
+    all.extend_from_slice(args);
+    ok(java_program(version, "TxnProducer.java", &all), "TxnProducer")
+}
+
 /// Runs a single-file Java program from `tests/java/` against the Kafka `version` classpath.
 pub fn java_program(version: &str, file: &str, args: &[&str]) -> Output {
     let cp = Command::new(repo().join("scripts/kafka.sh")).args(["classpath", version]).output().unwrap();

@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use crate::mirror::model::{is_hidden, source_end_offset, source_offset, OffsetSegment};
+use crate::mirror::model::{held_source_offset, source_end_offset, source_offset, OffsetSegment};
 use crate::mirror::offset_maps::OffsetMaps;
 
 /// Bytes before `batchLength`'s end: `baseOffset` (8) + `batchLength` (4).
@@ -66,7 +66,7 @@ pub fn request(
 /// `ControlPlane::hold_reads`, asked only when `capping`) lose every batch at or above it,
 /// and their high watermark and LSO are lowered to it.
 ///
-/// A partition whose every batch was at hidden destination offsets ([`is_hidden`]) in an
+/// A partition whose every batch was at hidden destination offsets ([`crate::mirror::model::is_hidden`]) in an
 /// incremental fetch session (KIP-227) means the broker's session holds a fetch offset that
 /// the offset map no longer gives (it grew hidden offsets after the client's position was
 /// sent): the client would fetch the same hidden batch forever. The response then becomes
@@ -188,7 +188,7 @@ pub fn records_below(records: &Bytes, cap: i64) -> Option<Bytes> {
 
 /// A copy of `records` (a Fetch response partition's record batches) with each batch's base
 /// offset mapped destination → source through `segments`, and the batches at hidden
-/// destination offsets ([`is_hidden`]: a transaction marker of mirrorgate's that the
+/// destination offsets ([`crate::mirror::model::is_hidden`]: a transaction marker of mirrorgate's that the
 /// destination's coordinator wrote again, which no source offset maps to) left out; `None`
 /// when nothing changes. Only the first 8 bytes of a batch kept change: no CRC-covered byte,
 /// no payload. Walking stops at the first entry whose length is negative or that is not
@@ -197,9 +197,8 @@ pub fn records_below(records: &Bytes, cap: i64) -> Option<Bytes> {
 /// offset patched when present. Never panics on broker bytes; allocates at most
 /// `records.len()` bytes.
 pub fn patch_base_offsets(records: &[u8], segments: &[OffsetSegment]) -> Option<Bytes> {
-    // (start, end) of each entry walked and its source base offset, `None` when hidden.
-    let mut entries: Vec<(usize, usize, Option<i64>)> = Vec::new();
-    let mut changed = false;
+    // Created at the first entry that changes, with the unchanged entries before it.
+    let mut out: Option<BytesMut> = None;
     let mut pos = 0usize;
     while let Some(head) = records.get(pos..pos + LOG_OVERHEAD) {
         let base = i64::from_be_bytes(head[..8].try_into().ok()?);
@@ -209,23 +208,22 @@ pub fn patch_base_offsets(records: &[u8], segments: &[OffsetSegment]) -> Option<
             break;
         }
         let end = pos.saturating_add(LOG_OVERHEAD + length as usize).min(records.len());
-        let mapped = (!is_hidden(segments, base)).then(|| source_offset(segments, base));
-        changed |= mapped != Some(base);
-        entries.push((pos, end, mapped));
+        let mapped = held_source_offset(segments, base);
+        if mapped != Some(base) && out.is_none() {
+            let mut buf = BytesMut::with_capacity(records.len());
+            buf.extend_from_slice(&records[..pos]);
+            out = Some(buf);
+        }
+        if let (Some(buf), Some(mapped)) = (out.as_mut(), mapped) {
+            let at = buf.len();
+            buf.extend_from_slice(&records[pos..end]);
+            buf[at..at + 8].copy_from_slice(&mapped.to_be_bytes());
+        }
         pos = end;
     }
-    if !changed {
-        return None;
-    }
-    let mut out = BytesMut::with_capacity(records.len());
-    for (start, end, mapped) in entries {
-        let Some(mapped) = mapped else { continue };
-        let at = out.len();
-        out.extend_from_slice(&records[start..end]);
-        out[at..at + 8].copy_from_slice(&mapped.to_be_bytes());
-    }
-    out.extend_from_slice(&records[pos..]);
-    Some(out.freeze())
+    let mut buf = out?;
+    buf.extend_from_slice(&records[pos..]);
+    Some(buf.freeze())
 }
 
 #[cfg(test)]
