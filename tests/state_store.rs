@@ -84,6 +84,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         copy_start: None,
         placeholder_end: None,
         transactions_used: false,
+        owner_generation: None,
         updated_ms: 1_700_000_000_002,
     }
 }

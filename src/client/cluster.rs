@@ -1403,6 +1403,93 @@ impl ClusterClient {
         .await
     }
 
+    /// Fetches several partitions of `topic` from broker `node_id` in one Fetch request
+    /// (no fetch session, read_uncommitted), waiting up to `max_wait_ms` for at least one
+    /// byte (Fetch `max_wait_ms` / `min_bytes` = 1), at most `partition_max_bytes` bytes per
+    /// partition. `partitions` lists `(partition index, fetch offset)`; each answer carries
+    /// the partition's own error code (e.g. NOT_LEADER_OR_FOLLOWER (6) when it moved). No
+    /// retry.
+    ///
+    /// # Errors
+    /// The request failed as a whole: as [`ClusterClient::send_to_node`], or a top-level
+    /// Fetch error.
+    pub async fn fetch_from_node(
+        &self,
+        node_id: i32,
+        topic: &str,
+        partitions: &[(i32, i64)],
+        max_wait_ms: i32,
+        partition_max_bytes: i32,
+    ) -> Result<Vec<(i32, Result<FetchedPartition, KafkaErrorCode>)>, ClusterError> {
+        let addr = self.addr_of(node_id).ok_or(ClusterError::UnknownBroker { node_id })?;
+        let topic_id = self.cached_topic(topic).map(|t| t.topic_id).unwrap_or_default();
+        let max = if topic_id == KafkaUuid::ZERO { 12 } else { FETCH_VERSIONS.1 };
+        let (resp, version) = self
+            .call(&addr, (FETCH_VERSIONS.0, max), |v| {
+                let mut t = FetchTopic::default();
+                if v >= 13 {
+                    t.topic_id = to_proto_uuid(topic_id);
+                } else {
+                    t.topic = topic_name(topic);
+                }
+                t.partitions = partitions
+                    .iter()
+                    .map(|&(partition, offset)| {
+                        let mut p = FetchPartition::default();
+                        p.partition = partition;
+                        p.fetch_offset = offset;
+                        p.partition_max_bytes = partition_max_bytes;
+                        p
+                    })
+                    .collect();
+                let mut req = FetchRequest::default();
+                req.replica_id = BrokerId(-1);
+                req.max_wait_ms = max_wait_ms;
+                req.min_bytes = 1;
+                req.max_bytes = partition_max_bytes.saturating_mul(partitions.len().max(1) as i32);
+                req.isolation_level = 0;
+                req.session_id = 0;
+                req.session_epoch = -1;
+                req.topics = vec![t];
+                req
+            })
+            .await?;
+        if resp.error_code != 0 {
+            return Err(ClusterError::Kafka {
+                api: ApiKey::Fetch,
+                broker: addr,
+                resource: topic.to_string(),
+                error: KafkaErrorCode(resp.error_code),
+                message: None,
+            });
+        }
+        Ok(resp
+            .responses
+            .iter()
+            .filter(|t| {
+                if version >= 13 {
+                    KafkaUuid(*t.topic_id.as_bytes()) == topic_id
+                } else {
+                    t.topic.0.as_str() == topic
+                }
+            })
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                let answer = if p.error_code != 0 {
+                    Err(KafkaErrorCode(p.error_code))
+                } else {
+                    Ok(FetchedPartition {
+                        records: p.records.clone().unwrap_or_default(),
+                        high_watermark: p.high_watermark,
+                        last_stable_offset: p.last_stable_offset,
+                        log_start_offset: p.log_start_offset,
+                    })
+                };
+                (p.partition_index, answer)
+            })
+            .collect())
+    }
+
     fn timeout_ms(&self) -> i32 {
         i32::try_from(self.inner.opts.request_timeout.as_millis()).unwrap_or(i32::MAX)
     }

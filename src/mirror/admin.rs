@@ -209,6 +209,9 @@ pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
                                     if let Some(end) = p.placeholder_end {
                                         ext::set_placeholder_end(&mut detail, end);
                                     }
+                                    if let Some(owner) = cp.owner_of(&p.topic, p.partition) {
+                                        ext::set_owner(&mut detail, &owner);
+                                    }
                                     detail
                                 })
                                 .collect(),

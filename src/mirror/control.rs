@@ -22,7 +22,10 @@ use super::state_machine;
 use super::topic_configs::destination_topic_configs;
 use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 
+mod follow_ops;
 mod sync_ops;
+
+pub use follow_ops::Ownership;
 
 /// One write to `__mirror_state`.
 #[derive(Debug, Clone)]
@@ -41,12 +44,32 @@ pub enum StateWrite {
     DeletePartition(String, String, i32),
 }
 
-/// Boxed future returned by [`Persist::write`].
-pub type PersistFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+impl StateWrite {
+    /// The state-topic key this write is about.
+    pub fn key(&self) -> super::store::StateKey {
+        use super::store::StateKey;
+        match self {
+            StateWrite::Mirror(m) => StateKey::Mirror { name: m.name.clone() },
+            StateWrite::DeleteMirror(name) => StateKey::Mirror { name: name.clone() },
+            StateWrite::Topic(t) => StateKey::Topic { mirror: t.mirror.clone(), topic: t.topic.clone() },
+            StateWrite::DeleteTopic(mirror, topic) => StateKey::Topic { mirror: mirror.clone(), topic: topic.clone() },
+            StateWrite::Partition(p) => {
+                StateKey::Partition { mirror: p.mirror.clone(), topic: p.topic.clone(), partition: p.partition }
+            }
+            StateWrite::DeletePartition(mirror, topic, partition) => {
+                StateKey::Partition { mirror: mirror.clone(), topic: topic.clone(), partition: *partition }
+            }
+        }
+    }
+}
+
+/// Boxed future returned by [`Persist::write`]: the record's offset in its state-topic
+/// partition once acknowledged.
+pub type PersistFuture<'a> = Pin<Box<dyn Future<Output = Result<i64, String>> + Send + 'a>>;
 
 /// Durable storage of control-plane writes (the `__mirror_state` topic in production).
 pub trait Persist: Send + Sync {
-    /// Writes one record durably (acks=all); resolves once acknowledged.
+    /// Writes one record durably (acks=all); resolves to its offset once acknowledged.
     fn write(&self, w: StateWrite) -> PersistFuture<'_>;
 
     /// Whether secret mirror configs can be stored (a `password_encoder_secret` is set);
@@ -180,6 +203,14 @@ pub struct ControlPlane {
     read_caps: dashmap::DashMap<(String, i32), i64>,
     destination: ClusterAccess,
     source_timeouts: (std::time::Duration, std::time::Duration),
+    /// Per state key, the offset of the last record applied in memory (written here or
+    /// followed from another instance): a followed record at or below it is older.
+    key_offsets: std::sync::Mutex<HashMap<super::store::StateKey, i64>>,
+    /// Per mirror partition, the highest owner generation seen on its state records.
+    generations: dashmap::DashMap<(String, i32), i32>,
+    /// The mirror work this instance owns (group membership); `None`: no group, this
+    /// instance owns everything.
+    ownership: RwLock<Option<Arc<Ownership>>>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -208,6 +239,9 @@ impl ControlPlane {
             read_caps: dashmap::DashMap::new(),
             destination,
             source_timeouts,
+            key_offsets: Default::default(),
+            generations: Default::default(),
+            ownership: RwLock::new(None),
         }
     }
 
@@ -303,6 +337,7 @@ impl ControlPlane {
         partition: i32,
         f: impl FnOnce(&mut PartitionStateRecord),
     ) -> Result<PartitionStateRecord, MirrorError> {
+        self.check_owner(topic, partition)?;
         let _w = self.write_lock.lock().await;
         let mut rec = self.partition(topic, partition).ok_or_else(|| MirrorError {
             code: UNKNOWN_TOPIC_OR_PARTITION,
@@ -390,11 +425,26 @@ impl ControlPlane {
         }
     }
 
-    async fn persist(&self, w: StateWrite) -> Result<(), MirrorError> {
-        self.persist.write(w).await.map_err(|e| MirrorError {
+    /// Writes `w` to `__mirror_state`; a partition record is stamped with this instance's
+    /// owner generation when it owns the partition. Records the key's offset, so that
+    /// following the state topic does not apply an older record over it. Callers hold
+    /// `write_lock` and apply `w` in memory after it.
+    async fn persist(&self, mut w: StateWrite) -> Result<(), MirrorError> {
+        if let StateWrite::Partition(rec) = &mut w {
+            rec.owner_generation = self.write_generation(&rec.topic, rec.partition);
+            if let Some(g) = rec.owner_generation {
+                self.note_generation(&rec.topic, rec.partition, g);
+            }
+        }
+        let key = w.key();
+        let offset = self.persist.write(w).await.map_err(|e| MirrorError {
             code: UNKNOWN_SERVER_ERROR,
             message: format!("cannot write __mirror_state: {e}"),
-        })
+        })?;
+        let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = offsets.entry(key).or_insert(offset);
+        *slot = (*slot).max(offset);
+        Ok(())
     }
 
     fn with_state<T>(&self, f: impl FnOnce(&ControlState) -> T) -> T {

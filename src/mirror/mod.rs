@@ -7,6 +7,7 @@ pub mod config_rpc;
 pub mod configs;
 pub mod control;
 pub mod dataplane;
+pub mod follow;
 pub mod loops;
 pub mod model;
 pub mod offset_maps;

@@ -406,6 +406,12 @@ pub struct PartitionStateRecord {
     /// is open only for partitions that may have something open.
     #[serde(default)]
     pub transactions_used: bool,
+    /// Group generation of the instance that wrote this record as the partition's owner
+    /// (`None`: written by an admin request or a single instance). A record with an older
+    /// generation than one already seen comes from a stale owner and is not applied
+    /// (docs/operations.md, "Several instances").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_generation: Option<i32>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -432,6 +438,7 @@ impl PartitionStateRecord {
             copy_start: None,
             placeholder_end: None,
             transactions_used: false,
+            owner_generation: None,
             updated_ms: now_ms(),
         }
     }

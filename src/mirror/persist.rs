@@ -14,7 +14,7 @@ impl Persist for StateStore {
                 StateWrite::Partition(p) => self.put_partition(p).await,
                 StateWrite::DeletePartition(m, t, p) => self.delete_partition(m, t, *p).await,
             };
-            r.map(|_| ()).map_err(|e| e.to_string())
+            r.map_err(|e| e.to_string())
         })
     }
 

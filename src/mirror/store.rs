@@ -185,6 +185,32 @@ pub struct StateSnapshot {
     pub topics: BTreeMap<(String, String), MirrorTopic>,
     /// Partition state records by (mirror, topic, partition).
     pub partitions: BTreeMap<(String, String, i32), PartitionStateRecord>,
+    /// Per state-topic partition (by index), the offset after the last record read: where
+    /// following the topic ([`super::follow`]) goes on. Empty for a partial load.
+    pub next_offsets: Vec<i64>,
+}
+
+/// The value of one state record as read back: what a key now holds, or `None` for a
+/// tombstone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateValue {
+    /// A mirror definition (secret configs still as stored: encrypted).
+    Mirror(MirrorDefinition),
+    /// A mirror topic.
+    Topic(MirrorTopic),
+    /// A mirror partition's state.
+    Partition(PartitionStateRecord),
+}
+
+/// One record of the state topic as read back: its offset, key and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    /// Offset in its state-topic partition.
+    pub offset: i64,
+    /// Which entity.
+    pub key: StateKey,
+    /// Its new value; `None` deletes it (tombstone).
+    pub value: Option<StateValue>,
 }
 
 impl StateSnapshot {
@@ -648,7 +674,8 @@ impl StateStore {
     pub async fn load(&self) -> Result<StateSnapshot, StoreError> {
         let mut snapshot = StateSnapshot::default();
         for p in 0..self.topic.partitions {
-            self.load_partition_into(p, &mut snapshot).await?;
+            let next = self.load_partition_into(p, &mut snapshot).await?;
+            snapshot.next_offsets.push(next);
         }
         let rewrite = self.open_secrets(&mut snapshot);
         for name in rewrite {
@@ -666,32 +693,41 @@ impl StateStore {
     fn open_secrets(&self, snapshot: &mut StateSnapshot) -> Vec<String> {
         let mut rewrite = Vec::new();
         for (name, def) in snapshot.mirrors.iter_mut() {
-            let mut again = false;
-            for (k, v) in def.configs.iter_mut() {
-                if !super::configs::is_sensitive(k) || v.is_empty() {
-                    continue;
-                }
-                let Some(codec) = &self.settings.secrets else {
-                    if super::secrets::is_encrypted(v) {
-                        tracing::error!(mirror = %name, config = %k, "secret mirror config is encrypted and no mirror_state.password_encoder_secret is set: the mirror cannot authenticate until it is");
-                    }
-                    continue;
-                };
-                match codec.decrypt(&format!("{name}/{k}"), v) {
-                    Ok((plain, opened)) => {
-                        again |= opened != super::secrets::Opened::Current;
-                        *v = plain;
-                    }
-                    Err(e) => {
-                        tracing::error!(mirror = %name, config = %k, error = %e, "cannot decrypt a secret mirror config")
-                    }
-                }
-            }
-            if again {
+            if self.open_mirror_secrets(def) {
                 rewrite.push(name.clone());
             }
         }
         rewrite
+    }
+
+    /// Decrypts the secret configs of one mirror definition read from the state topic in
+    /// place; `true` when it should be written again (opened with the old secret, or stored
+    /// in clear while a secret is set). A value no secret opens stays as stored, with an
+    /// error logged naming mirror and key.
+    pub fn open_mirror_secrets(&self, def: &mut MirrorDefinition) -> bool {
+        let name = def.name.clone();
+        let mut again = false;
+        for (k, v) in def.configs.iter_mut() {
+            if !super::configs::is_sensitive(k) || v.is_empty() {
+                continue;
+            }
+            let Some(codec) = &self.settings.secrets else {
+                if super::secrets::is_encrypted(v) {
+                    tracing::error!(mirror = %name, config = %k, "secret mirror config is encrypted and no mirror_state.password_encoder_secret is set: the mirror cannot authenticate until it is");
+                }
+                continue;
+            };
+            match codec.decrypt(&format!("{name}/{k}"), v) {
+                Ok((plain, opened)) => {
+                    again |= opened != super::secrets::Opened::Current;
+                    *v = plain;
+                }
+                Err(e) => {
+                    tracing::error!(mirror = %name, config = %k, error = %e, "cannot decrypt a secret mirror config")
+                }
+            }
+        }
+        again
     }
 
     /// Loads one mirror only (its definition, topics and partitions), reading only its
@@ -702,6 +738,7 @@ impl StateStore {
     pub async fn load_mirror(&self, mirror: &str) -> Result<StateSnapshot, StoreError> {
         let mut snapshot = StateSnapshot::default();
         self.load_partition_into(self.partition_for(mirror), &mut snapshot).await?;
+        snapshot.next_offsets.clear();
         snapshot.retain_mirror(mirror);
         self.open_secrets(&mut snapshot);
         Ok(snapshot)
@@ -731,7 +768,9 @@ impl StateStore {
         }
     }
 
-    async fn load_partition_into(&self, partition: i32, snap: &mut StateSnapshot) -> Result<(), StoreError> {
+    /// Applies partition `partition` from its log start to its high watermark (as of now) to
+    /// `snap`; returns the offset after the last record read.
+    async fn load_partition_into(&self, partition: i32, snap: &mut StateSnapshot) -> Result<i64, StoreError> {
         let topic = &self.topic.name;
         let cluster = |source| StoreError::Cluster { topic: topic.clone(), source: Box::new(source) };
         let mut offset = self.list_offsets_when_ready(partition, EARLIEST_TIMESTAMP).await.map_err(cluster)?;
@@ -774,7 +813,7 @@ impl StateStore {
                 Err((at, reason)) => return Err(corrupt(at, reason)),
             }
         }
-        Ok(())
+        Ok(offset.max(end))
     }
 
     /// Writes (upserts) a mirror definition; returns the record's offset once acknowledged
@@ -899,13 +938,40 @@ pub fn apply_fetched(
     snap: &mut StateSnapshot,
     partitions: i32,
     partition: i32,
-    mut offset: i64,
+    offset: i64,
     records: Bytes,
 ) -> Result<Option<i64>, (i64, String)> {
+    let Some((changes, next)) = decode_fetched(partitions, partition, offset, records)? else {
+        return Ok(None);
+    };
+    for change in changes {
+        apply(snap, change);
+    }
+    Ok(Some(next))
+}
+
+/// What [`decode_fetched`] read: the changes in log order, and the offset after the last
+/// complete batch.
+pub type Decoded = (Vec<StateChange>, i64);
+
+/// Decodes the records of one Fetch answer for state topic `partition` (of `partitions`)
+/// from offset `offset` on, as [`apply_fetched`] reads them: complete batches only, control
+/// records and records below `offset` skipped. Returns the changes in log order and the
+/// offset after the last complete batch, or `None` when `records` holds no complete batch.
+///
+/// # Errors
+/// As [`apply_fetched`].
+pub fn decode_fetched(
+    partitions: i32,
+    partition: i32,
+    mut offset: i64,
+    records: Bytes,
+) -> Result<Option<Decoded>, (i64, String)> {
     let batches = split_batches(records).map_err(|r| (offset, r))?;
     if batches.is_empty() {
         return Ok(None);
     }
+    let mut changes = Vec::new();
     for batch in batches {
         if batch.last_offset < offset {
             continue;
@@ -918,15 +984,39 @@ pub fn apply_fetched(
             if record.control || record.offset < offset {
                 continue;
             }
-            apply(snap, partitions, partition, record).map_err(|r| (record.offset, r))?;
+            changes.push(decode_record(partitions, partition, record).map_err(|r| (record.offset, r))?);
         }
         offset = batch.last_offset + 1;
     }
-    Ok(Some(offset))
+    Ok(Some((changes, offset)))
 }
 
-/// Applies one record read from `partition` to the snapshot.
-fn apply(snap: &mut StateSnapshot, partitions: i32, partition: i32, record: &Record) -> Result<(), String> {
+/// Applies one decoded record to the snapshot (later records win; tombstones remove).
+fn apply(snap: &mut StateSnapshot, change: StateChange) {
+    match (change.key, change.value) {
+        (StateKey::Mirror { name }, Some(StateValue::Mirror(m))) => {
+            snap.mirrors.insert(name, m);
+        }
+        (StateKey::Mirror { name }, _) => {
+            snap.mirrors.remove(&name);
+        }
+        (StateKey::Topic { mirror, topic }, Some(StateValue::Topic(t))) => {
+            snap.topics.insert((mirror, topic), t);
+        }
+        (StateKey::Topic { mirror, topic }, _) => {
+            snap.topics.remove(&(mirror, topic));
+        }
+        (StateKey::Partition { mirror, topic, partition }, Some(StateValue::Partition(p))) => {
+            snap.partitions.insert((mirror, topic, partition), p);
+        }
+        (StateKey::Partition { mirror, topic, partition }, _) => {
+            snap.partitions.remove(&(mirror, topic, partition));
+        }
+    }
+}
+
+/// Decodes one record read from state topic `partition` (of `partitions`).
+fn decode_record(partitions: i32, partition: i32, record: &Record) -> Result<StateChange, String> {
     let key_bytes = record.key.as_ref().ok_or("record with a null key")?;
     let key = StateKey::decode(key_bytes)?;
     let home = partition_for(key.mirror(), partitions);
@@ -937,49 +1027,34 @@ fn apply(snap: &mut StateSnapshot, partitions: i32, partition: i32, record: &Rec
         ));
     }
     let kind = key.kind();
-    let value = record.value.as_deref();
-    match key {
-        StateKey::Mirror { name } => match value {
-            None => {
-                snap.mirrors.remove(&name);
+    let value = match (&key, record.value.as_deref()) {
+        (_, None) => None,
+        (StateKey::Mirror { name }, Some(v)) => {
+            let m: MirrorDefinition = decode_value(v, kind)?;
+            if &m.name != name {
+                return Err(format!("value names mirror `{}` under the key of mirror `{name}`", m.name));
             }
-            Some(v) => {
-                let m: MirrorDefinition = decode_value(v, kind)?;
-                if m.name != name {
-                    return Err(format!("value names mirror `{}` under the key of mirror `{name}`", m.name));
-                }
-                snap.mirrors.insert(name, m);
+            Some(StateValue::Mirror(m))
+        }
+        (StateKey::Topic { mirror, topic }, Some(v)) => {
+            let t: MirrorTopic = decode_value(v, kind)?;
+            if (&t.mirror, &t.topic) != (mirror, topic) {
+                return Err(format!("value names {}/{} under the key of {mirror}/{topic}", t.mirror, t.topic));
             }
-        },
-        StateKey::Topic { mirror, topic } => match value {
-            None => {
-                snap.topics.remove(&(mirror, topic));
+            Some(StateValue::Topic(t))
+        }
+        (StateKey::Partition { mirror, topic, partition: index }, Some(v)) => {
+            let p: PartitionStateRecord = decode_value(v, kind)?;
+            if (&p.mirror, &p.topic, p.partition) != (mirror, topic, *index) {
+                return Err(format!(
+                    "value names {}/{}/{} under the key of {mirror}/{topic}/{index}",
+                    p.mirror, p.topic, p.partition
+                ));
             }
-            Some(v) => {
-                let t: MirrorTopic = decode_value(v, kind)?;
-                if (t.mirror.as_str(), t.topic.as_str()) != (mirror.as_str(), topic.as_str()) {
-                    return Err(format!("value names {}/{} under the key of {mirror}/{topic}", t.mirror, t.topic));
-                }
-                snap.topics.insert((mirror, topic), t);
-            }
-        },
-        StateKey::Partition { mirror, topic, partition: index } => match value {
-            None => {
-                snap.partitions.remove(&(mirror, topic, index));
-            }
-            Some(v) => {
-                let p: PartitionStateRecord = decode_value(v, kind)?;
-                if (p.mirror.as_str(), p.topic.as_str(), p.partition) != (mirror.as_str(), topic.as_str(), index) {
-                    return Err(format!(
-                        "value names {}/{}/{} under the key of {mirror}/{topic}/{index}",
-                        p.mirror, p.topic, p.partition
-                    ));
-                }
-                snap.partitions.insert((mirror, topic, index), p);
-            }
-        },
-    }
-    Ok(())
+            Some(StateValue::Partition(p))
+        }
+    };
+    Ok(StateChange { offset: record.offset, key, value })
 }
 
 #[cfg(test)]
@@ -1008,6 +1083,7 @@ mod tests {
             copy_start: None,
             placeholder_end: None,
             transactions_used: false,
+            owner_generation: None,
             updated_ms: 1,
         }
     }

@@ -199,12 +199,17 @@ async fn open_mirror_gate(
         connect_timeout: settings.connect_timeout,
         request_timeout: settings.request_timeout,
     };
-    let control = Arc::new(ControlPlane::new(Arc::new(store), destination.clone()));
+    let store = Arc::new(store);
+    let control = Arc::new(ControlPlane::new(store.clone(), destination.clone()));
+    let next_offsets = snapshot.next_offsets;
     control.load(ControlState::from_records(
         snapshot.mirrors,
         snapshot.topics.into_values(),
         snapshot.partitions.into_values(),
     ));
+    // Other instances' writes take effect here too (docs/operations.md, "Several instances").
+    let follow_client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
+    tokio::spawn(crate::mirror::follow::run(control.clone(), store, follow_client, next_offsets, shutdown.clone()));
     crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
     if settings.metrics_listen.is_some() {
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));

@@ -177,6 +177,9 @@ pub struct PartitionRow {
     /// What a reader of the destination without mirrorgate gets: `same`, `placeholders below
     /// destination offset N`, or `shifted by N` (mirrorgate extension, `ext::direct_reads`).
     pub direct_reads: String,
+    /// The mirrorgate instance that copies the partition (`instances.name`; mirrorgate
+    /// extension), null when not assigned.
+    pub owner: Option<String>,
 }
 
 impl PartitionRow {
@@ -226,6 +229,7 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
                             None => ext::offset_mode(&segments),
                         },
                         direct_reads: ext::direct_reads(&segments, ext::placeholder_end(p)),
+                        owner: ext::owner(p),
                         segments,
                     }
                 })
@@ -237,7 +241,8 @@ pub fn partition_rows(mirrors: &[DescribedMirror], failed_only: bool) -> Vec<Par
     rows
 }
 
-/// `--describe`: MIRROR, TOPIC, PARTITION, SOURCE-OFFSET, DESTINATION-OFFSET, LAG, STATE.
+/// `--describe`: MIRROR, TOPIC, PARTITION, SOURCE-OFFSET, DESTINATION-OFFSET, LAG, STATE,
+/// SOURCE-HW, LAG-HW, OFFSET-MODE, DIRECT-READS, OWNER.
 pub fn describe_table(rows: &[PartitionRow]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -254,6 +259,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
                 offset_cell(r.lag_high_watermark),
                 r.offset_mode.clone(),
                 r.direct_reads.clone(),
+                r.owner.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -270,6 +276,7 @@ pub fn describe_table(rows: &[PartitionRow]) -> String {
             "LAG-HW",
             "OFFSET-MODE",
             "DIRECT-READS",
+            "OWNER",
         ],
         &cells,
     )

@@ -199,8 +199,11 @@ impl DataPlane {
             let key = (topic.clone(), *p);
             let Some(t) = state.topics.get(topic) else { continue };
             let Some(def) = state.mirrors.get(&t.mirror) else { continue };
+            // With several instances, only the partition's owner copies it and steps its
+            // state (group membership, docs/operations.md).
+            let owned = self.control.owns_partition(topic, *p);
             let wants_loop =
-                t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
+                owned && t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
                     if rec.state == S::LogAlignment
@@ -251,7 +254,7 @@ impl DataPlane {
                 _ => {}
             }
             // Transient states complete once no loop runs.
-            if !self.running.contains_key(&(topic.clone(), *p)) {
+            if owned && !self.running.contains_key(&(topic.clone(), *p)) {
                 let next = match rec.state {
                     S::Pausing => Some(S::Paused),
                     S::Stopping => Some(S::Stopped),
@@ -284,7 +287,7 @@ impl DataPlane {
                     }
                 }
                 if let Some(next) = next {
-                    let moved = self.control.transition(topic, *p, next, None).await.unwrap_or(false);
+                    let moved = self.control.transition_owned(topic, *p, next, None).await.unwrap_or(false);
                     if moved && next == S::Stopped {
                         self.apply_source_retention(def, topic).await;
                         // A later failback disables retention again.
@@ -306,8 +309,13 @@ impl DataPlane {
         let outcome = joined
             .unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
         if let Outcome::Failed { message, retryable } = outcome {
+            if !self.control.owns_partition(&key.0, key.1) {
+                // Its work moved to another instance (or the lease ran out): not a failure.
+                tracing::info!(topic = %key.0, partition = key.1, %message, "mirror partition loop ended: no longer owned here");
+                return;
+            }
             tracing::error!(topic = %key.0, partition = key.1, %message, retryable, "mirror partition FAILED");
-            let _ = self.control.transition(&key.0, key.1, S::Failed, Some((message, retryable))).await;
+            let _ = self.control.transition_owned(&key.0, key.1, S::Failed, Some((message, retryable))).await;
         }
     }
 

@@ -485,7 +485,7 @@ impl PartitionTask {
 
         if rec.state == MirrorPartitionState::LogAlignment {
             self.control
-                .transition(topic, p, MirrorPartitionState::Mirroring, None)
+                .transition_owned(topic, p, MirrorPartitionState::Mirroring, None)
                 .await
                 .map_err(|e| Retry::new(e.to_string()))?;
         }

@@ -227,6 +227,11 @@ impl MetadataSync {
             if shutdown.is_cancelled() {
                 return;
             }
+            // With several instances, one runs each mirror's sync (group membership).
+            if !self.control.owns_mirror(&def.name) {
+                self.next_due.remove(&def.name);
+                continue;
+            }
             let now = Instant::now();
             if self.next_due.get(&def.name).is_some_and(|due| now < *due) {
                 continue;

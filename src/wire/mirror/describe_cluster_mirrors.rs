@@ -490,6 +490,21 @@ pub mod ext {
     /// (INT64, destination offset; absent = no placeholder written).
     pub const TAG_PLACEHOLDER_END: i32 = 10_003;
 
+    /// Tag of the instance that copies the partition (UTF-8 instance name, `instances.name`;
+    /// absent = not assigned, or no group).
+    pub const TAG_OWNER: i32 = 10_004;
+
+    /// Sets the owner extension on `p`.
+    pub fn set_owner(p: &mut PartitionDetail, instance: &str) {
+        p.unknown_tagged_fields.insert(TAG_OWNER, Bytes::copy_from_slice(instance.as_bytes()));
+    }
+
+    /// The instance that copies the partition, if sent.
+    pub fn owner(p: &PartitionDetail) -> Option<String> {
+        let b = p.unknown_tagged_fields.get(&TAG_OWNER)?;
+        std::str::from_utf8(b).ok().map(str::to_string)
+    }
+
     /// Sets the placeholder end extension on `p`.
     pub fn set_placeholder_end(p: &mut PartitionDetail, destination_offset: i64) {
         p.unknown_tagged_fields.insert(TAG_PLACEHOLDER_END, Bytes::copy_from_slice(&destination_offset.to_be_bytes()));

@@ -1,0 +1,326 @@
+//! Several instances, one state: what this instance owns (group membership, `mirror::members`)
+//! and how records other instances wrote to `__mirror_state` are applied here
+//! (`mirror::follow` reads them).
+//!
+//! Rules (docs/operations.md, "Several instances"):
+//! - Records are applied in log order per key: a followed record at or below the offset of
+//!   the last record applied for its key (written here or followed) is older and skipped.
+//! - A partition record carries the owner generation of the instance that wrote it as the
+//!   partition's owner. One older than a generation already seen for that partition comes
+//!   from a stale owner (a paused process that lost its work): it is not applied, and if
+//!   this instance owns the partition it writes its own record again, so that compaction
+//!   keeps the owner's.
+//! - The data fields of a partition record (offset segments, producer id, source epochs, …)
+//!   belong to its owner: a record another instance wrote (an admin request stepping the
+//!   state) keeps the owner's data fields here, and the owner writes the merged record.
+//! - Data-plane writes of a partition ([`ControlPlane::update_partition`],
+//!   [`ControlPlane::transition_owned`]) are refused unless this instance owns it and its
+//!   lease (the last heartbeat + session timeout) has not run out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::{ControlPlane, MirrorError, StateWrite, UNKNOWN_SERVER_ERROR};
+use crate::mirror::model::PartitionStateRecord;
+use crate::mirror::store::{StateChange, StateKey, StateValue};
+use crate::wire::mirror::MirrorPartitionState;
+
+/// The instant leases are counted from.
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// Until when an instance may act on its assignment without a fresh heartbeat: renewed by
+/// each successful heartbeat to `now + session timeout − heartbeat interval`, so it runs out
+/// before the group coordinator can hand the work to another member. Monotonic clock: a
+/// process paused (SIGSTOP) past it finds it expired the moment it resumes.
+#[derive(Debug, Clone, Default)]
+pub struct Lease(Arc<AtomicU64>);
+
+impl Lease {
+    /// A lease valid for `d` from now.
+    pub fn for_duration(d: Duration) -> Self {
+        let lease = Self::default();
+        lease.renew(d);
+        lease
+    }
+
+    /// Extends the lease to `d` from now.
+    pub fn renew(&self, d: Duration) {
+        let until = (Instant::now() + d).saturating_duration_since(base()).as_nanos();
+        self.0.store(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Ends the lease now.
+    pub fn expire(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    /// Whether the lease still holds.
+    pub fn is_valid(&self) -> bool {
+        let now = u64::try_from(Instant::now().saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX);
+        now < self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The mirror work one instance owns in one group generation.
+#[derive(Debug, Clone, Default)]
+pub struct Ownership {
+    /// Group generation id of the assignment.
+    pub generation: i32,
+    /// Mirror partitions `(topic, partition)` whose copy loop runs here.
+    pub partitions: BTreeSet<(String, i32)>,
+    /// Mirrors whose metadata sync runs here.
+    pub mirrors: BTreeSet<String>,
+    /// Every assigned mirror partition's owner (instance name), as the leader assigned them.
+    pub owners: BTreeMap<(String, i32), String>,
+    /// While it holds.
+    pub lease: Lease,
+}
+
+impl ControlPlane {
+    /// Installs the work this instance owns (`None`: not in a group, owns everything).
+    pub fn set_ownership(&self, ownership: Option<Ownership>) {
+        *self.ownership.write().unwrap_or_else(|e| e.into_inner()) = ownership.map(Arc::new);
+    }
+
+    fn ownership(&self) -> Option<Arc<Ownership>> {
+        self.ownership.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether this instance may copy `topic`-`partition` now: not in a group, or assigned
+    /// it with a lease that holds.
+    pub fn owns_partition(&self, topic: &str, partition: i32) -> bool {
+        match self.ownership() {
+            None => true,
+            Some(o) => o.lease.is_valid() && o.partitions.contains(&(topic.to_string(), partition)),
+        }
+    }
+
+    /// Whether this instance runs the metadata sync of `mirror` now.
+    pub fn owns_mirror(&self, mirror: &str) -> bool {
+        match self.ownership() {
+            None => true,
+            Some(o) => o.lease.is_valid() && o.mirrors.contains(mirror),
+        }
+    }
+
+    /// The instance that copies `topic`-`partition` per the last assignment this instance
+    /// received (`None`: not in a group, or not assigned).
+    pub fn owner_of(&self, topic: &str, partition: i32) -> Option<String> {
+        self.ownership().and_then(|o| o.owners.get(&(topic.to_string(), partition)).cloned())
+    }
+
+    /// The owner generation to stamp on a partition record written now: this instance's
+    /// group generation when it owns the partition.
+    pub(super) fn write_generation(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.ownership().filter(|o| o.partitions.contains(&(topic.to_string(), partition))).map(|o| o.generation)
+    }
+
+    pub(super) fn note_generation(&self, topic: &str, partition: i32, generation: i32) {
+        let mut e = self.generations.entry((topic.to_string(), partition)).or_insert(generation);
+        *e = (*e).max(generation);
+    }
+
+    /// Refuses a data-plane write of a partition this instance does not own (fencing).
+    pub(super) fn check_owner(&self, topic: &str, partition: i32) -> Result<(), MirrorError> {
+        if self.owns_partition(topic, partition) {
+            return Ok(());
+        }
+        Err(MirrorError {
+            code: UNKNOWN_SERVER_ERROR,
+            message: format!(
+                "{topic}-{partition} is not owned by this instance any more (group rebalance, or its lease ran out): write refused"
+            ),
+        })
+    }
+
+    /// [`ControlPlane::transition`] for the copy loop and the data plane: refused unless this
+    /// instance owns the partition ([`ControlPlane::owns_partition`]).
+    ///
+    /// # Errors
+    /// Not the owner; a store failure.
+    pub async fn transition_owned(
+        &self,
+        topic: &str,
+        partition: i32,
+        to: MirrorPartitionState,
+        error: Option<(String, bool)>,
+    ) -> Result<bool, MirrorError> {
+        self.check_owner(topic, partition)?;
+        self.transition(topic, partition, to, error).await
+    }
+
+    /// Applies records read from `__mirror_state` (in log order, any writer) that are newer
+    /// than what this instance holds for their keys. Mirror definitions arrive with their
+    /// secret configs already decrypted. Returns the partitions `(topic, partition)` this
+    /// instance owns whose record it must write again (a stale owner's or a merged one).
+    pub async fn apply_followed(&self, changes: Vec<StateChange>) -> Vec<(String, i32)> {
+        let _w = self.write_lock.lock().await;
+        let mut reassert = Vec::new();
+        for change in changes {
+            {
+                let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
+                if offsets.get(&change.key).is_some_and(|&o| o >= change.offset) {
+                    continue;
+                }
+                offsets.insert(change.key.clone(), change.offset);
+            }
+            metrics::counter!("mirrorgate_state_records_followed_total").increment(1);
+            match (change.key, change.value) {
+                (StateKey::Mirror { name }, Some(StateValue::Mirror(def))) => {
+                    tracing::debug!(mirror = %name, offset = change.offset, "followed a mirror definition");
+                    self.update_state(|s| {
+                        s.mirrors.insert(name, def);
+                    });
+                }
+                (StateKey::Mirror { name }, _) => {
+                    tracing::debug!(mirror = %name, offset = change.offset, "followed a mirror deletion");
+                    self.update_state(|s| {
+                        s.mirrors.remove(&name);
+                    });
+                }
+                (StateKey::Topic { topic, .. }, Some(StateValue::Topic(t))) => {
+                    tracing::debug!(mirror = %t.mirror, topic = %topic, desired = ?t.desired, "followed a mirror topic");
+                    self.update_state(|s| {
+                        s.topics.insert(topic, t);
+                    });
+                }
+                (StateKey::Topic { mirror, topic }, _) => {
+                    self.update_state(|s| {
+                        if s.topics.get(&topic).is_some_and(|t| t.mirror == mirror) {
+                            s.topics.remove(&topic);
+                        }
+                    });
+                }
+                (StateKey::Partition { topic, partition, .. }, Some(StateValue::Partition(rec))) => {
+                    if let Some(again) = self.apply_followed_partition(topic, partition, rec) {
+                        reassert.push(again);
+                    }
+                }
+                (StateKey::Partition { mirror, topic, partition }, _) => {
+                    self.update_state(|s| {
+                        if s.partitions.get(&(topic.clone(), partition)).is_some_and(|p| p.mirror == mirror) {
+                            s.partitions.remove(&(topic.clone(), partition));
+                        }
+                        self.read_caps.retain(|(t, p), _| s.partitions.contains_key(&(t.clone(), *p)));
+                    });
+                }
+            }
+        }
+        reassert
+    }
+
+    /// Applies one followed partition record (see the module rules); returns the partition
+    /// when this instance, its owner, must write its record again.
+    fn apply_followed_partition(
+        &self,
+        topic: String,
+        partition: i32,
+        mut rec: PartitionStateRecord,
+    ) -> Option<(String, i32)> {
+        let key = (topic.clone(), partition);
+        let seen = self.generations.get(&key).map(|g| *g);
+        let ours = self.write_generation(&topic, partition);
+        if let (Some(g), Some(seen)) = (rec.owner_generation, seen) {
+            if g < seen {
+                tracing::warn!(
+                    topic = %topic,
+                    partition,
+                    generation = g,
+                    current = seen,
+                    "ignored a partition state written by a stale owner (an older group generation)"
+                );
+                metrics::counter!("mirrorgate_state_stale_owner_records_total").increment(1);
+                return ours.map(|_| key);
+            }
+        }
+        if let Some(g) = rec.owner_generation {
+            self.note_generation(&topic, partition, g);
+        }
+        let mut again = None;
+        if ours.is_some() && rec.owner_generation != ours {
+            // Written by another instance while this one owns the partition: keep the
+            // owner's data fields.
+            if let Some(current) = self.partition(&topic, partition) {
+                let merged = keep_data_fields(&current, rec.clone());
+                if merged != rec {
+                    again = Some(key.clone());
+                }
+                rec = merged;
+            }
+        }
+        tracing::debug!(topic = %topic, partition, state = rec.state.as_str(), "followed a mirror partition state");
+        self.update_state(|s| {
+            s.partitions.insert(key, rec);
+        });
+        again
+    }
+
+    /// Writes the in-memory record of a partition this instance owns again (after a stale
+    /// owner's or a merged record was followed).
+    ///
+    /// # Errors
+    /// Not the owner any more; a store failure.
+    pub async fn reassert_partition(&self, topic: &str, partition: i32) -> Result<(), MirrorError> {
+        self.check_owner(topic, partition)?;
+        let _w = self.write_lock.lock().await;
+        let Some(rec) = self.partition(topic, partition) else { return Ok(()) };
+        self.persist(StateWrite::Partition(rec.clone())).await?;
+        Ok(())
+    }
+}
+
+/// `theirs` with the data fields (what the copy loop alone writes) of `ours`.
+fn keep_data_fields(ours: &PartitionStateRecord, theirs: PartitionStateRecord) -> PartitionStateRecord {
+    PartitionStateRecord {
+        segments: ours.segments.clone(),
+        source_epochs: ours.source_epochs.clone(),
+        producer_id: ours.producer_id,
+        producer_epoch: ours.producer_epoch,
+        destination_topic_id: ours.destination_topic_id.clone(),
+        copy_start: ours.copy_start,
+        placeholder_end: ours.placeholder_end,
+        transactions_used: ours.transactions_used,
+        last_mirrored_offset: ours.last_mirrored_offset.max(theirs.last_mirrored_offset),
+        ..theirs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_runs_out() {
+        let lease = Lease::for_duration(Duration::from_millis(30));
+        assert!(lease.is_valid());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!lease.is_valid());
+        lease.renew(Duration::from_secs(5));
+        assert!(lease.is_valid());
+        lease.expire();
+        assert!(!lease.is_valid());
+        assert!(!Lease::default().is_valid());
+    }
+
+    #[test]
+    fn another_writer_keeps_the_owners_data_fields() {
+        let mut ours = PartitionStateRecord::new("m", "t", 0, MirrorPartitionState::Mirroring);
+        ours.segments = vec![crate::mirror::model::OffsetSegment { source_start: 10, destination_start: 0 }];
+        ours.producer_id = Some(7);
+        ours.last_mirrored_offset = 99;
+        let mut theirs = PartitionStateRecord::new("m", "t", 0, MirrorPartitionState::Stopping);
+        theirs.state_epoch = 4;
+        theirs.last_mirrored_offset = 50;
+        let merged = keep_data_fields(&ours, theirs);
+        assert_eq!(merged.state, MirrorPartitionState::Stopping);
+        assert_eq!(merged.state_epoch, 4);
+        assert_eq!(merged.segments, ours.segments);
+        assert_eq!(merged.producer_id, Some(7));
+        assert_eq!(merged.last_mirrored_offset, 99);
+    }
+}
