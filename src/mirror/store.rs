@@ -185,9 +185,6 @@ pub struct StateSnapshot {
     pub topics: BTreeMap<(String, String), MirrorTopic>,
     /// Partition state records by (mirror, topic, partition).
     pub partitions: BTreeMap<(String, String, i32), PartitionStateRecord>,
-    /// Per state-topic partition (by index), the offset after the last record read: where
-    /// following the topic ([`super::follow`]) goes on. Empty for a partial load.
-    pub next_offsets: Vec<i64>,
 }
 
 /// The value of one state record as read back: what a key now holds, or `None` for a
@@ -672,10 +669,19 @@ impl StateStore {
     /// read with `password_encoder_old_secret`, or stored in clear by an older build, is
     /// written again under the current secret.
     pub async fn load(&self) -> Result<StateSnapshot, StoreError> {
+        Ok(self.load_and_position().await?.0)
+    }
+
+    /// [`StateStore::load`], and per state-topic partition (by index) the offset after the
+    /// last record read: where following the topic ([`super::follow`]) goes on.
+    ///
+    /// # Errors
+    /// As [`StateStore::load`].
+    pub async fn load_and_position(&self) -> Result<(StateSnapshot, Vec<i64>), StoreError> {
         let mut snapshot = StateSnapshot::default();
+        let mut next_offsets = Vec::new();
         for p in 0..self.topic.partitions {
-            let next = self.load_partition_into(p, &mut snapshot).await?;
-            snapshot.next_offsets.push(next);
+            next_offsets.push(self.load_partition_into(p, &mut snapshot).await?);
         }
         let rewrite = self.open_secrets(&mut snapshot);
         for name in rewrite {
@@ -684,7 +690,7 @@ impl StateStore {
                 tracing::info!(mirror = %name, "secret mirror configs written again under the current password_encoder_secret");
             }
         }
-        Ok(snapshot)
+        Ok((snapshot, next_offsets))
     }
 
     /// Decrypts the secret configs of every mirror in `snapshot`; returns the mirrors to
@@ -738,7 +744,6 @@ impl StateStore {
     pub async fn load_mirror(&self, mirror: &str) -> Result<StateSnapshot, StoreError> {
         let mut snapshot = StateSnapshot::default();
         self.load_partition_into(self.partition_for(mirror), &mut snapshot).await?;
-        snapshot.next_offsets.clear();
         snapshot.retain_mirror(mirror);
         self.open_secrets(&mut snapshot);
         Ok(snapshot)

@@ -113,8 +113,10 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     };
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     crate::telemetry::metrics::client_connection(1.0);
+    shared.connections.fetch_add(1, Ordering::AcqRel);
     let identity = ClientIdentity::new(peer, tls_principal);
     let reason = pump(client_r, client_w, identity, target, &listener, &shared).await;
+    shared.connections.fetch_sub(1, Ordering::AcqRel);
     crate::telemetry::metrics::client_connection(-1.0);
     tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
 }
@@ -207,9 +209,18 @@ async fn pump(
     let outstanding = clock.outstanding.clone();
     let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin);
     let responses = responses(client_w, rx, outstanding, &identity, listener, shared);
+    tokio::pin!(requests);
+    tokio::pin!(responses);
     tokio::select! {
-        r = requests => r,
-        r = responses => r,
+        r = &mut requests => {
+            if shared.drain.is_cancelled() {
+                // Shutting down: the responses already due still go out (the request side
+                // closed its channel, so the response side ends after the last of them).
+                let _ = tokio::time::timeout(super::DRAIN_TIMEOUT, &mut responses).await;
+            }
+            r
+        }
+        r = &mut responses => r,
     }
 }
 
@@ -392,7 +403,14 @@ where
         }
         clock.waiting(!buf.is_empty(), granted);
         let read = loop {
-            match tokio::time::timeout_at(clock.deadline(), read_more(&mut client_r, &mut buf)).await {
+            let wait = tokio::time::timeout_at(clock.deadline(), read_more(&mut client_r, &mut buf));
+            let read = tokio::select! {
+                r = wait => r,
+                // Shutting down: no new request is read (a partial one was never forwarded;
+                // the client sends it again on another connection).
+                _ = shared.drain.cancelled() => return "mirrorgate is shutting down".into(),
+            };
+            match read {
                 Ok(r) => break r,
                 Err(_) => match clock.expired() {
                     Expired::No => continue,

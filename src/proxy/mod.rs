@@ -45,6 +45,23 @@ pub struct Shared {
     pub gate: Option<Arc<mirror_gate::MirrorGate>>,
     /// Request bytes buffered across client connections (`queued_max_request_bytes`).
     pub request_memory: limits::RequestMemory,
+    /// Cancelled when mirrorgate shuts down: client connections stop reading requests,
+    /// send the responses already due, and close.
+    pub drain: CancellationToken,
+    /// Open client connections (the shutdown waits for them to drain).
+    pub connections: std::sync::atomic::AtomicUsize,
+}
+
+/// How long a shutdown waits for client connections to send their in-flight responses.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a shutdown waits for the copy loops to finish their in-flight appends.
+pub const DATA_PLANE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The background work of the mirror side, stopped in order at shutdown.
+struct MirrorWork {
+    /// Stops the data plane (copy loops finish their in-flight appends).
+    data_plane_stop: CancellationToken,
+    data_plane: tokio::task::JoinHandle<()>,
 }
 
 /// What mirrorgate learned about the destination cluster at startup.
@@ -165,7 +182,7 @@ async fn learn_state_topic_id(
 async fn open_mirror_gate(
     settings: &Settings,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Arc<mirror_gate::MirrorGate>> {
+) -> anyhow::Result<(Arc<mirror_gate::MirrorGate>, MirrorWork)> {
     use crate::client::cluster::{ClusterClient, ClusterOptions};
     use crate::mirror::control::{ControlPlane, ControlState};
     use crate::mirror::store::{StateStore, StateStoreSettings};
@@ -181,7 +198,7 @@ async fn open_mirror_gate(
         ..StateStoreSettings::default()
     };
     let store = StateStore::open(client, store_settings).await?;
-    let snapshot = store.load().await?;
+    let (snapshot, next_offsets) = store.load_and_position().await?;
     tracing::info!(
         topic = %settings.mirror_state.topic,
         mirrors = snapshot.mirrors.len(),
@@ -201,7 +218,6 @@ async fn open_mirror_gate(
     };
     let store = Arc::new(store);
     let control = Arc::new(ControlPlane::new(store.clone(), destination.clone()));
-    let next_offsets = snapshot.next_offsets;
     control.load(ControlState::from_records(
         snapshot.mirrors,
         snapshot.topics.into_values(),
@@ -216,15 +232,18 @@ async fn open_mirror_gate(
     }
     let acl_client = data_client.clone();
     let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
-    tokio::spawn(data_plane.run(shutdown.clone()));
-    Ok(Arc::new(mirror_gate::MirrorGate::new(
+    let data_plane_stop = CancellationToken::new();
+    let data_plane = tokio::spawn(data_plane.run(data_plane_stop.clone()));
+    let work = MirrorWork { data_plane_stop, data_plane };
+    let gate = Arc::new(mirror_gate::MirrorGate::new(
         control,
         settings.mirror_api_keys.clone(),
         destination,
         acl_client,
         settings.super_users.clone(),
         state,
-    )))
+    ));
+    Ok((gate, work))
 }
 
 /// Waits for the destination to answer (retrying every 2 s within `deadline`), opens every
@@ -270,14 +289,24 @@ pub async fn run(
         anyhow::bail!("{conflict}");
     }
     set_not_ready(Some("loading the mirror state"));
-    let gate = Some(open_mirror_gate(&settings, &shutdown).await?);
+    let (gate, work) = open_mirror_gate(&settings, &shutdown).await?;
+    let gate = Some(gate);
     let extra_apis: Vec<(i16, i16, i16)> =
         extra_apis.into_iter().chain(gate.iter().flat_map(|g| g.advertised())).collect();
     let (new_tx, mut new_rx) = mpsc::unbounded_channel();
     let directory = BrokerDirectory::new(settings.destination_bootstrap.clone(), new_tx);
     directory.set_api_ranges(info.api_ranges.clone());
     let request_memory = limits::RequestMemory::new(settings.queued_max_request_bytes);
-    let shared = Arc::new(Shared { settings, directory, extra_apis, gate, request_memory });
+    let drain = CancellationToken::new();
+    let shared = Arc::new(Shared {
+        settings,
+        directory,
+        extra_apis,
+        gate,
+        request_memory,
+        drain: drain.clone(),
+        connections: Default::default(),
+    });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
             .await?;
@@ -307,6 +336,23 @@ pub async fn run(
                 Err(e) => tracing::warn!(error = %e, "destination metadata refresh failed"),
             },
         }
+    }
+    // Graceful stop (SIGTERM): client connections answer what they already forwarded and
+    // close; the copy loops finish their in-flight appends; then the instance leaves.
+    drain.cancel();
+    work.data_plane_stop.cancel();
+    if tokio::time::timeout(DATA_PLANE_STOP_TIMEOUT, work.data_plane).await.is_err() {
+        tracing::warn!(timeout_s = DATA_PLANE_STOP_TIMEOUT.as_secs(), "copy loops did not stop in time");
+    } else {
+        tracing::info!("copy loops stopped");
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while shared.connections.load(std::sync::atomic::Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let open = shared.connections.load(std::sync::atomic::Ordering::Acquire);
+    if open > 0 {
+        tracing::warn!(open, "client connections still open after the drain timeout; closing them");
     }
     tracing::info!("mirrorgate stopped");
     Ok(())
