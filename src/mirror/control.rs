@@ -25,7 +25,7 @@ use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 mod follow_ops;
 mod sync_ops;
 
-pub use follow_ops::Ownership;
+pub use follow_ops::{Lease, Ownership};
 
 /// One write to `__mirror_state`.
 #[derive(Debug, Clone)]
