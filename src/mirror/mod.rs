@@ -8,6 +8,7 @@ pub mod configs;
 pub mod control;
 pub mod dataplane;
 pub mod loops;
+pub mod members;
 pub mod model;
 pub mod offset_maps;
 pub mod persist;
