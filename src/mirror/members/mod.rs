@@ -7,6 +7,10 @@
 //!
 //! - [`assign`]: the pure, balanced and sticky assignor.
 //! - [`protocol`]: the versioned bytes of member metadata and assignments.
+//! - [`group`]: the JoinGroup / SyncGroup / Heartbeat / LeaveGroup loop, with self-fencing.
 
 pub mod assign;
+pub mod group;
 pub mod protocol;
+
+pub use group::{spawn, Assignment, Membership, MembershipSettings, WorkSet};
