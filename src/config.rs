@@ -766,8 +766,8 @@ impl InstancesConfig {
     ///
     /// # Errors
     /// [`ConfigError::Invalid`]: an empty name or group id, a timeout of 0 or above
-    /// 2147483647 ms (JoinGroup's INT32 fields), or a heartbeat interval not less than half
-    /// the session timeout.
+    /// 2147483647 ms (JoinGroup's INT32 fields), a heartbeat interval not less than half the
+    /// session timeout, or a rebalance timeout less than the session timeout.
     fn validate(&self, state_topic: &str) -> Result<crate::mirror::members::MembershipSettings, ConfigError> {
         for (k, v) in [("instances.name", &self.name), ("instances.group_id", &self.group_id)] {
             if v.as_ref().is_some_and(|s| s.trim().is_empty()) {
@@ -790,6 +790,17 @@ impl InstancesConfig {
                     "{} ms must be less than half of instances.session_timeout_ms ({} ms): an instance stops \
                      its mirror work when no heartbeat succeeded for the session timeout minus one interval",
                     self.heartbeat_interval_ms, self.session_timeout_ms
+                ),
+            ));
+        }
+        if self.rebalance_timeout_ms < self.session_timeout_ms {
+            return Err(invalid(
+                "instances.rebalance_timeout_ms",
+                format!(
+                    "{} ms is less than instances.session_timeout_ms ({} ms): the coordinator drops an \
+                     instance that has not rejoined within the rebalance timeout, which must not happen \
+                     before that instance stops its work (session timeout − heartbeat interval)",
+                    self.rebalance_timeout_ms, self.session_timeout_ms
                 ),
             ));
         }
@@ -885,6 +896,7 @@ listeners:
             ("session_timeout_ms: 0", "instances.session_timeout_ms"),
             ("rebalance_timeout_ms: 3000000000", "instances.rebalance_timeout_ms"),
             ("name: ''", "instances.name"),
+            ("rebalance_timeout_ms: 9000", "instances.rebalance_timeout_ms"),
         ] {
             let text = format!("{GOOD}instances:\n  {yaml}\n");
             let err = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap_err();

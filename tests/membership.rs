@@ -213,3 +213,38 @@ async fn instances_share_mirror_work_through_the_group_coordinator() {
         assert!(m.membership.assignment.borrow().is_empty(), "{} owns nothing after shutdown", m.instance);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_while_a_join_waits_at_the_coordinator_returns_promptly_owning_nothing() {
+    let cluster = support::cluster("dest");
+    let bootstrap = cluster.bootstrap.split(',').map(String::from).collect();
+    let client = ClusterClient::connect(ClusterOptions::new(bootstrap)).await.expect("connect to the test cluster");
+    let group = support::unique_name("mirrorgate.members");
+    let w = work(&[("m1", "m1.orders", 4)]);
+    let (_work_tx, work_rx) = watch::channel(w.clone());
+    let x = start(&client, &group, "inst-x", &work_rx);
+    let gen1 = settled("one member", &[&x], &[&x], &w, -1, Duration::from_secs(20)).await;
+
+    // x stops heartbeating, so it does not rejoin: y's JoinGroup waits at the coordinator
+    // (until x rejoins, x's session expires or the rebalance times out). Shut y down inside it.
+    x.membership.pause_heartbeats(true);
+    let y = start(&client, &group, "inst-y", &work_rx);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!y.membership.task.is_finished());
+    assert!(y.now().is_empty(), "y owns nothing while its join is pending: {}", summary(&[&y]));
+    y.shutdown.cancel();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(3), y.membership.task)
+        .await
+        .expect("the loop returns at once, not after the pending JoinGroup")
+        .expect("task");
+    eprintln!("y stopped {:?} after the shutdown", started.elapsed());
+    assert!(y.membership.assignment.borrow().is_empty());
+
+    // x heartbeats again, hears of the rebalance y started, rejoins, and is alone again.
+    x.membership.pause_heartbeats(false);
+    let gen2 = settled("x alone again", &[&x], &[&x], &w, gen1, Duration::from_secs(15)).await;
+    assert!(gen2 > gen1);
+    x.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(8), x.membership.task).await.expect("stops").expect("task");
+}

@@ -134,7 +134,8 @@ pub struct MembershipSettings {
     /// Time between two Heartbeat requests; less than half the session timeout.
     pub heartbeat_interval: Duration,
     /// JoinGroup `RebalanceTimeoutMs`: how long the coordinator waits for every member to
-    /// rejoin in a rebalance.
+    /// rejoin in a rebalance; a member that has not rejoined by then is dropped from the
+    /// generation. At least the session timeout, so a stalled member has fenced itself first.
     pub rebalance_timeout: Duration,
 }
 
@@ -218,7 +219,9 @@ enum Failure {
     Other(String),
 }
 
-type HeartbeatFuture = Pin<Box<dyn Future<Output = (Option<i32>, Result<i16, ClusterError>)> + Send>>;
+/// A Heartbeat in flight: resolves to the coordinator used (if found), when the request was
+/// sent, and the response's error code.
+type HeartbeatFuture = Pin<Box<dyn Future<Output = (Option<i32>, Instant, Result<i16, ClusterError>)> + Send>>;
 
 /// The two clients of the loop: `join` for JoinGroup and SyncGroup (request timeout above the
 /// rebalance timeout), `short` for the rest.
@@ -296,22 +299,24 @@ async fn find_coordinator(clients: &Clients, group: &str) -> Result<i32, Cluster
 }
 
 /// One Heartbeat round, finding the coordinator first when it is not known. Returns the
-/// coordinator used (if found) and the response's error code.
+/// coordinator used (if found), when the Heartbeat was sent (the coordinator's session clock
+/// restarts no earlier than that) and the response's error code.
 async fn heartbeat(
     clients: Clients,
     group: String,
     coordinator: Option<i32>,
     generation: i32,
     member_id: String,
-) -> (Option<i32>, Result<i16, ClusterError>) {
+) -> (Option<i32>, Instant, Result<i16, ClusterError>) {
     let node = match coordinator {
         Some(n) => n,
         None => match find_coordinator(&clients, &group).await {
             Ok(n) => n,
-            Err(e) => return (None, Err(e)),
+            Err(e) => return (None, Instant::now(), Err(e)),
         },
     };
     let c = &clients.short;
+    let sent = Instant::now();
     let result = async {
         let v = c.version_for::<HeartbeatRequest>(node, HEARTBEAT_MAX).await?;
         let req = HeartbeatRequest::default()
@@ -321,7 +326,7 @@ async fn heartbeat(
         Ok(c.send_to_node(node, &req, v).await?.error_code)
     }
     .await;
-    (Some(node), result)
+    (Some(node), sent, result)
 }
 
 impl Member {
@@ -368,8 +373,11 @@ impl Member {
                 _ = shutdown.cancelled() => break,
                 r = self.join_and_sync(&clients, &why) => r,
             };
-            match step {
-                Ok(()) => backoff = BACKOFF_MIN,
+            let sync_sent = match step {
+                Ok(sent) => {
+                    backoff = BACKOFF_MIN;
+                    sent
+                }
                 Err(f) => {
                     let pause = match f {
                         Failure::Rejoin => Duration::ZERO,
@@ -397,8 +405,8 @@ impl Member {
                     why = "retrying the join".into();
                     continue;
                 }
-            }
-            match self.heartbeats(&clients).await {
+            };
+            match self.heartbeats(&clients, sync_sent).await {
                 Next::Shutdown => break,
                 Next::Rejoin(reason) => why = reason,
             }
@@ -447,8 +455,9 @@ impl Member {
         Ok(node)
     }
 
-    /// One JoinGroup + SyncGroup round; publishes the assignment on success.
-    async fn join_and_sync(&mut self, clients: &Clients, why: &str) -> Result<(), Failure> {
+    /// One JoinGroup + SyncGroup round; publishes the assignment on success and returns when
+    /// the SyncGroup was sent (the start of the member's session as far as it can know).
+    async fn join_and_sync(&mut self, clients: &Clients, why: &str) -> Result<Instant, Failure> {
         let node = self.coordinator(clients).await?;
         let c = &clients.join;
         let jv = c.version_for::<JoinGroupRequest>(node, JOIN_GROUP_MAX).await.map_err(|e| classify_err(&e))?;
@@ -506,9 +515,17 @@ impl Member {
             sync.protocol_type = Some(StrBytes::from_static_str(PROTOCOL_TYPE));
             sync.protocol_name = Some(StrBytes::from_static_str(PROTOCOL_NAME));
         }
+        let sync_sent = Instant::now();
         let resp = c.send_to_node(node, &sync, sv).await.map_err(|e| classify_err(&e))?;
         if resp.error_code != 0 {
             return Err(classify_code(resp.error_code));
+        }
+        if sync_sent.elapsed() >= self.settings.self_fence_after() {
+            // The coordinator may have expired this member while the answer travelled.
+            return Err(Failure::Other(format!(
+                "SyncGroup took {} ms, longer than session timeout − heartbeat interval",
+                sync_sent.elapsed().as_millis()
+            )));
         }
         let mine = match MemberAssignment::decode(&resp.assignment) {
             Ok(a) => a,
@@ -543,7 +560,7 @@ impl Member {
             mirrors: mine.mirrors,
             owners: mine.owners,
         });
-        Ok(())
+        Ok(sync_sent)
     }
 
     /// The leader's plan for the JoinGroup `members` over `work`.
@@ -575,12 +592,13 @@ impl Member {
         assign::assign(&inputs, &partitions, &work.mirrors)
     }
 
-    /// Heartbeats until a rejoin is needed or shutdown; self-fences when heartbeats stop
-    /// succeeding.
-    async fn heartbeats(&mut self, clients: &Clients) -> Next {
+    /// Heartbeats until a rejoin is needed or shutdown; self-fences when no heartbeat sent in
+    /// the last `session timeout − heartbeat interval` succeeded (counting from `sync_sent`,
+    /// the SyncGroup that started the generation).
+    async fn heartbeats(&mut self, clients: &Clients, sync_sent: Instant) -> Next {
         let interval = self.settings.heartbeat_interval;
         let fence_after = self.settings.self_fence_after();
-        let mut last_ok = Instant::now();
+        let mut last_ok = sync_sent;
         let mut fenced = false;
         let mut next = Instant::now() + interval;
         let mut inflight: Option<HeartbeatFuture> = None;
@@ -610,7 +628,7 @@ impl Member {
                         watch_work = false; // the sender is gone: the work set stays as it is
                     }
                 }
-                (node, r) = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
+                (node, sent, r) = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
                     inflight = None;
                     self.coordinator = node;
                     let failure = match r {
@@ -620,7 +638,7 @@ impl Member {
                     };
                     match failure {
                         None if fenced => return Next::Rejoin("heartbeats succeed again after self-fencing".into()),
-                        None => last_ok = Instant::now(),
+                        None => last_ok = last_ok.max(sent),
                         Some(Failure::Rejoin) => return Next::Rejoin("the coordinator started a rebalance".into()),
                         Some(Failure::Reset) => {
                             tracing::info!(group = %self.settings.group_id, generation = self.generation,
@@ -725,5 +743,43 @@ impl Member {
                 Err(format!("LeaveGroup: {}", KafkaErrorCode(c)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_errors_map_to_kafkas_recovery_steps() {
+        assert!(matches!(classify_code(REBALANCE_IN_PROGRESS), Failure::Rejoin));
+        assert!(matches!(classify_code(UNKNOWN_MEMBER_ID), Failure::Reset));
+        assert!(matches!(classify_code(ILLEGAL_GENERATION), Failure::Reset));
+        for c in [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS] {
+            assert!(matches!(classify_code(c), Failure::Coordinator(_)), "{c}");
+        }
+        // INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL, GROUP_AUTHORIZATION_FAILED.
+        for c in [26, 23, 30] {
+            match classify_code(c) {
+                Failure::Other(m) => assert!(m.contains(&format!("({c})")), "{m}"),
+                _ => panic!("{c} is neither a rejoin nor a coordinator error"),
+            }
+        }
+        let transport = ClusterError::UnknownBroker { node_id: 3 };
+        assert!(matches!(classify_err(&transport), Failure::Coordinator(_)));
+    }
+
+    #[test]
+    fn self_fencing_comes_one_heartbeat_before_the_session_expires() {
+        let s = MembershipSettings {
+            group_id: "g".into(),
+            instance: "i".into(),
+            session_timeout: Duration::from_millis(10_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            rebalance_timeout: Duration::from_millis(30_000),
+        };
+        assert_eq!(s.self_fence_after(), Duration::from_millis(7_000));
+        assert!(Assignment::empty().is_empty());
+        assert_eq!(Assignment::default().generation, -1);
     }
 }
