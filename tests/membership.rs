@@ -248,3 +248,68 @@ async fn a_shutdown_while_a_join_waits_at_the_coordinator_returns_promptly_ownin
     x.shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(8), x.membership.task).await.expect("stops").expect("task");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_carries_on_when_its_coordinator_broker_stops() {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    use kafka_protocol::protocol::StrBytes;
+
+    let cluster = support::cluster_with("ha3", 3, "4.1.1", &[]);
+    let bootstrap = cluster.bootstrap.split(',').map(String::from).collect();
+    let client = ClusterClient::connect(ClusterOptions::new(bootstrap)).await.expect("connect to the test cluster");
+    let group = support::unique_name("mirrorgate.members");
+    let coordinator = || async {
+        let req = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.clone())).with_key_type(0);
+        // None while no broker answers or the coordinator is not known yet.
+        let resp = client.send_any(&req, 3).await.ok()?;
+        (resp.error_code == 0).then_some(resp.node_id.0)
+    };
+    let w = work(&[("m1", "m1.orders", 6), ("m2", "m2.events", 6)]);
+    let (_work_tx, work_rx) = watch::channel(w.clone());
+    let x = start(&client, &group, "inst-x", &work_rx);
+    let y = start(&client, &group, "inst-y", &work_rx);
+    let all = [&x, &y];
+    let gen1 = settled("two members", &all, &all, &w, -1, Duration::from_secs(40)).await;
+    let old = coordinator().await.expect("the group has a coordinator");
+
+    let out = std::process::Command::new(support::repo().join("scripts/kafka.sh"))
+        .args(["stop-node", &cluster.name, &old.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stop-node: {}", String::from_utf8_lossy(&out.stderr));
+    let (new, took) =
+        until("another coordinator", &all, Duration::from_secs(30), || match support::block(coordinator()) {
+            Some(n) if n != old => Ok(n),
+            other => Err(format!("{other:?}")),
+        })
+        .await;
+    eprintln!("coordinator {old} stopped; {new} took over after {took:?}: {}", summary(&all));
+    // Past the session timeout, a member that had not reached the new coordinator would own
+    // nothing (self-fenced). Both find it and own everything between them: in the same
+    // generation if a heartbeat reached it before they fenced themselves, else in a new one.
+    let stopped = Instant::now();
+    let mut emptied = BTreeSet::new();
+    until("a session timeout to pass", &all, SESSION + Duration::from_secs(3), || {
+        for m in &all {
+            if m.now().is_empty() {
+                emptied.insert(m.instance.clone());
+            }
+        }
+        (stopped.elapsed() > SESSION + Duration::from_secs(1)).then_some(()).ok_or_else(String::new)
+    })
+    .await;
+    eprintln!("members that owned nothing for a while after the move: {emptied:?}");
+    let gen2 = settled("after the coordinator moved", &all, &all, &w, gen1 - 1, Duration::from_secs(30)).await;
+    assert!(gen2 >= gen1);
+    for m in [&x, &y] {
+        m.shutdown.cancel();
+    }
+    for m in [x, y] {
+        tokio::time::timeout(Duration::from_secs(10), m.membership.task).await.expect("stops").expect("task");
+    }
+    let out = std::process::Command::new(support::repo().join("scripts/kafka.sh"))
+        .args(["start-node", &cluster.name, &old.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "start-node: {}", String::from_utf8_lossy(&out.stderr));
+}
