@@ -603,10 +603,17 @@ impl Member {
         let mut next = Instant::now() + interval;
         let mut inflight: Option<HeartbeatFuture> = None;
         let mut watch_work = self.leader;
+        // A leader rebalances for a changed work set at most once per heartbeat interval, so a
+        // work set that changes in bursts does not stop every instance's work again and again.
+        let rebalance_after = sync_sent + interval;
+        let mut change_pending = false;
         let mut last_error = String::from("none");
         loop {
             if watch_work && self.assigned_work.as_ref() != Some(&*self.work.borrow()) {
-                return Next::Rejoin("the work set changed".into());
+                if Instant::now() >= rebalance_after {
+                    return Next::Rejoin("the work set changed".into());
+                }
+                change_pending = true;
             }
             tokio::select! {
                 biased;
@@ -623,6 +630,7 @@ impl Member {
                     );
                     self.drop_work();
                 }
+                _ = sleep_until(rebalance_after), if change_pending => change_pending = false,
                 r = self.work.changed(), if watch_work => {
                     if r.is_err() {
                         watch_work = false; // the sender is gone: the work set stays as it is
