@@ -151,7 +151,9 @@ impl MembershipSettings {
 /// A running membership ([`spawn`]).
 #[derive(Debug)]
 pub struct Membership {
-    /// The current assignment of this instance; starts empty.
+    /// The current assignment of this instance; starts empty. Rebalances are eager: every
+    /// rebalance first publishes the empty assignment, then the new one. Whatever leaves the
+    /// published sets must stop being written at once (another instance may own it next).
     pub assignment: watch::Receiver<Assignment>,
     /// The loop; it returns after shutdown (empty assignment published, LeaveGroup sent).
     pub task: JoinHandle<()>,
@@ -172,7 +174,8 @@ impl Membership {
 /// there and starts a rebalance when it changes. On `shutdown` the loop publishes an empty
 /// assignment, sends LeaveGroup (so the work moves at once) and returns.
 ///
-/// The loop opens connections of its own with `client`'s options (TLS, SASL): a JoinGroup
+/// Must be called inside a Tokio runtime (the loop is a Tokio task). The loop opens
+/// connections of its own with `client`'s options (TLS, SASL): a JoinGroup
 /// waits at the coordinator up to the rebalance timeout, which must neither block the client's
 /// other requests nor time out at the client's request timeout.
 pub fn spawn(
