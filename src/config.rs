@@ -59,6 +59,65 @@ pub struct ProxyConfig {
     /// Authorization of the mirror RPCs mirrorgate answers itself.
     #[serde(default)]
     pub authorization: AuthorizationConfig,
+    /// How several instances share the mirror work (group membership on the destination).
+    #[serde(default)]
+    pub instances: InstancesConfig,
+}
+
+/// Scale-out: the instances fronting one destination share the mirror work through a group on
+/// the destination's group coordinator ([`crate::mirror::members`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstancesConfig {
+    /// This instance's name in logs and `--describe` (default: host name, `-`, process id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The group id the instances join (default `mirrorgate.` + `mirror_state.topic`).
+    #[serde(default)]
+    pub group_id: Option<String>,
+    /// JoinGroup session timeout, in ms (default 10000).
+    #[serde(default = "default_session_timeout_ms")]
+    pub session_timeout_ms: u64,
+    /// Time between heartbeats, in ms (default 3000); less than half the session timeout.
+    #[serde(default = "default_heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+    /// JoinGroup rebalance timeout, in ms (default 30000).
+    #[serde(default = "default_rebalance_timeout_ms")]
+    pub rebalance_timeout_ms: u64,
+}
+
+impl Default for InstancesConfig {
+    fn default() -> Self {
+        Self {
+            name: None,
+            group_id: None,
+            session_timeout_ms: default_session_timeout_ms(),
+            heartbeat_interval_ms: default_heartbeat_interval_ms(),
+            rebalance_timeout_ms: default_rebalance_timeout_ms(),
+        }
+    }
+}
+
+fn default_session_timeout_ms() -> u64 {
+    10_000
+}
+fn default_heartbeat_interval_ms() -> u64 {
+    3_000
+}
+fn default_rebalance_timeout_ms() -> u64 {
+    30_000
+}
+
+/// The default instance name: the host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`,
+/// else `mirrorgate`), `-`, the process id.
+pub fn default_instance_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mirrorgate".into());
+    format!("{host}-{}", std::process::id())
 }
 
 /// Authorization of what mirrorgate answers itself (docs/security.md).
@@ -511,6 +570,8 @@ pub struct Settings {
     pub metrics_listen: Option<SocketAddr>,
     /// `authorization.super_users`.
     pub super_users: Vec<String>,
+    /// `instances.*`: this instance's group membership.
+    pub membership: crate::mirror::members::MembershipSettings,
 }
 
 impl ProxyConfig {
@@ -675,7 +736,9 @@ impl ProxyConfig {
                 ));
             }
         }
+        let membership = self.instances.validate(&self.mirror_state.topic)?;
         Ok(Settings {
+            membership,
             super_users: self.authorization.super_users.clone(),
             destination_bootstrap,
             destination_security,
@@ -694,6 +757,59 @@ impl ProxyConfig {
             mirror_api_keys: self.mirror_api_keys,
             mirror_state: self.mirror_state,
             metrics_listen,
+        })
+    }
+}
+
+impl InstancesConfig {
+    /// The membership settings, defaults filled in.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`]: an empty name or group id, a timeout of 0 or above
+    /// 2147483647 ms (JoinGroup's INT32 fields), a heartbeat interval not less than half the
+    /// session timeout, or a rebalance timeout less than the session timeout.
+    fn validate(&self, state_topic: &str) -> Result<crate::mirror::members::MembershipSettings, ConfigError> {
+        for (k, v) in [("instances.name", &self.name), ("instances.group_id", &self.group_id)] {
+            if v.as_ref().is_some_and(|s| s.trim().is_empty()) {
+                return Err(invalid(k, "must not be empty (unset it for the default)"));
+            }
+        }
+        for (k, v) in [
+            ("instances.session_timeout_ms", self.session_timeout_ms),
+            ("instances.heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("instances.rebalance_timeout_ms", self.rebalance_timeout_ms),
+        ] {
+            if v == 0 || v > i32::MAX as u64 {
+                return Err(invalid(k, "must be between 1 and 2147483647 ms"));
+            }
+        }
+        if self.heartbeat_interval_ms.saturating_mul(2) >= self.session_timeout_ms {
+            return Err(invalid(
+                "instances.heartbeat_interval_ms",
+                format!(
+                    "{} ms must be less than half of instances.session_timeout_ms ({} ms): an instance stops \
+                     its mirror work when no heartbeat succeeded for the session timeout minus one interval",
+                    self.heartbeat_interval_ms, self.session_timeout_ms
+                ),
+            ));
+        }
+        if self.rebalance_timeout_ms < self.session_timeout_ms {
+            return Err(invalid(
+                "instances.rebalance_timeout_ms",
+                format!(
+                    "{} ms is less than instances.session_timeout_ms ({} ms): the coordinator drops an \
+                     instance that has not rejoined within the rebalance timeout, which must not happen \
+                     before that instance stops its work (session timeout − heartbeat interval)",
+                    self.rebalance_timeout_ms, self.session_timeout_ms
+                ),
+            ));
+        }
+        Ok(crate::mirror::members::MembershipSettings {
+            group_id: self.group_id.clone().unwrap_or_else(|| format!("mirrorgate.{state_topic}")),
+            instance: self.name.clone().unwrap_or_else(default_instance_name),
+            session_timeout: Duration::from_millis(self.session_timeout_ms),
+            heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms),
+            rebalance_timeout: Duration::from_millis(self.rebalance_timeout_ms),
         })
     }
 }
@@ -755,6 +871,37 @@ listeners:
         assert_eq!(l.broker_port(1), Some(19094));
         assert_eq!(l.broker_port(7), Some(19100));
         assert_eq!(l.broker_port(8), None);
+    }
+
+    #[test]
+    fn instances_defaults_and_limits() {
+        let s = ProxyConfig::from_yaml(GOOD).unwrap().validate().unwrap();
+        let m = &s.membership;
+        assert_eq!(m.group_id, "mirrorgate.__mirror_state");
+        assert!(m.instance.ends_with(&format!("-{}", std::process::id())), "{}", m.instance);
+        assert_eq!(
+            (m.session_timeout, m.heartbeat_interval, m.rebalance_timeout),
+            (Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(30))
+        );
+        let text = format!(
+            "{GOOD}instances:\n  name: mg-a\n  group_id: g1\n  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n"
+        );
+        let m = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap().membership;
+        assert_eq!(
+            (m.instance.as_str(), m.group_id.as_str(), m.self_fence_after()),
+            ("mg-a", "g1", Duration::from_secs(5))
+        );
+        for (yaml, key) in [
+            ("heartbeat_interval_ms: 5000", "instances.heartbeat_interval_ms"),
+            ("session_timeout_ms: 0", "instances.session_timeout_ms"),
+            ("rebalance_timeout_ms: 3000000000", "instances.rebalance_timeout_ms"),
+            ("name: ''", "instances.name"),
+            ("rebalance_timeout_ms: 9000", "instances.rebalance_timeout_ms"),
+        ] {
+            let text = format!("{GOOD}instances:\n  {yaml}\n");
+            let err = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap_err();
+            assert!(err.to_string().contains(key), "{yaml}: {err}");
+        }
     }
 
     #[test]

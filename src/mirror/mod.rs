@@ -9,6 +9,7 @@ pub mod control;
 pub mod dataplane;
 pub mod follow;
 pub mod loops;
+pub mod members;
 pub mod model;
 pub mod offset_maps;
 pub mod persist;
