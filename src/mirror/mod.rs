@@ -14,6 +14,7 @@ pub mod model;
 pub mod offset_maps;
 pub mod persist;
 pub mod secrets;
+pub mod sharing;
 pub mod state_machine;
 pub mod store;
 pub mod sync;

@@ -62,6 +62,9 @@ struct MirrorWork {
     /// Stops the data plane (copy loops finish their in-flight appends).
     data_plane_stop: CancellationToken,
     data_plane: tokio::task::JoinHandle<()>,
+    /// Stops the group membership (LeaveGroup), after the data plane stopped.
+    membership_stop: CancellationToken,
+    membership: tokio::task::JoinHandle<()>,
 }
 
 /// What mirrorgate learned about the destination cluster at startup.
@@ -231,10 +234,30 @@ async fn open_mirror_gate(
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
     }
     let acl_client = data_client.clone();
-    let data_plane = crate::mirror::dataplane::DataPlane::new(control.clone(), data_client, settings.request_timeout);
+    let data_plane =
+        crate::mirror::dataplane::DataPlane::new(control.clone(), data_client.clone(), settings.request_timeout);
+    // The mirror work is shared with the other instances of this state topic through a
+    // group on the destination (docs/operations.md, "Several instances"); nothing is copied
+    // here before the first assignment.
+    control.set_ownership(Some(crate::mirror::control::Ownership::default()));
+    let (work_tx, work_rx) = tokio::sync::watch::channel(crate::mirror::members::WorkSet::default());
+    let membership_stop = CancellationToken::new();
+    let membership = crate::mirror::members::spawn(
+        data_client.clone(),
+        settings.membership.clone(),
+        work_rx,
+        membership_stop.clone(),
+    );
+    tokio::spawn(crate::mirror::sharing::run(
+        control.clone(),
+        work_tx,
+        membership.assignment.clone(),
+        membership.lease.clone(),
+        shutdown.clone(),
+    ));
     let data_plane_stop = CancellationToken::new();
     let data_plane = tokio::spawn(data_plane.run(data_plane_stop.clone()));
-    let work = MirrorWork { data_plane_stop, data_plane };
+    let work = MirrorWork { data_plane_stop, data_plane, membership_stop, membership: membership.task };
     let gate = Arc::new(mirror_gate::MirrorGate::new(
         control,
         settings.mirror_api_keys.clone(),
@@ -346,6 +369,10 @@ pub async fn run(
     } else {
         tracing::info!("copy loops stopped");
     }
+    // Leave the group only now, so that no other instance starts a copy loop of ours
+    // while an append of ours is still in flight; the work then moves at once.
+    work.membership_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), work.membership).await;
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     while shared.connections.load(std::sync::atomic::Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;

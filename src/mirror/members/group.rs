@@ -34,6 +34,7 @@ use crate::client::cluster::{ClusterClient, ClusterError, ClusterOptions, KafkaE
 
 use super::assign::{self, MemberInput, TopicPartition};
 use super::protocol::{MemberAssignment, MemberMetadata};
+use crate::mirror::control::Lease;
 
 /// The JoinGroup `ProtocolType` of mirrorgate's group: the coordinator refuses members of
 /// another protocol type (`INCONSISTENT_GROUP_PROTOCOL`), so consumers cannot join by mistake.
@@ -157,6 +158,10 @@ pub struct Membership {
     pub assignment: watch::Receiver<Assignment>,
     /// The loop; it returns after shutdown (empty assignment published, LeaveGroup sent).
     pub task: JoinHandle<()>,
+    /// Renewed by every successful heartbeat (and SyncGroup) to the self-fencing deadline,
+    /// counted from when it was sent; expired when the work is dropped. The control plane
+    /// refuses data-plane writes once it runs out ([`crate::mirror::control::Ownership`]).
+    pub lease: Lease,
     paused: Arc<AtomicBool>,
 }
 
@@ -186,7 +191,9 @@ pub fn spawn(
 ) -> Membership {
     let (tx, rx) = watch::channel(Assignment::empty());
     let paused = Arc::new(AtomicBool::new(false));
+    let lease = Lease::default();
     let member = Member {
+        lease: lease.clone(),
         settings,
         work,
         shutdown,
@@ -200,7 +207,7 @@ pub fn spawn(
         assigned_work: None,
     };
     let task = tokio::spawn(member.run(client.options().clone()));
-    Membership { assignment: rx, task, paused }
+    Membership { assignment: rx, task, lease, paused }
 }
 
 /// Why the heartbeat phase ended.
@@ -235,6 +242,7 @@ struct Clients {
 }
 
 struct Member {
+    lease: Lease,
     settings: MembershipSettings,
     work: watch::Receiver<WorkSet>,
     shutdown: CancellationToken,
@@ -339,6 +347,7 @@ impl Member {
 
     /// Publishes the empty assignment (keeping `owned` for the next metadata).
     fn drop_work(&self) {
+        self.lease.expire();
         if !self.tx.borrow().is_empty() || self.tx.borrow().generation != -1 {
             self.publish(Assignment { member_id: self.member_id.clone(), ..Assignment::empty() });
         }
@@ -602,6 +611,7 @@ impl Member {
         let interval = self.settings.heartbeat_interval;
         let fence_after = self.settings.self_fence_after();
         let mut last_ok = sync_sent;
+        self.lease.renew(fence_after.saturating_sub(last_ok.elapsed()));
         let mut fenced = false;
         let mut next = Instant::now() + interval;
         let mut inflight: Option<HeartbeatFuture> = None;
@@ -649,7 +659,10 @@ impl Member {
                     };
                     match failure {
                         None if fenced => return Next::Rejoin("heartbeats succeed again after self-fencing".into()),
-                        None => last_ok = last_ok.max(sent),
+                        None => {
+                            last_ok = last_ok.max(sent);
+                            self.lease.renew(fence_after.saturating_sub(last_ok.elapsed()));
+                        }
                         Some(Failure::Rejoin) => return Next::Rejoin("the coordinator started a rebalance".into()),
                         Some(Failure::Reset) => {
                             tracing::info!(group = %self.settings.group_id, generation = self.generation,
