@@ -89,6 +89,12 @@ pub struct MirrorError {
     pub message: String,
 }
 
+/// How long the copy loop waits after persisting a new offset segment before appending into
+/// it while other instances serve clients: they present source offsets through the segment
+/// as soon as they have followed it from `__mirror_state` (typically within tens of ms;
+/// [`super::follow`]), and must have it before the data it maps is readable.
+pub const SEGMENT_PROPAGATION_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Kafka error INVALID_CONFIG (40).
 pub const INVALID_CONFIG: i16 = 40;
 /// Kafka error UNKNOWN_SERVER_ERROR (-1).
@@ -327,10 +333,15 @@ impl ControlPlane {
         self.with_state(|s| s.partitions.get(&(topic.to_string(), partition)).cloned())
     }
 
-    /// Changes a partition record with `f` and persists it (no state change).
+    /// Changes a partition record with `f` and persists it (no state change). The data
+    /// plane's writes: refused unless this instance owns the partition. When the offset
+    /// segments changed and other instances may serve clients (a group), returns only after
+    /// [`SEGMENT_PROPAGATION_DELAY`], so that they apply the new segment (following
+    /// `__mirror_state`) before the copy loop appends anything into it.
     ///
     /// # Errors
-    /// UNKNOWN_TOPIC_OR_PARTITION when the partition has no state; a store failure.
+    /// UNKNOWN_TOPIC_OR_PARTITION when the partition has no state; UNKNOWN_SERVER_ERROR when
+    /// this instance does not own the partition (any more); a store failure.
     pub async fn update_partition(
         &self,
         topic: &str,
@@ -343,12 +354,17 @@ impl ControlPlane {
             code: UNKNOWN_TOPIC_OR_PARTITION,
             message: format!("no mirror state for {topic}-{partition}"),
         })?;
+        let segments_before = rec.segments.clone();
         f(&mut rec);
         rec.updated_ms = now_ms();
         self.persist(StateWrite::Partition(rec.clone())).await?;
         self.update_state(|s| {
             s.partitions.insert((topic.to_string(), partition), rec.clone());
         });
+        drop(_w);
+        if rec.segments != segments_before && self.other_instances() {
+            tokio::time::sleep(SEGMENT_PROPAGATION_DELAY).await;
+        }
         Ok(rec)
     }
 

@@ -108,6 +108,12 @@ impl ControlPlane {
         }
     }
 
+    /// Whether other instances may serve clients of this state topic: this instance is in a
+    /// group (its members are not all known here: one with no work is in no owner map).
+    pub(super) fn other_instances(&self) -> bool {
+        self.ownership().is_some()
+    }
+
     /// The instance that copies `topic`-`partition` per the last assignment this instance
     /// received (`None`: not in a group, or not assigned).
     pub fn owner_of(&self, topic: &str, partition: i32) -> Option<String> {
