@@ -375,3 +375,33 @@ fn bad_input_closes_only_that_connection() {
     let log = mg.log();
     assert!(log.matches("client connection closed").count() >= 4, "{}", tail(&log, 30));
 }
+
+/// Issue 15, item 4: junk connections do not flood the log. 300 connections that each send a
+/// bad frame and 300 that open and close write at most the first few unusual closes at info
+/// (the rest are counted in the per-minute summary), and no per-connection open line.
+#[test]
+fn junk_connections_write_a_handful_of_log_lines() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let before = mg.log().lines().count();
+    for _ in 0..300 {
+        send_and_expect_close(mg.first_port, &0x7fff_ffffu32.to_be_bytes(), false);
+        drop(TcpStream::connect(("127.0.0.1", mg.first_port)).unwrap());
+    }
+    // The last closes are logged (or not) right after they happen.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = mg.log();
+    // Test instances log at debug; what an operator sees is info and above.
+    let new: Vec<&str> = log
+        .lines()
+        .skip(before)
+        .filter(|l| l.contains(" INFO ") || l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    let closed = new.iter().filter(|l| l.contains("client connection closed")).count();
+    let opened = new.iter().filter(|l| l.contains("client connection opened")).count();
+    assert!(closed >= 1, "the first unusual close is logged:\n{}", tail(&log, 20));
+    assert!(closed <= 5, "{closed} close lines for 600 junk connections:\n{}", tail(&log, 20));
+    assert_eq!(opened, 0, "connection opens are debug lines:\n{}", tail(&log, 20));
+    assert!(log.lines().skip(before).any(|l| l.contains("DEBUG") && l.contains("client connection opened")));
+    assert!(new.len() <= 10, "{} new log lines for 600 junk connections:\n{}", new.len(), tail(&log, 20));
+}

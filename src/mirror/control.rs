@@ -1164,7 +1164,15 @@ impl ControlPlane {
         if desired == DesiredState::Stopped && self.data_plane.load(Ordering::Acquire) {
             self.wait_stopped(topics, std::time::Duration::from_secs(30)).await;
         }
-        tracing::info!(mirror, ?desired, topics = ?topics, "mirror topics desired state set");
+        let changed: Vec<&String> = results.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| t).collect();
+        let refused: Vec<String> =
+            results.iter().filter_map(|(t, r)| r.as_ref().err().map(|e| format!("{t}: {e}"))).collect();
+        if !changed.is_empty() {
+            tracing::info!(mirror, ?desired, topics = ?changed, "mirror topics desired state set");
+        }
+        if !refused.is_empty() {
+            tracing::info!(mirror, ?desired, refused = ?refused, "mirror topics left as they were");
+        }
         Ok(results)
     }
 

@@ -529,22 +529,23 @@ impl StateStore {
             });
         }
         let brokers = client.describe_cluster_broker_count().await.map_err(cluster)?;
-        let mut rf = settings.replication_factor;
+        let requested = settings.replication_factor;
         let available = i16::try_from(brokers).unwrap_or(i16::MAX).max(1);
-        if rf > available {
-            tracing::warn!(
-                topic = %name,
-                requested = rf,
-                brokers,
-                "state topic replication factor {rf} ({REPLICATION_FACTOR_KEY}) exceeds the {brokers} live broker(s); \
-                 lowering it to {available}"
-            );
-            rf = available;
-        }
+        let rf = requested.min(available);
         let configs = BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
         let outcome = client.create_topic(&name, settings.num_partitions, rf, &configs).await.map_err(cluster)?;
         let created = matches!(outcome, CreateTopicOutcome::Created { .. });
         if created {
+            // Said once, when it happens: an existing topic keeps its replication factor.
+            if rf < requested {
+                tracing::warn!(
+                    topic = %name,
+                    requested,
+                    brokers,
+                    "state topic replication factor {requested} ({REPLICATION_FACTOR_KEY}) exceeds the {brokers} live broker(s); \
+                     created it with {rf}"
+                );
+            }
             tracing::info!(topic = %name, partitions = settings.num_partitions, replication_factor = rf, "created the state topic");
         }
 

@@ -106,19 +106,29 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
         Some(tls) => match accept_tls(client, tls, shared.settings.connect_timeout).await {
             Ok(halves) => halves,
             Err(reason) => {
-                tracing::warn!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused");
+                super::conn_log::opened();
+                if super::conn_log::closed(&reason) {
+                    tracing::warn!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused");
+                } else {
+                    tracing::debug!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection refused");
+                }
                 return;
             }
         },
     };
-    tracing::info!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
+    tracing::debug!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
+    super::conn_log::opened();
     crate::telemetry::metrics::client_connection(1.0);
     shared.connections.fetch_add(1, Ordering::AcqRel);
     let identity = ClientIdentity::new(peer, tls_principal);
     let reason = pump(client_r, client_w, identity, target, &listener, &shared).await;
     shared.connections.fetch_sub(1, Ordering::AcqRel);
     crate::telemetry::metrics::client_connection(-1.0);
-    tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
+    if super::conn_log::closed(&reason) {
+        tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
+    } else {
+        tracing::debug!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
+    }
 }
 
 /// The TLS handshake of a client on a TLS listener, within `timeout`. A first byte that is

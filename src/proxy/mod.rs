@@ -4,6 +4,7 @@
 
 pub mod authz;
 pub mod brokers;
+pub mod conn_log;
 pub mod connection;
 pub mod fetch_sessions;
 pub mod intercept;
@@ -341,6 +342,7 @@ pub async fn run(
     while let Ok(node_id) = new_rx.try_recv() {
         ports.ensure(node_id, &shared, &shutdown).await;
     }
+    tokio::spawn(conn_log::run(shutdown.clone()));
     tracing::info!("mirrorgate ready");
     set_not_ready(None);
     let mut refresh = tokio::time::interval(shared.settings.metadata_refresh_interval);
