@@ -1,0 +1,87 @@
+//! Issue 14, item 1: clients keep working through several mirrorgate instances while one is
+//! killed (kill -9) and another restarted. A real Kafka 4.1 destination, three mirrorgate
+//! instances with one configuration and one state topic, and Kafka's Java producer and
+//! consumer (`tests/java/HaClients.java`) with every instance in bootstrap.servers and
+//! `metadata.recovery.strategy=rebootstrap`. The client-visible pause is printed (a figure,
+//! not asserted beyond a generous bound).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const V: &str = "4.1.1";
+
+fn instance(dest: &Cluster, state_topic: &str, name: &str) -> Mirrorgate {
+    let yaml = format!("instances:\n  name: {name}\n  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n");
+    Mirrorgate::start_with(
+        dest,
+        MirrorgateOptions { state_topic: Some(state_topic), extra_yaml: &yaml, ..Default::default() },
+    )
+}
+
+/// Client connections an instance has served so far (its debug log lines).
+fn connections(mg: &Mirrorgate) -> usize {
+    mg.log().matches("client connection opened").count()
+}
+
+#[test]
+fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
+    let dest = cluster("dest");
+    let state_topic = unique_name("__mirror_state-ha-clients");
+    let mut instances: Vec<Mirrorgate> = ["a", "b", "c"].iter().map(|n| instance(&dest, &state_topic, n)).collect();
+    let topic = unique_name("ha-clients");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            &dest.bootstrap,
+            "--create",
+            "--topic",
+            &topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
+    let bootstrap = instances.iter().map(|m| m.bootstrap.clone()).collect::<Vec<_>>().join(",");
+    let before: Vec<usize> = instances.iter().map(connections).collect();
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    let clients = std::thread::spawn(move || java_program(V, "HaClients.java", &[&b, &t, "40"]));
+
+    // Kill -9 the instance the clients use most, once they are running.
+    std::thread::sleep(Duration::from_secs(8));
+    let used: Vec<usize> = instances.iter().zip(&before).map(|(m, b)| connections(m) - b).collect();
+    let victim = (0..3).max_by_key(|&i| used[i]).unwrap();
+    assert!(used[victim] > 0, "the clients connected to no instance: {used:?}");
+    let killed_at = Instant::now();
+    drop(instances.remove(victim));
+    eprintln!("killed instance {victim} (client connections per instance: {used:?})");
+
+    // Then restart another one (SIGTERM, start again) while the clients go on.
+    std::thread::sleep(Duration::from_secs(12));
+    let status = instances[0].terminate(Duration::from_secs(60));
+    assert!(status.success(), "SIGTERM exit status {status:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    instances[0] = instance(&dest, &state_topic, "a2");
+    eprintln!("restarted one instance {} s after the kill", killed_at.elapsed().as_secs());
+
+    let out = clients.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "HaClients: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let figures: Vec<&str> = stdout.split_whitespace().collect();
+    let value = |name: &str| -> i64 {
+        let i = figures.iter().position(|w| *w == name).unwrap_or_else(|| panic!("{name} in {stdout}"));
+        figures[i + 1].parse().unwrap()
+    };
+    let (produced, consumed) = (value("produced"), value("consumed"));
+    assert_eq!(produced, consumed, "{stdout}");
+    assert!(produced > 100, "too few records went through: {stdout}");
+    let (ack_gap, read_gap) = (value("max_ack_gap_ms"), value("max_read_gap_ms"));
+    eprintln!("client-visible pause: longest wait for a produce acknowledgement {ack_gap} ms, longest gap between consumed records {read_gap} ms ({produced} records, every one read back at its offset)");
+    assert!(ack_gap < 60_000 && read_gap < 60_000, "{stdout}");
+}
