@@ -607,7 +607,7 @@ fn proxy_stop_timeout() -> Duration {
 // ---------------------------------------------------------------------------------------
 
 /// One instance copying a topic written continuously; two more join (the work spreads over
-/// all three), then both get SIGTERM (the first takes everything back). The destination is
+/// all three, and the newcomers copy their partitions), then both get SIGTERM (the first takes everything back). The destination is
 /// the source's, and each destination partition was written by exactly one producer id whose
 /// last sequence is the partition's last offset (sequence = offset, one producer id per
 /// partition, whichever instance wrote).
@@ -634,7 +634,17 @@ async fn scale_one_three_one_while_copying_keeps_one_producer_per_partition() {
     let mut c = instance(&dest, &state, "c");
     let (o, spread) = wait_owners(&a, &mirror, 4, &["a", "b", "c"], 3, Duration::from_secs(30));
     eprintln!("scale 1 → 3: owners {o:?}, spread over three {spread:?} after c was ready");
-    std::thread::sleep(Duration::from_secs(3));
+    // b and c copy their partitions (a owns none of them now): the destination grows there.
+    let theirs: Vec<i32> = o.iter().filter(|(_, w)| *w != "a").map(|(p, _)| *p as i32).collect();
+    let before = (theirs.iter().map(|p| block(dst.list_offsets(&topic, *p, -1)).unwrap())).collect::<Vec<_>>();
+    eventually(Duration::from_secs(30), || {
+        let now: Vec<i64> = theirs
+            .iter()
+            .map(|p| block(dst.list_offsets(&topic, *p, -1)).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        now.iter().zip(&before).all(|(n, b)| n > b).then_some(()).ok_or(format!("{theirs:?}: {now:?} vs {before:?}"))
+    });
+    assert_eq!(owned_now(&a, &mirror, 4, &["a", "b", "c"], 3).unwrap(), o, "owners moved while b and c copied");
     for (name, mg) in [("b", &mut b), ("c", &mut c)] {
         let t = Instant::now();
         let status = mg.terminate(proxy_stop_timeout());
