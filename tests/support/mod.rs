@@ -316,6 +316,11 @@ impl Mirrorgate {
             .expect("VmRSS")
     }
 
+    /// Process id (for signals other than SIGTERM: `kill -9`, `kill -STOP`, `kill -CONT`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
