@@ -26,10 +26,9 @@ use mirrorgate::config::ProxyConfig;
 use support::{repo, run};
 use yaml_rust2::{Yaml, YamlLoader};
 
-/// Keys the instances are given before mirrorgate knows them: `instances.name` arrives with
-/// the group membership of issue 14. While mirrorgate refuses such a key as unknown, that is
-/// reported, not failed; any other refusal fails. Drop the entry once the key exists.
-const PENDING_KEYS: &[&str] = &["instances.name"];
+/// Keys the deploy files may give before mirrorgate knows them (reported, not failed; any
+/// other refusal fails). Empty: every key they set exists.
+const PENDING_KEYS: &[&str] = &[];
 
 /// Where the image reads its configuration (`CMD` of docker/Dockerfile).
 const IMAGE_CONFIG: &str = "/etc/mirrorgate/proxy.yaml";
