@@ -14,6 +14,7 @@ mod output;
 mod props;
 mod transport;
 mod verify;
+mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -27,13 +27,42 @@ pub const FOLLOW_WAIT_MS: i32 = 500;
 /// Kafka error OFFSET_OUT_OF_RANGE (1).
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
+/// How far the follower has applied each state-topic partition: per partition index, the
+/// offset after the last record applied (shared with [`super::sharing`], whose barrier waits
+/// for it to reach the high watermark before a new assignment takes effect).
+#[derive(Debug, Clone, Default)]
+pub struct FollowPosition(Arc<Vec<std::sync::atomic::AtomicI64>>);
+
+impl FollowPosition {
+    /// Starting at `next` (per partition index).
+    pub fn new(next: &[i64]) -> Self {
+        Self(Arc::new(next.iter().map(|&o| std::sync::atomic::AtomicI64::new(o)).collect()))
+    }
+
+    fn set(&self, partition: usize, offset: i64) {
+        if let Some(a) = self.0.get(partition) {
+            a.store(offset, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Whether every partition has been applied up to at least `high_watermarks`.
+    pub fn reached(&self, high_watermarks: &[i64]) -> bool {
+        high_watermarks
+            .iter()
+            .enumerate()
+            .all(|(p, hw)| self.0.get(p).is_some_and(|a| a.load(std::sync::atomic::Ordering::Acquire) >= *hw))
+    }
+}
+
 /// Follows `store`'s topic with `client` (a connection of its own) from `next` (per
-/// partition index, the offset after the last record loaded) until `shutdown`.
+/// partition index, the offset after the last record loaded) until `shutdown`, publishing
+/// how far it got in `position`.
 pub async fn run(
     control: Arc<ControlPlane>,
     store: Arc<StateStore>,
     client: ClusterClient,
     mut next: Vec<i64>,
+    position: FollowPosition,
     shutdown: CancellationToken,
 ) {
     let topic = store.topic().name.clone();
@@ -82,7 +111,7 @@ pub async fn run(
             for (p, result) in answer {
                 let Some(at) = next.get(p as usize).copied() else { continue };
                 match result {
-                    Ok(fetched) => match decode_fetched(partitions, p, at, fetched.records) {
+                    Ok(fetched) => match decode_fetched(partitions, p, at, fetched.records.clone()) {
                         Ok(Some((mut changes, after))) => {
                             for c in &mut changes {
                                 if let Some(StateValue::Mirror(def)) = &mut c.value {
@@ -91,13 +120,19 @@ pub async fn run(
                             }
                             let again = control.apply_followed(changes).await;
                             next[p as usize] = after;
+                            position.set(p as usize, after);
                             for (t, part) in again {
                                 if let Err(e) = control.reassert_partition(&t, part).await {
                                     tracing::warn!(topic = %t, partition = part, error = %e, "cannot write the owner's partition state again");
                                 }
                             }
                         }
-                        Ok(None) => {}
+                        Ok(None) => {
+                            // Nothing past `at`: caught up to the high watermark it reported.
+                            if fetched.high_watermark <= at {
+                                position.set(p as usize, at);
+                            }
+                        }
                         Err((offset, reason)) => {
                             tracing::error!(topic = %topic, partition = p, offset, %reason, "cannot apply a state record written by another instance; following this partition stops until restart");
                             // Never skip a record: park the partition far ahead is wrong too;
@@ -112,6 +147,7 @@ pub async fn run(
                             Ok(start) if start > at => {
                                 tracing::warn!(topic = %topic, partition = p, from = at, to = start, "the state topic's log start moved past the follower; records in between were deleted");
                                 next[p as usize] = start;
+                                position.set(p as usize, start);
                             }
                             _ => failed = true,
                         }

@@ -31,14 +31,21 @@ pub fn work_set(state: &ControlState) -> WorkSet {
     work
 }
 
+/// How long a new assignment waits for this instance to have followed `__mirror_state` up
+/// to its current end before it takes effect.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Publishes the work set to `work` when it changes, and installs every assignment from
 /// `assignments` into the control plane, until `shutdown`. `lease` is renewed by the
-/// membership's heartbeats.
+/// membership's heartbeats. With `barrier`, a non-empty assignment takes effect only once
+/// the follower has applied the state topic up to the high watermark read when it arrived
+/// (what the previous owners wrote before the handover, e.g. their last offset segment).
 pub async fn run(
     control: Arc<ControlPlane>,
     work: watch::Sender<WorkSet>,
     mut assignments: watch::Receiver<Assignment>,
     lease: super::control::Lease,
+    barrier: Option<(Arc<super::store::StateStore>, super::follow::FollowPosition)>,
     shutdown: CancellationToken,
 ) {
     let mut fresh = true;
@@ -55,6 +62,10 @@ pub async fn run(
         if fresh {
             fresh = false;
             let a = assignments.borrow_and_update().clone();
+            if let (Some((store, position)), false) = (&barrier, a.partitions.is_empty()) {
+                control.set_ownership(Some(Ownership::default()));
+                catch_up(store, position, &shutdown).await;
+            }
             tracing::info!(
                 generation = a.generation,
                 partitions = a.partitions.len(),
@@ -80,5 +91,25 @@ pub async fn run(
                 fresh = true;
             }
         }
+    }
+}
+
+/// Waits (up to [`BARRIER_TIMEOUT`]) until `position` has reached the state topic's high
+/// watermarks as read now.
+async fn catch_up(store: &super::store::StateStore, position: &super::follow::FollowPosition, shutdown: &CancellationToken) {
+    let hws = match store.high_watermarks().await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the state topic's end before taking over work; going on");
+            return;
+        }
+    };
+    let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
+    while !position.reached(&hws) {
+        if tokio::time::Instant::now() > deadline || shutdown.is_cancelled() {
+            tracing::warn!(timeout_s = BARRIER_TIMEOUT.as_secs(), "the state topic was not followed to its end in time; taking over work anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

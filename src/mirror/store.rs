@@ -737,6 +737,21 @@ impl StateStore {
         again
     }
 
+    /// The high watermark of every partition of the state topic (by index), now.
+    ///
+    /// # Errors
+    /// [`StoreError::Cluster`] for a ListOffsets failure.
+    pub async fn high_watermarks(&self) -> Result<Vec<i64>, StoreError> {
+        let mut hws = Vec::with_capacity(self.topic.partitions as usize);
+        for p in 0..self.topic.partitions {
+            let hw = self.client.list_offsets(&self.topic.name, p, LATEST_TIMESTAMP).await.map_err(|e| {
+                StoreError::Cluster { topic: self.topic.name.clone(), source: Box::new(e) }
+            })?;
+            hws.push(hw);
+        }
+        Ok(hws)
+    }
+
     /// Loads one mirror only (its definition, topics and partitions), reading only its
     /// partition.
     ///

@@ -229,7 +229,15 @@ async fn open_mirror_gate(
     ));
     // Other instances' writes take effect here too (docs/operations.md, "Several instances").
     let follow_client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
-    tokio::spawn(crate::mirror::follow::run(control.clone(), store, follow_client, next_offsets, shutdown.clone()));
+    let position = crate::mirror::follow::FollowPosition::new(&next_offsets);
+    tokio::spawn(crate::mirror::follow::run(
+        control.clone(),
+        store.clone(),
+        follow_client,
+        next_offsets,
+        position.clone(),
+        shutdown.clone(),
+    ));
     crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
     if settings.metrics_listen.is_some() {
         tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
@@ -254,8 +262,10 @@ async fn open_mirror_gate(
         work_tx,
         membership.assignment.clone(),
         membership.lease.clone(),
+        Some((store, position)),
         shutdown.clone(),
     ));
+    let data_plane = data_plane.report_busy(membership.busy.clone());
     let data_plane_stop = CancellationToken::new();
     let data_plane = tokio::spawn(data_plane.run(data_plane_stop.clone()));
     let work = MirrorWork { data_plane_stop, data_plane, membership_stop, membership: membership.task };

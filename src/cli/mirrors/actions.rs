@@ -132,7 +132,10 @@ pub async fn execute(
                 other => unexpected(&other),
             }
         }
-        Action::Describe { mirror, format, failed_only } => {
+        Action::Describe { mirror, failed_only, watch_secs: Some(secs), .. } => {
+            watch(conn, mirror.as_deref(), *failed_only, std::time::Duration::from_secs(*secs)).await
+        }
+        Action::Describe { mirror, format, failed_only, watch_secs: None } => {
             let r = describe(conn, mirror.as_deref()).await?;
             Ok(report_describe(&r, *format, *failed_only))
         }
@@ -305,6 +308,42 @@ async fn drain(
 const DRAIN_READS: u32 = 3;
 /// The least time those reads span.
 const DRAIN_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `--describe --watch`: the table every `every` until Ctrl-C (then an empty report: exit 0)
+/// or until a describe fails (its error report).
+async fn watch(
+    conn: &mut AdminConnection,
+    mirror: Option<&str>,
+    failed_only: bool,
+    every: std::time::Duration,
+) -> anyhow::Result<Report> {
+    let mut rates = super::watch::Rates::default();
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let r = describe(conn, mirror).await?;
+        let mut errors = Report::default();
+        mirror_errors(&r, &mut errors);
+        if r.error_code != 0 {
+            return Ok(errors);
+        }
+        let rows = output::partition_rows(&r.mirrors, failed_only);
+        let now = std::time::Instant::now();
+        let per_partition = rates.update(&rows, now);
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let at = format!("{:02}:{:02}:{:02} UTC", secs / 3600 % 24, secs / 60 % 60, secs % 60);
+        let mut screen = super::watch::screen(&rows, &per_partition, every, &at);
+        for e in &errors.stderr {
+            screen.push_str(e);
+            screen.push('\n');
+        }
+        super::watch::show(&screen);
+        tokio::select! {
+            _ = &mut interrupted => return Ok(Report::default()),
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
 
 async fn describe(conn: &mut AdminConnection, mirror: Option<&str>) -> anyhow::Result<DescribeClusterMirrorsResponse> {
     let req = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {

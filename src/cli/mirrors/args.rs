@@ -104,6 +104,10 @@ pub struct MirrorsArgs {
     /// producers on the source first. Gives up (nothing stopped, exit status 1) after SECONDS.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
     pub drain: Option<u64>,
+    /// With --describe: refresh the table in place every SECONDS (default 2) with the copy
+    /// rate per partition and totals (lag, records/s, states), until Ctrl-C.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+    pub watch: Option<u64>,
 }
 
 /// A misuse of the flags; printed with the usage line and exit status 2.
@@ -166,6 +170,8 @@ pub enum Action {
         format: DescribeFormat,
         /// Only FAILED partitions.
         failed_only: bool,
+        /// `--watch`: refresh every this many seconds until Ctrl-C.
+        watch_secs: Option<u64>,
     },
     /// `--delete`: DeleteClusterMirror.
     Delete {
@@ -332,6 +338,17 @@ impl MirrorsArgs {
         if self.drain.is_some() && action != "--stop" {
             return Err(usage(format!("--drain is only used with --stop, not {action}")));
         }
+        if let Some(secs) = self.watch {
+            if action != "--describe" {
+                return Err(usage(format!("--watch is only used with --describe, not {action}")));
+            }
+            if self.json {
+                return Err(usage("--watch refreshes a table; it is not used with --json"));
+            }
+            if secs == 0 {
+                return Err(usage("--watch needs an interval of at least 1 s"));
+            }
+        }
         if action != "--describe" {
             for (flag, on) in [("--json", self.json), ("--failed", self.failed)] {
                 if on {
@@ -354,6 +371,7 @@ impl MirrorsArgs {
                 mirror,
                 format: if self.json { DescribeFormat::Json } else { DescribeFormat::Table },
                 failed_only: self.failed,
+                watch_secs: self.watch,
             },
             "--verify" => Action::Verify { mirror: mirror_name(), topics },
             _ => Action::Delete { mirror: mirror_name() },
@@ -418,11 +436,16 @@ mod tests {
         assert_eq!(ok("--list"), Action::List);
         assert_eq!(
             ok("--describe"),
-            Action::Describe { mirror: None, format: DescribeFormat::Table, failed_only: false }
+            Action::Describe { mirror: None, format: DescribeFormat::Table, failed_only: false, watch_secs: None }
         );
         assert_eq!(
             ok("--describe --mirror m --json --failed"),
-            Action::Describe { mirror: Some("m".into()), format: DescribeFormat::Json, failed_only: true }
+            Action::Describe {
+                mirror: Some("m".into()),
+                format: DescribeFormat::Json,
+                failed_only: true,
+                watch_secs: None
+            }
         );
         assert_eq!(ok("--delete --mirror m"), Action::Delete { mirror: "m".into() });
 

@@ -77,7 +77,7 @@ pub fn format_error(code: i16, message: Option<&str>, context: Option<&str>) -> 
     }
 }
 
-fn one_line(s: &str) -> String {
+pub(super) fn one_line(s: &str) -> String {
     s.split(['\r', '\n']).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ")
 }
 

@@ -11,8 +11,11 @@
 //!   this instance owns the partition it writes its own record again, so that compaction
 //!   keeps the owner's.
 //! - The data fields of a partition record (offset segments, producer id, source epochs, …)
-//!   belong to its owner: a record another instance wrote (an admin request stepping the
-//!   state) keeps the owner's data fields here, and the owner writes the merged record.
+//!   belong to its owner: a record written without an owner generation (an admin request
+//!   through another instance stepping the state) keeps the owner's data fields here, and the
+//!   owner writes the merged record. A new assignment takes effect only once this instance
+//!   has followed the state topic to its end (`sharing::catch_up`), so it starts from what
+//!   the previous owner wrote.
 //! - Data-plane writes of a partition ([`ControlPlane::update_partition`],
 //!   [`ControlPlane::transition_owned`]) are refused unless this instance owns it and its
 //!   lease (the last heartbeat + session timeout) has not run out.
@@ -248,9 +251,12 @@ impl ControlPlane {
             self.note_generation(&topic, partition, g);
         }
         let mut again = None;
-        if ours.is_some() && rec.owner_generation != ours {
-            // Written by another instance while this one owns the partition: keep the
-            // owner's data fields.
+        if ours.is_some() && rec.owner_generation.is_none() {
+            // An admin request through another instance stepped the state while this one
+            // owns the partition: keep the owner's data fields. (A record of an earlier
+            // owner, written before the handover, applies in full: the assignment took
+            // effect only after following the state topic to its end, `sharing::catch_up`,
+            // and once this owner has written, older generations are stale.)
             if let Some(current) = self.partition(&topic, partition) {
                 let merged = keep_data_fields(&current, rec.clone());
                 if merged != rec {

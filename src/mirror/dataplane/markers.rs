@@ -502,6 +502,11 @@ impl Txns {
             }
         }
         let mut producer = producer;
+        // Fencing: no marker from an instance that no longer owns the partition (the new
+        // owner finishes or aborts what is open).
+        if !task.control.owns_partition(&task.topic, task.partition) {
+            return Err(Retry::new("this instance does not own the partition any more: no EndTxn".to_string()));
+        }
         // Until the marker is known to have landed once, nothing from its offset on is
         // served: the coordinator may write it again (`hide_extra_markers`).
         task.control.hold_reads(&task.topic, task.partition, expected + 1);
@@ -553,6 +558,9 @@ impl Txns {
     ) -> Result<Option<Outcome>, Retry> {
         let id = slot.producer.transactional_id.clone();
         let node = self.coordinator(task, &id).await?;
+        if !task.control.owns_partition(&task.topic, task.partition) {
+            return Err(Retry::new("this instance does not own the partition any more: no EndTxn".to_string()));
+        }
         task.control.hold_reads(&task.topic, task.partition, w.dest_next + 1);
         if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
             return Err(self.txn_error(task, e));

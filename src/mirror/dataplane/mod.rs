@@ -80,6 +80,9 @@ pub struct DataPlane {
     retention_disabled: std::collections::HashSet<String>,
     nonce: u64,
     request_timeout: Duration,
+    /// The number of copy loops running, published after every reconcile pass (the group
+    /// membership's revocation barrier waits for 0 before rejoining).
+    busy: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// What the data plane builds a mirror's source client, fetcher and copy loops from (source
@@ -100,7 +103,13 @@ impl DataPlane {
     /// A data plane appending to `dest`.
     pub fn new(control: Arc<ControlPlane>, dest: ClusterClient, request_timeout: Duration) -> Self {
         let nonce = rand::random::<u64>();
-        let writer = produce::ProduceMux::new(dest.clone(), request_timeout.as_millis().min(i32::MAX as u128) as i32);
+        // Appends of a partition this instance no longer owns are never written (fencing).
+        let owner = control.clone();
+        let writer = produce::ProduceMux::with_guard(
+            dest.clone(),
+            request_timeout.as_millis().min(i32::MAX as u128) as i32,
+            Arc::new(move |topic: &str, partition: i32| owner.owns_partition(topic, partition)),
+        );
         Self {
             control,
             dest,
@@ -113,7 +122,14 @@ impl DataPlane {
             refused: std::collections::HashSet::new(),
             nonce,
             request_timeout,
+            busy: Default::default(),
         }
+    }
+
+    /// Publishes the number of running copy loops to `busy` from now on.
+    pub fn report_busy(mut self, busy: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        self.busy = busy;
+        self
     }
 
     /// Reconciles every 200 ms until `shutdown`, then stops every loop (finishing in-flight
@@ -123,6 +139,7 @@ impl DataPlane {
         let live = tokio::spawn(live::run(self.control.clone(), self.dest.options().clone(), shutdown.clone()));
         loop {
             self.reconcile().await;
+            self.busy.store(self.running.len(), std::sync::atomic::Ordering::SeqCst);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -202,8 +219,14 @@ impl DataPlane {
             // With several instances, only the partition's owner copies it and steps its
             // state (group membership, docs/operations.md).
             let owned = self.control.owns_partition(topic, *p);
-            let wants_loop =
-                owned && t.desired == DesiredState::Mirroring && matches!(rec.state, S::LogAlignment | S::Mirroring);
+            // A partition paused before its log alignment ended finishes it first: PAUSING
+            // is only entered from MIRRORING (KIP-1279 §4.2).
+            let wants_loop = owned
+                && match (t.desired, rec.state) {
+                    (DesiredState::Mirroring, S::LogAlignment | S::Mirroring) => true,
+                    (DesiredState::Paused, S::LogAlignment) => true,
+                    _ => false,
+                };
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
                     if rec.state == S::LogAlignment
@@ -258,6 +281,10 @@ impl DataPlane {
                 let next = match rec.state {
                     S::Pausing => Some(S::Paused),
                     S::Stopping => Some(S::Stopped),
+                    // Steps an admin request could not take while the loop ran (a pause
+                    // that came during log alignment, a request through another instance).
+                    S::Mirroring if t.desired == DesiredState::Paused => Some(S::Pausing),
+                    S::LogAlignment | S::Mirroring if t.desired == DesiredState::Stopped => Some(S::Stopping),
                     S::Failed if t.desired == DesiredState::Mirroring && rec.retryable => {
                         let max = long(def, "mirror.failed.retry.max.attempts", 20);
                         let initial = long(def, "mirror.failed.retry.initial.backoff.ms", 100);

@@ -99,7 +99,12 @@ pub struct ProduceMux {
     timeout_ms: i32,
     request_timeout: Duration,
     brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceJob>>>,
+    guard: Option<WriteGuard>,
 }
+
+/// Decides, right before a Produce is written, whether `topic`-`partition` may still be
+/// appended to by this instance (its ownership and lease, `ControlPlane::owns_partition`).
+pub type WriteGuard = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 
 impl ProduceMux {
     /// A multiplexer over the destination `client`.
@@ -108,7 +113,23 @@ impl ProduceMux {
     pub fn new(client: ClusterClient, request_timeout_ms: i32) -> Arc<Self> {
         let timeout_ms = produce_timeout_ms(request_timeout_ms);
         let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
-        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()) })
+        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()), guard: None })
+    }
+
+    /// [`ProduceMux::new`] whose appends are checked against `guard` just before each
+    /// Produce is written: an append of a partition the guard refuses is not sent
+    /// ([`MuxError::NotSent`]), so an instance whose work moved (or whose lease ran out) never
+    /// writes after it.
+    pub fn with_guard(client: ClusterClient, request_timeout_ms: i32, guard: WriteGuard) -> Arc<Self> {
+        let timeout_ms = produce_timeout_ms(request_timeout_ms);
+        let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
+        Arc::new(Self {
+            client,
+            timeout_ms,
+            request_timeout,
+            brokers: Mutex::new(HashMap::new()),
+            guard: Some(guard),
+        })
     }
 
     /// Queues one batch (as segments) for `topic`-`partition` behind the appends queued for
@@ -157,6 +178,7 @@ impl ProduceMux {
             sent: VecDeque::new(),
             cut: HashSet::new(),
             next_correlation_id: 1,
+            guard: self.guard.clone(),
         };
         tokio::spawn(writer.run(rx));
         brokers.insert(node_id, tx.clone());
@@ -186,6 +208,8 @@ struct BrokerWriter {
     /// Partitions whose appends were cut off with a connection: their appends submitted
     /// behind the cut ones are refused until one comes with nothing ahead of it.
     cut: HashSet<(String, i32)>,
+    /// Checked for every job right before its Produce is written.
+    guard: Option<WriteGuard>,
     next_correlation_id: i32,
 }
 
@@ -267,7 +291,16 @@ impl BrokerWriter {
                     }
                 }
             }
-            let jobs = self.take_round();
+            let mut jobs = self.take_round();
+            if let Some(guard) = &self.guard {
+                let (allowed, refused): (Vec<ProduceJob>, Vec<ProduceJob>) =
+                    jobs.into_iter().partition(|j| guard(&j.topic, j.partition));
+                not_sent(refused, "this instance does not own the partition any more (work moved, or its lease ran out)");
+                jobs = allowed;
+                if jobs.is_empty() {
+                    continue;
+                }
+            }
             let ids: Vec<KafkaUuid> = jobs.iter().map(|j| self.client.cached_topic_id(&j.topic)).collect();
             // (Produce v13 names topics by id only: with an id not known yet, v12 by name.)
             let by_id = ids.iter().all(|id| *id != KafkaUuid::ZERO);

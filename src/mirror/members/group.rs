@@ -162,6 +162,9 @@ pub struct Membership {
     /// counted from when it was sent; expired when the work is dropped. The control plane
     /// refuses data-plane writes once it runs out ([`crate::mirror::control::Ownership`]).
     pub lease: Lease,
+    /// Copy loops still running here (kept up to date by the data plane): a rejoin waits
+    /// for 0 (revocation barrier).
+    pub busy: Arc<std::sync::atomic::AtomicUsize>,
     paused: Arc<AtomicBool>,
 }
 
@@ -192,8 +195,10 @@ pub fn spawn(
     let (tx, rx) = watch::channel(Assignment::empty());
     let paused = Arc::new(AtomicBool::new(false));
     let lease = Lease::default();
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let member = Member {
         lease: lease.clone(),
+        busy: busy.clone(),
         settings,
         work,
         shutdown,
@@ -207,7 +212,7 @@ pub fn spawn(
         assigned_work: None,
     };
     let task = tokio::spawn(member.run(client.options().clone()));
-    Membership { assignment: rx, task, lease, paused }
+    Membership { assignment: rx, task, lease, busy, paused }
 }
 
 /// Why the heartbeat phase ended.
@@ -243,6 +248,7 @@ struct Clients {
 
 struct Member {
     lease: Lease,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
     settings: MembershipSettings,
     work: watch::Receiver<WorkSet>,
     shutdown: CancellationToken,
@@ -470,6 +476,21 @@ impl Member {
     /// One JoinGroup + SyncGroup round; publishes the assignment on success and returns when
     /// the SyncGroup was sent (the start of the member's session as far as it can know).
     async fn join_and_sync(&mut self, clients: &Clients, why: &str) -> Result<Instant, Failure> {
+        // Revocation barrier: the work of the last generation was dropped (empty assignment
+        // published); join only once the copy loops have stopped, so that no new owner
+        // starts while an append of this instance is still under way. Bounded by the
+        // rebalance timeout (the coordinator waits that long for this JoinGroup); appends
+        // are refused anyway once the lease is gone.
+        if self.busy.load(Ordering::SeqCst) > 0 {
+            let deadline = Instant::now() + self.settings.rebalance_timeout / 2;
+            while self.busy.load(Ordering::SeqCst) > 0 && Instant::now() < deadline && !self.shutdown.is_cancelled() {
+                sleep(Duration::from_millis(20)).await;
+            }
+            let left = self.busy.load(Ordering::SeqCst);
+            if left > 0 {
+                tracing::warn!(group = %self.settings.group_id, loops = left, "copy loops still running at the rejoin; their appends are refused (lease ended)");
+            }
+        }
         let node = self.coordinator(clients).await?;
         let c = &clients.join;
         let jv = c.version_for::<JoinGroupRequest>(node, JOIN_GROUP_MAX).await.map_err(|e| classify_err(&e))?;

@@ -1,0 +1,134 @@
+//! `mirrorgate mirrors --describe --watch [SECONDS]`: the describe table refreshed in place
+//! (like `watch`), with the copy rate per partition and totals, until Ctrl-C.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::output::{one_line, table, PartitionRow};
+
+/// Clears the terminal and moves the cursor home (ANSI: CSI H, CSI 2J).
+const CLEAR: &str = "\x1b[H\x1b[2J";
+
+/// Destination offsets per partition at the previous refresh, for the rate.
+#[derive(Debug, Default)]
+pub struct Rates {
+    previous: HashMap<(String, String, i32), (i64, Instant)>,
+}
+
+impl Rates {
+    /// Records/s copied into each partition since the previous call (`None` the first time,
+    /// or when either reading is unknown), keyed like `rows`.
+    pub fn update(&mut self, rows: &[PartitionRow], now: Instant) -> Vec<Option<f64>> {
+        rows.iter()
+            .map(|r| {
+                let key = (r.mirror.clone(), r.topic.clone(), r.partition);
+                let rate = match self.previous.get(&key) {
+                    Some((before, at)) if r.destination_offset >= 0 && *before >= 0 => {
+                        let secs = now.duration_since(*at).as_secs_f64();
+                        (secs > 0.0).then(|| (r.destination_offset - before).max(0) as f64 / secs)
+                    }
+                    _ => None,
+                };
+                self.previous.insert(key, (r.destination_offset, now));
+                rate
+            })
+            .collect()
+    }
+}
+
+/// One screen: a title line with totals, then MIRROR, TOPIC, PARTITION, LAG, RATE/S, STATE,
+/// OWNER, ERROR per partition.
+pub fn screen(rows: &[PartitionRow], rates: &[Option<f64>], every: Duration, at: &str) -> String {
+    let known: Vec<i64> = rows.iter().map(|r| r.lag).filter(|l| *l >= 0).collect();
+    let total_lag: i64 = known.iter().sum();
+    let total_rate: f64 = rates.iter().flatten().sum();
+    let failed = rows.iter().filter(|r| r.state.eq_ignore_ascii_case("FAILED")).count();
+    let mut states: Vec<(String, usize)> = Vec::new();
+    for r in rows {
+        match states.iter_mut().find(|(s, _)| *s == r.state) {
+            Some((_, n)) => *n += 1,
+            None => states.push((r.state.clone(), 1)),
+        }
+    }
+    let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let mut out = format!(
+        "Every {} s, {at} (Ctrl-C to stop): {} partition(s), total lag {total_lag}{}, {:.0} records/s, {}{}\n\n",
+        every.as_secs(),
+        rows.len(),
+        if known.len() < rows.len() { " (some unknown)" } else { "" },
+        total_rate,
+        states.join(", "),
+        if failed > 0 { format!(" — {failed} FAILED") } else { String::new() },
+    );
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .zip(rates)
+        .map(|(r, rate)| {
+            vec![
+                r.mirror.clone(),
+                r.topic.clone(),
+                r.partition.to_string(),
+                if r.lag < 0 { "-".into() } else { r.lag.to_string() },
+                rate.map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+                r.state.clone(),
+                r.owner.clone().unwrap_or_else(|| "-".into()),
+                r.error_message.as_deref().map(one_line).filter(|m| !m.is_empty()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["MIRROR", "TOPIC", "PARTITION", "LAG", "RATE/S", "STATE", "OWNER", "ERROR"], &cells));
+    out
+}
+
+/// Prints `screen` over the previous one.
+pub fn show(screen: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "{CLEAR}{screen}");
+    let _ = stdout.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(partition: i32, lag: i64, dest: i64, state: &str) -> PartitionRow {
+        PartitionRow {
+            mirror: "m".into(),
+            topic: "t".into(),
+            partition,
+            source_offset: dest + lag,
+            destination_offset: dest,
+            lag,
+            lag_high_watermark: lag,
+            state: state.into(),
+            retry_attempt: 0,
+            error_message: None,
+            source_high_watermark: dest + lag,
+            offset_mode: "identical".into(),
+            segments: Vec::new(),
+            direct_reads: "same".into(),
+            owner: Some("mg-1".into()),
+        }
+    }
+
+    #[test]
+    fn rates_come_from_the_destination_offsets_between_refreshes() {
+        let mut rates = Rates::default();
+        let t0 = Instant::now();
+        assert_eq!(rates.update(&[row(0, 10, 100, "MIRRORING")], t0), vec![None]);
+        let r = rates.update(&[row(0, 0, 300, "MIRRORING")], t0 + Duration::from_secs(2));
+        assert_eq!(r, vec![Some(100.0)]);
+    }
+
+    #[test]
+    fn the_screen_has_totals_and_one_line_per_partition() {
+        let rows = [row(0, 5, 10, "MIRRORING"), row(1, 7, 20, "PAUSED")];
+        let s = screen(&rows, &[Some(3.0), None], Duration::from_secs(2), "12:00:00");
+        assert!(s.starts_with("Every 2 s, 12:00:00 (Ctrl-C to stop): 2 partition(s), total lag 12, 3 records/s, 1 MIRRORING, 1 PAUSED\n"), "{s}");
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[2].starts_with("MIRROR") && lines[2].contains("RATE/S") && lines[2].contains("OWNER"), "{s}");
+        assert!(lines[3].contains("MIRRORING") && lines[3].contains("mg-1"), "{s}");
+        assert_eq!(lines.len(), 5, "{s}");
+    }
+}
