@@ -299,9 +299,20 @@ def main():
             if not mg.start():
                 raise RuntimeError(f"{mg.label} not ready")
         for a in (("--create", "--mirror", MIRROR, "--mirror-config", mirror_cfg), ("--start", "--mirror", MIRROR, "--topics", f"{PREFIX}.*")):
-            r = mirrors_cli(args.mirrorgate, fleet, *a)
+            # With several instances each call goes to a random one, which may not have read
+            # the previous call's state record yet (UNKNOWN_CLUSTER_MIRROR): retried for 30 s.
+            deadline = time.time() + (30 if len(fleet) > 1 else 0)
+            while True:
+                via = fleet.any_bootstrap()
+                r = mirrors_cli(args.mirrorgate, fleet, *a, bootstrap=via)
+                if r.returncode == 0 or time.time() > deadline or "UNKNOWN_CLUSTER_MIRROR" not in r.stdout + r.stderr:
+                    break
+                run.log(f"mirrors {a[0]} through {fleet.names_of(via)} failed, retrying in 1 s: {(r.stdout + r.stderr).strip()[-300:]}")
+                time.sleep(1)
             if r.returncode != 0:
                 raise RuntimeError(f"mirrors {a[0]} failed: {r.stdout} {r.stderr}")
+            if len(fleet) > 1:
+                run.log(f"mirrors {a[0]} through {fleet.names_of(via)}: ok")
         run.log(f"mirror {MIRROR} created and started on {PREFIX}.*")
         workload = Workload(src.bootstrap, args.seed, run.log)
         workload.start()
