@@ -187,9 +187,13 @@ def check(run, src, fleet, final=False):
     return ends
 
 
-def wait_lag_zero(run, binary, fleet, src, timeout_s):
+def wait_lag_zero(run, binary, fleet, src, timeout_s, give_up_failed_s=90):
+    """Waits until every partition is MIRRORING with lag 0 and its destination offset at the
+    source end. Gives up early when some partition stays FAILED and not retryable
+    (`retryAttempt` -1: only an operator moves it on) for `give_up_failed_s`."""
     deadline = time.time() + timeout_s
     last = None
+    failed_since = None
     while time.time() < deadline:
         mg = fleet.any_bootstrap()
         r = mirrors_cli(binary, fleet, "--describe", "--mirror", MIRROR, "--json", bootstrap=mg)
@@ -198,6 +202,8 @@ def wait_lag_zero(run, binary, fleet, src, timeout_s):
             src_ends = checker.end_offsets(src.bootstrap, all_partitions())
             bad = [
                 f"{x['topic']}-{x['partition']}: state {x['state']} lag {x['lag']} dest {x['destinationOffset']} source end {src_ends.get((x['topic'], x['partition']))}"
+                + (f" owner {x.get('owner')}" if len(fleet) > 1 else "")
+                + (f" error {x['errorMessage']!r}" if x.get("errorMessage") else "")
                 for x in rows
                 if x["lag"] != 0 or x["state"] != "MIRRORING" or x["destinationOffset"] != src_ends.get((x["topic"], x["partition"]))
             ]
@@ -207,6 +213,11 @@ def wait_lag_zero(run, binary, fleet, src, timeout_s):
                     run.log(f"owners at lag 0 (as {fleet.names_of(mg)} describes them): {owners_text(rows)}", event=False)
                 return True
             last = bad or [f"{len(rows)} rows"]
+            stuck = [f"{x['topic']}-{x['partition']}" for x in rows if x["state"] == "FAILED" and x.get("retryAttempt") == -1]
+            failed_since = (failed_since or time.time()) if stuck else None
+            if stuck and time.time() - failed_since >= give_up_failed_s:
+                run.log(f"lag will not reach 0: {', '.join(stuck)} FAILED and not retryable for {give_up_failed_s}s: {'; '.join(last)}")
+                return False
         else:
             last = [r.stderr.strip()[-300:]]
         time.sleep(5)
