@@ -14,7 +14,8 @@ test:
 # The fault runner (docs/reliability.md): a live workload mirrored between two 3-node clusters
 # while a seeded nemesis kills, pauses, partitions and moves leaders, and a checker asserts that
 # the destination is a prefix of the source. Short form (every fault at least once, ~4 min; the
-# CI form) and long form (FAULTS_DURATION seconds, default 30 min). FAULTS_SEED reproduces a run.
+# CI form) and long form (FAULTS_DURATION seconds, default 30 min). FAULTS_SEED reproduces a run;
+# FAULTS_INSTANCES=N runs N mirrorgate instances sharing the work (default 1).
 faults:
 	FAULTS_DURATION=$${FAULTS_DURATION:-120} scripts/faults.sh --short
 

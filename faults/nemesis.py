@@ -11,6 +11,7 @@ rules are removed.
 
 import json
 import os
+import random
 import signal
 import subprocess
 import tempfile
@@ -79,12 +80,21 @@ class Cluster:
 
 
 class Mirrorgate:
-    """The mirrorgate process under test: same config (ports, state topic) on every restart."""
+    """One mirrorgate process under test: same config (ports, state topic) on every restart."""
 
-    def __init__(self, binary, config_path, log_path):
+    def __init__(self, binary, config_path, log_path, name=None, bootstrap=None):
         self.binary, self.config_path, self.log_path = binary, config_path, log_path
+        self.name, self.bootstrap = name, bootstrap
         self.proc = None
         self.starts = 0
+        self.paused = False  # SIGSTOPped by the nemesis
+        self.scaled_down = False  # SIGTERMed by the nemesis' `scale` action, to start again later
+        self.up_at = None  # when a scaled-down instance is due to start again
+
+    @property
+    def label(self):
+        """`mirrorgate` alone, `mirrorgate mg2` among several."""
+        return f"mirrorgate {self.name}" if self.name else "mirrorgate"
 
     def start(self, wait_s=120):
         log = open(self.log_path, "ab")
@@ -93,6 +103,8 @@ class Mirrorgate:
         env.pop("RUST_LOG", None)
         self.proc = subprocess.Popen([self.binary, "run", "--config", self.config_path], stdout=log, stderr=log, env=env)
         self.starts += 1
+        self.paused = self.scaled_down = False
+        self.up_at = None
         deadline = time.time() + wait_s
         while time.time() < deadline:
             with open(self.log_path, "rb") as f:
@@ -100,7 +112,7 @@ class Mirrorgate:
                 if b"mirrorgate ready" in f.read():
                     return True
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mirrorgate exited with {self.proc.returncode} at start; see {self.log_path}")
+                raise RuntimeError(f"{self.label} exited with {self.proc.returncode} at start; see {self.log_path}")
             time.sleep(0.2)
         return False
 
@@ -125,6 +137,57 @@ class Mirrorgate:
                 self.proc.wait()
 
 
+class Fleet:
+    """The mirrorgate instances under test: one (the default, today's behaviour) or several
+    sharing the mirror work (same destination, same state topic, each its own listener ports
+    and `instances.name`)."""
+
+    def __init__(self, instances):
+        self.instances = instances
+        self.pick_rng = random.Random()  # which live instance the CLI and the checker use: not part of the schedule
+
+    def __len__(self):
+        return len(self.instances)
+
+    def __iter__(self):
+        return iter(self.instances)
+
+    def running(self):
+        """Instances whose process is up (paused ones included)."""
+        return [m for m in self.instances if m.alive()]
+
+    def serving(self):
+        """Instances up and not paused: those a client can talk to now."""
+        return [m for m in self.instances if m.alive() and not m.paused]
+
+    def any_bootstrap(self):
+        """A live instance's bootstrap address (the first instance's when none is up: the
+        caller fails or retries as it would with a single mirrorgate down)."""
+        live = self.serving()
+        return (self.pick_rng.choice(live) if live else self.instances[0]).bootstrap
+
+    def bootstrap_list(self):
+        """Every serving instance's bootstrap address, in random order, comma-separated (all
+        instances' when none serves): a librdkafka client moves to another instance when the
+        one it talks to stops (each instance advertises the destination's node ids on its own
+        ports, so new metadata re-points the same node ids)."""
+        live = self.serving() or list(self.instances)
+        live = list(live)
+        self.pick_rng.shuffle(live)
+        return ",".join(m.bootstrap for m in live)
+
+    def names_of(self, bootstraps):
+        by = {m.bootstrap: m.name or "mirrorgate" for m in self.instances}
+        return ",".join(by.get(b, b) for b in bootstraps.split(","))
+
+    def starts(self):
+        return {m.name or "mirrorgate": m.starts for m in self.instances}
+
+    def stop(self):
+        for m in self.instances:
+            m.stop()
+
+
 def net_rules(addr, cut):
     op = "add" if cut else "del"
     for pref, sel in ((50, "to"), (51, "from")):
@@ -142,6 +205,8 @@ KINDS = [
     "cut-source-network",
     "cut-destination-network",
 ]
+# Only with several instances (the schedule of a single-instance run is unchanged).
+KINDS_SEVERAL = ["scale-mirrorgate"]
 WEIGHTS = {
     "kill9-mirrorgate": 6,
     "pause-mirrorgate": 2,
@@ -151,30 +216,41 @@ WEIGHTS = {
     "move-destination-leaders": 2,
     "cut-source-network": 2,
     "cut-destination-network": 2,
+    "scale-mirrorgate": 3,
 }
 
 
 class Nemesis:
     """Draws actions from a seeded generator and applies them one at a time; every step is
-    written to the event log with its wall time."""
+    written to the event log with its wall time. With several mirrorgate instances, a
+    mirrorgate action picks one of them at random (seeded), and `scale-mirrorgate` stops one
+    (SIGTERM) that stays down across the next actions until it is due again (or the heal)."""
 
-    def __init__(self, rng, source, destination, mg, topics_prefix, log_event, netns):
-        self.rng, self.src, self.dst, self.mg = rng, source, destination, mg
+    def __init__(self, rng, source, destination, fleet, topics_prefix, log_event, netns, t0=None):
+        self.t0 = time.time() if t0 is None else t0
+        self.rng, self.src, self.dst, self.fleet = rng, source, destination, fleet
+        self.several = len(fleet) > 1
+        self.kinds = KINDS + (KINDS_SEVERAL if self.several else [])
         self.prefix, self.log_event, self.netns = topics_prefix, log_event, netns
-        self.counts = {k: 0 for k in KINDS}
+        self.counts = {k: 0 for k in self.kinds}
+        self.skipped = {}  # actions not taken (no instance to take them on)
+        self.scale_actions = []  # one dict per scale action (instance, times, how it went)
         self.cut = None
-        self.paused = False
         self.lock = threading.Lock()
 
+    @property
+    def paused(self):
+        return any(m.paused for m in self.fleet)
+
     def plan(self, short):
-        """The next (kind, params) pair; the first len(KINDS) draws of a short run cover every kind."""
+        """The next (kind, params) pair; the first len(kinds) draws of a short run cover every kind."""
         if short and not hasattr(self, "_first"):
-            self._first = list(KINDS)
+            self._first = list(self.kinds)
             self.rng.shuffle(self._first)
         if short and self._first:
             kind = self._first.pop()
         else:
-            kinds = [k for k in KINDS if self.netns or not k.startswith("cut-")]
+            kinds = [k for k in self.kinds if self.netns or not k.startswith("cut-")]
             kind = self.rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
         params = {
             "down_s": round(self.rng.uniform(2, 20), 1),
@@ -183,32 +259,91 @@ class Nemesis:
             "topic_pick": self.rng.random(),
             "restart_delay_s": round(self.rng.uniform(0, 3), 1),
         }
+        if self.several:
+            params["instance_pick"] = self.rng.random()
+            params["scaled_down_s"] = round(self.rng.uniform(10, 40), 1)
         return kind, params
 
     def apply(self, kind, params):
         if kind.startswith("cut-") and not self.netns:
             self.log_event(f"{kind} skipped: no network namespace")
             return
-        getattr(self, kind.replace("-", "_"))(params)
+        if getattr(self, kind.replace("-", "_"))(params) is False:
+            self.skipped[kind] = self.skipped.get(kind, 0) + 1
+            return
         self.counts[kind] += 1
 
+    def _pick(self, p, candidates):
+        """The instance a mirrorgate action hits: one of `candidates` (in name order) chosen by
+        the seeded draw `instance_pick`."""
+        if not candidates:
+            return None
+        return candidates[int(p.get("instance_pick", 0.0) * len(candidates))]
+
+    def start_due(self, force=False):
+        """Starts the scaled-down instances whose time has come (all of them with `force`)."""
+        for m in self.fleet:
+            if m.scaled_down and not m.alive() and (force or time.time() >= m.up_at):
+                t0 = time.time()
+                ready = m.start()
+                rec = next((a for a in reversed(self.scale_actions) if a["instance"] == m.name and a.get("up_at_s") is None), None)
+                if rec is not None:
+                    rec["up_at_s"] = round(time.time() - self.t0, 1)
+                    rec["ready"] = ready
+                self.log_event(f"{m.label} started again after scale-down (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
+
     def kill9_mirrorgate(self, p):
-        self.log_event(f"kill -9 mirrorgate (pid {self.mg.proc.pid})")
-        self.mg.kill9()
+        m = self._pick(p, self.fleet.running())
+        if m is None:
+            self.log_event("kill -9 mirrorgate skipped: no instance running")
+            return False
+        self.log_event(f"kill -9 {m.label} (pid {m.proc.pid})")
+        m.kill9()
         time.sleep(p["restart_delay_s"])
         t0 = time.time()
-        ready = self.mg.start()
-        self.log_event(f"mirrorgate restarted (pid {self.mg.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
+        ready = m.start()
+        self.log_event(f"{m.label} restarted (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
 
     def pause_mirrorgate(self, p):
+        m = self._pick(p, self.fleet.running())
+        if m is None:
+            self.log_event("SIGSTOP mirrorgate skipped: no instance running")
+            return False
         d = min(p["down_s"], 15)
-        self.log_event(f"SIGSTOP mirrorgate (pid {self.mg.proc.pid}) for {d}s")
-        self.paused = True
-        self.mg.signal(signal.SIGSTOP)
+        self.log_event(f"SIGSTOP {m.label} (pid {m.proc.pid}) for {d}s")
+        m.paused = True
+        m.signal(signal.SIGSTOP)
         time.sleep(d)
-        self.mg.signal(signal.SIGCONT)
-        self.paused = False
-        self.log_event("SIGCONT mirrorgate")
+        m.signal(signal.SIGCONT)
+        m.paused = False
+        self.log_event(f"SIGCONT {m.label}")
+
+    def scale_mirrorgate(self, p):
+        """SIGTERM one instance (only while at least two run): it drains, leaves the group and
+        its work moves at once; it starts again `scaled_down_s` later (checked before each
+        action) or at the heal."""
+        up = [m for m in self.fleet.running() if not m.paused]
+        if len(up) < 2:
+            self.log_event(f"scale-mirrorgate skipped: only {len(up)} instance(s) up")
+            return False
+        m = self._pick(p, up)
+        pid = m.proc.pid
+        self.log_event(f"scale down: SIGTERM {m.label} (pid {pid}), down for {p['scaled_down_s']}s")
+        t0 = time.time()
+        m.signal(signal.SIGTERM)
+        rec = {"instance": m.name, "pid": pid, "down_at_s": round(t0 - self.t0, 1), "planned_down_s": p["scaled_down_s"]}
+        try:
+            rc = m.proc.wait(60)
+            rec["exit"] = rc
+            rec["exit_after_s"] = round(time.time() - t0, 1)
+            self.log_event(f"{m.label} exited {rc} {time.time() - t0:.1f}s after SIGTERM")
+        except subprocess.TimeoutExpired:
+            rec["exit"] = "killed: no exit within 60s of SIGTERM"
+            self.log_event(f"{m.label} did not exit within 60s of SIGTERM: kill -9")
+            m.kill9()
+        m.scaled_down = True
+        m.up_at = time.time() + p["scaled_down_s"]
+        self.scale_actions.append(rec)
 
     def _restart_broker(self, c, p):
         n = p["node"]
@@ -292,15 +427,21 @@ class Nemesis:
         self._cut("destination", p)
 
     def heal(self):
-        """Undo whatever a failed action may have left behind."""
+        """Undo whatever a failed action may have left behind, and start every instance again."""
         if self.cut:
             net_rules(MG_ADDR[self.cut], False)
             self.cut = None
-        if self.mg.alive():
-            self.mg.signal(signal.SIGCONT)
+        for m in self.fleet:
+            if m.alive():
+                m.signal(signal.SIGCONT)
+                m.paused = False
         for c in (self.src, self.dst):
             if c.down:
                 sh([KAFKA_SH, "start-node", c.name, str(c.down)], timeout=300, check=False)
                 c.down = None
-        if not self.mg.alive():
-            self.mg.start()
+        self.start_due(force=True)
+        for m in self.fleet:
+            if not m.alive():
+                ready = m.start()
+                if self.several:
+                    self.log_event(f"{m.label} started at the heal (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'}")

@@ -23,12 +23,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import checker  # noqa: E402
-from nemesis import REPO, Cluster, Mirrorgate, Nemesis  # noqa: E402
+from nemesis import REPO, Cluster, Fleet, Mirrorgate, Nemesis  # noqa: E402
 from workload import TOPICS, Workload  # noqa: E402
 
 MIRROR = "faults"
 PREFIX = "f-"
-MG_PORT = 19092
+MG_PORT = 19092  # the first instance's bootstrap port; instance i (0-based) listens from MG_PORT + 20 * i
+PORT_STEP = 20
+# Group timings of several-instances runs: short, so that work moves within seconds of a
+# kill -9 or a pause (the defaults are 10000 / 3000 / 30000).
+GROUP_TIMINGS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "rebalance_timeout_ms": 12000}
 
 
 class Run:
@@ -86,8 +90,31 @@ class Run:
             self.log(f"  nemesis around it: {e}", event=False)
 
 
-def mirrors_cli(binary, *args, timeout=90):
-    return subprocess.run([binary, "mirrors", "--bootstrap-server", f"127.0.0.1:{MG_PORT}", *args], capture_output=True, text=True, timeout=timeout)
+def mirrors_cli(binary, fleet, *args, timeout=90, bootstrap=None):
+    """The `mirrors` CLI against one live instance (`bootstrap`, or one picked at random)."""
+    return subprocess.run([binary, "mirrors", "--bootstrap-server", bootstrap or fleet.any_bootstrap(), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def owners_text(rows):
+    """'mg1 (4): f-plain-0 f-lz4-1 ...; mg2 (5): ...' from `mirrors --describe --json` rows."""
+    by = {}
+    for x in rows:
+        by.setdefault(x.get("owner") or "unassigned", []).append(f"{x['topic']}-{x['partition']}")
+    return "; ".join(f"{o} ({len(ps)}): {' '.join(ps)}" for o, ps in sorted(by.items()))
+
+
+def log_owners(run, binary, fleet, bootstrap, when):
+    """With several instances, logs which instance owns each partition (as `bootstrap`'s
+    instance describes it)."""
+    if len(fleet) < 2:
+        return
+    try:
+        r = mirrors_cli(binary, fleet, "--describe", "--mirror", MIRROR, "--json", timeout=30, bootstrap=bootstrap)
+        text = owners_text(json.loads(r.stdout)) if r.returncode == 0 else f"describe failed: {(r.stdout + r.stderr).strip()[-300:]}"
+    except Exception as e:  # noqa: BLE001 - only a log line
+        text = f"describe failed: {e!r}"
+    name = fleet.names_of(bootstrap)
+    run.log(f"owners {when} (as {name} describes them): {text}", event=False)
 
 
 def create_source_topics(src):
@@ -104,10 +131,12 @@ def all_partitions():
 COMPACTED = {t for t, _, cfg, _, _, _ in TOPICS if cfg.get("cleanup.policy") == "compact"}
 
 
-def check(run, src, final=False):
-    """One full check of every mirror partition; returns the destination ends read."""
+def check(run, src, fleet, final=False):
+    """One full check of every mirror partition, through the live mirrorgate instances;
+    returns the destination ends read."""
     t_from = time.time()
-    mg = f"127.0.0.1:{MG_PORT}"
+    mg = fleet.bootstrap_list()
+    log_owners(run, run.args.mirrorgate, fleet, mg.split(",")[0], f"at check {run.checks['made'] + 1}")
     parts = all_partitions()
     try:
         ends = checker.end_offsets(mg, parts)
@@ -153,27 +182,42 @@ def check(run, src, final=False):
     run.prev_check_start = t_from
     run.checks["partitions_checked"] += n_ok
     total = sum(len(v.records[tp]) for v in views.values() for tp in parts)
-    run.log(f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s", event=False)
+    via = f" through {fleet.names_of(mg)}" if len(fleet) > 1 else ""
+    run.log(f"check {run.checks['made']}{' (final)' if final else ''}{via}: {n_ok} partition views match the source ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s", event=False)
     return ends
 
 
-def wait_lag_zero(run, binary, src, timeout_s):
+def wait_lag_zero(run, binary, fleet, src, timeout_s, give_up_failed_s=90):
+    """Waits until every partition is MIRRORING with lag 0 and its destination offset at the
+    source end. Gives up early when some partition stays FAILED and not retryable
+    (`retryAttempt` -1: only an operator moves it on) for `give_up_failed_s`."""
     deadline = time.time() + timeout_s
     last = None
+    failed_since = None
     while time.time() < deadline:
-        r = mirrors_cli(binary, "--describe", "--mirror", MIRROR, "--json")
+        mg = fleet.any_bootstrap()
+        r = mirrors_cli(binary, fleet, "--describe", "--mirror", MIRROR, "--json", bootstrap=mg)
         if r.returncode == 0:
             rows = json.loads(r.stdout)
             src_ends = checker.end_offsets(src.bootstrap, all_partitions())
             bad = [
                 f"{x['topic']}-{x['partition']}: state {x['state']} lag {x['lag']} dest {x['destinationOffset']} source end {src_ends.get((x['topic'], x['partition']))}"
+                + (f" owner {x.get('owner')}" if len(fleet) > 1 else "")
+                + (f" error {x['errorMessage']!r}" if x.get("errorMessage") else "")
                 for x in rows
                 if x["lag"] != 0 or x["state"] != "MIRRORING" or x["destinationOffset"] != src_ends.get((x["topic"], x["partition"]))
             ]
             if len(rows) == len(all_partitions()) and not bad:
                 run.log(f"lag 0 on all {len(rows)} partitions (destination offset = source end)")
+                if len(fleet) > 1:
+                    run.log(f"owners at lag 0 (as {fleet.names_of(mg)} describes them): {owners_text(rows)}", event=False)
                 return True
             last = bad or [f"{len(rows)} rows"]
+            stuck = [f"{x['topic']}-{x['partition']}" for x in rows if x["state"] == "FAILED" and x.get("retryAttempt") == -1]
+            failed_since = (failed_since or time.time()) if stuck else None
+            if stuck and time.time() - failed_since >= give_up_failed_s:
+                run.log(f"lag will not reach 0: {', '.join(stuck)} FAILED and not retryable for {give_up_failed_s}s: {'; '.join(last)}")
+                return False
         else:
             last = [r.stderr.strip()[-300:]]
         time.sleep(5)
@@ -189,7 +233,15 @@ def main():
     ap.add_argument("--mirrorgate", default=os.environ.get("FAULTS_MG_BIN", os.path.join(REPO, "target/release/mirrorgate")))
     ap.add_argument("--work", default=None)
     ap.add_argument("--check-every", type=float, default=None, help="mean seconds between checks")
+    ap.add_argument(
+        "--instances",
+        type=int,
+        default=int(os.environ.get("FAULTS_INSTANCES") or 1),
+        help="mirrorgate instances sharing the mirror work (default FAULTS_INSTANCES or 1)",
+    )
     args = ap.parse_args()
+    if args.instances < 1:
+        ap.error("--instances must be at least 1")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -198,6 +250,12 @@ def main():
     netns = os.environ.get("FAULTS_NETNS") == "1"
     commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
     run.log(f"fault runner: seed {args.seed} (FAULTS_SEED={args.seed} reproduces the schedule), duration {args.duration:.0f}s, mirrorgate {args.mirrorgate}, commit {commit}, work dir {args.work}, network cuts {'on (own network namespace)' if netns else 'OFF (no network namespace)'}")
+    if args.instances > 1:
+        run.log(
+            f"{args.instances} mirrorgate instances (mg1..mg{args.instances}, bootstrap ports "
+            f"{', '.join(str(MG_PORT + PORT_STEP * i) for i in range(args.instances))}) sharing the work through the group on the destination; "
+            f"short group timings: {', '.join(f'instances.{k}={v}' for k, v in GROUP_TIMINGS.items())}"
+        )
     rng = random.Random(args.seed)
     check_rng = random.Random(args.seed + 1)
     state_dir = os.environ.get("MIRRORGATE_KAFKA_DIR", os.path.join(REPO, ".kafka"))
@@ -205,7 +263,21 @@ def main():
     props = ["min.insync.replicas=2", "log.cleaner.backoff.ms=1000", "unclean.leader.election.enable=false"]
     src = Cluster(f"faults-src-{tag}", "source", state_dir)
     dst = Cluster(f"faults-dst-{tag}", "destination", state_dir)
-    mg = Mirrorgate(args.mirrorgate, os.path.join(args.work, "mirrorgate.yaml"), os.path.join(args.work, "mirrorgate.log"))
+    if args.instances == 1:
+        fleet = Fleet([Mirrorgate(args.mirrorgate, os.path.join(args.work, "mirrorgate.yaml"), os.path.join(args.work, "mirrorgate.log"), bootstrap=f"127.0.0.1:{MG_PORT}")])
+    else:
+        fleet = Fleet(
+            [
+                Mirrorgate(
+                    args.mirrorgate,
+                    os.path.join(args.work, f"mirrorgate-mg{i + 1}.yaml"),
+                    os.path.join(args.work, f"mirrorgate-mg{i + 1}.log"),
+                    name=f"mg{i + 1}",
+                    bootstrap=f"127.0.0.1:{MG_PORT + PORT_STEP * i}",
+                )
+                for i in range(args.instances)
+            ]
+        )
     workload = None
     ok = True
     try:
@@ -218,28 +290,44 @@ def main():
             raise RuntimeError("a cluster failed to start")
         run.log(f"source {src.bootstrap} (mirrorgate's listener {src.mg_bootstrap}); destination {dst.bootstrap} (mirrorgate's listener {dst.mg_bootstrap})")
         create_source_topics(src)
-        with open(mg.config_path, "w") as f:
-            f.write(
-                f"destination:\n  bootstrap_servers: {dst.mg_bootstrap}\n  metadata_refresh_interval_ms: 5000\n"
-                f"listeners:\n  - name: clients\n    bind_host: 127.0.0.1\n    advertised_host: 127.0.0.1\n    port_range: {MG_PORT}-{MG_PORT + 11}\n    admin: true\n"
-                f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: info\n"
-            )
+        for i, mg in enumerate(fleet):
+            port = MG_PORT + PORT_STEP * i
+            with open(mg.config_path, "w") as f:
+                f.write(
+                    f"destination:\n  bootstrap_servers: {dst.mg_bootstrap}\n  metadata_refresh_interval_ms: 5000\n"
+                    f"listeners:\n  - name: clients\n    bind_host: 127.0.0.1\n    advertised_host: 127.0.0.1\n    port_range: {port}-{port + 11}\n    admin: true\n"
+                    f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: info\n"
+                )
+                if len(fleet) > 1:
+                    f.write(f"instances:\n  name: {mg.name}\n" + "".join(f"  {k}: {v}\n" for k, v in GROUP_TIMINGS.items()))
         mirror_cfg = os.path.join(args.work, "mirror.properties")
         # FAULTS_MARKERS: mirror.transaction.markers (real, the default, or placeholder).
         markers = os.environ.get("FAULTS_MARKERS", "real")
         with open(mirror_cfg, "w") as f:
             f.write(f"bootstrap.servers={src.mg_bootstrap}\nmirror.metadata.refresh.interval.ms=5000\nmirror.failed.retry.max.backoff.ms=15000\nmirror.transaction.markers={markers}\n")
         run.log(f"mirror.transaction.markers={markers}")
-        if not mg.start():
-            raise RuntimeError("mirrorgate not ready")
+        for mg in fleet:
+            if not mg.start():
+                raise RuntimeError(f"{mg.label} not ready")
         for a in (("--create", "--mirror", MIRROR, "--mirror-config", mirror_cfg), ("--start", "--mirror", MIRROR, "--topics", f"{PREFIX}.*")):
-            r = mirrors_cli(args.mirrorgate, *a)
+            # With several instances each call goes to a random one, which may not have read
+            # the previous call's state record yet (UNKNOWN_CLUSTER_MIRROR): retried for 30 s.
+            deadline = time.time() + (30 if len(fleet) > 1 else 0)
+            while True:
+                via = fleet.any_bootstrap()
+                r = mirrors_cli(args.mirrorgate, fleet, *a, bootstrap=via)
+                if r.returncode == 0 or time.time() > deadline or "UNKNOWN_CLUSTER_MIRROR" not in r.stdout + r.stderr:
+                    break
+                run.log(f"mirrors {a[0]} through {fleet.names_of(via)} failed, retrying in 1 s: {(r.stdout + r.stderr).strip()[-300:]}")
+                time.sleep(1)
             if r.returncode != 0:
                 raise RuntimeError(f"mirrors {a[0]} failed: {r.stdout} {r.stderr}")
+            if len(fleet) > 1:
+                run.log(f"mirrors {a[0]} through {fleet.names_of(via)}: ok")
         run.log(f"mirror {MIRROR} created and started on {PREFIX}.*")
         workload = Workload(src.bootstrap, args.seed, run.log)
         workload.start()
-        nem = Nemesis(rng, src, dst, mg, PREFIX, run.log, netns)
+        nem = Nemesis(rng, src, dst, fleet, PREFIX, run.log, netns, t0=run.t0)
 
         stop_checks = threading.Event()
         mean = args.check_every or (30 if args.duration <= 600 else 90)
@@ -247,7 +335,7 @@ def main():
         def checker_loop():
             while not stop_checks.wait(check_rng.uniform(0.5 * mean, 1.5 * mean)):
                 try:
-                    check(run, src)
+                    check(run, src, fleet)
                 except Exception as e:  # noqa: BLE001 - a broken check is reported, the run goes on
                     run.log(f"check failed to run: {e!r}", event=False)
                     run.checks["inconclusive"] += 1
@@ -259,31 +347,32 @@ def main():
             time.sleep(rng.uniform(2, 10))
             kind, params = nem.plan(args.short)
             try:
+                nem.start_due()
                 nem.apply(kind, params)
             except Exception as e:  # noqa: BLE001 - a failed action is logged and healed
                 run.log(f"nemesis action {kind} failed: {e!r}")
                 nem.heal()
         nem.heal()
-        run.log(f"nemesis done: {json.dumps(nem.counts)}")
+        run.log(f"nemesis done: {json.dumps(nem.counts)}{' skipped: ' + json.dumps(nem.skipped) if nem.skipped else ''}")
         stop_checks.set()
         ct.join()
         left = workload.stop()
         run.log(f"producers stopped{' (still running: ' + ','.join(left) + ')' if left else ''}: {json.dumps(workload.stats.snapshot())}")
-        ok &= wait_lag_zero(run, args.mirrorgate, src, 600)
+        ok &= wait_lag_zero(run, args.mirrorgate, fleet, src, 600)
         # --verify compares a compacted source batch's records with the destination's, but the
         # destination topic is compacted too, by its own cleaner: on compacted topics a
         # difference is expected and recorded, not failed (docs/reliability.md); the checker's
         # compaction-aware comparison covers them.
         plain_topics = ",".join(t for t, *_ in TOPICS if t not in COMPACTED)
-        r = mirrors_cli(args.mirrorgate, "--verify", "--mirror", MIRROR, "--topics", plain_topics, timeout=600)
+        r = mirrors_cli(args.mirrorgate, fleet, "--verify", "--mirror", MIRROR, "--topics", plain_topics, timeout=600)
         run.log(f"mirrors --verify (non-compacted topics) exit {r.returncode}: {(r.stdout + r.stderr).strip()[-1500:]}")
         ok &= r.returncode == 0
         verify_compacted = None
         if COMPACTED:
-            r = mirrors_cli(args.mirrorgate, "--verify", "--mirror", MIRROR, "--topics", ",".join(sorted(COMPACTED)), timeout=600)
+            r = mirrors_cli(args.mirrorgate, fleet, "--verify", "--mirror", MIRROR, "--topics", ",".join(sorted(COMPACTED)), timeout=600)
             verify_compacted = r.returncode
             run.log(f"mirrors --verify (compacted topics, expected to differ once either cleaner ran) exit {r.returncode}: {(r.stdout + r.stderr).strip()[-800:]}")
-        ends = check(run, src, final=True)
+        ends = check(run, src, fleet, final=True)
         if ends is None:
             ok = False
         else:
@@ -297,7 +386,11 @@ def main():
             "duration_s": round(time.time() - run.t0),
             "fault_duration_s": args.duration,
             "nemesis": nem.counts,
-            "mirrorgate_starts": mg.starts,
+            "instances": len(fleet),
+            "mirrorgate_starts": sum(m.starts for m in fleet),
+            "starts_per_instance": fleet.starts(),
+            "scale_actions": nem.scale_actions,
+            "nemesis_skipped": nem.skipped,
             "checks": run.checks,
             "workload": workload.stats.snapshot(),
             "verify_compacted_exit": verify_compacted,
@@ -314,7 +407,7 @@ def main():
     finally:
         if workload:
             workload.stopping.set()
-        mg.stop()
+        fleet.stop()
         if os.environ.get("FAULTS_KEEP") != "1":
             src.stop()
             dst.stop()

@@ -8,7 +8,8 @@
 # Environment: FAULTS_DURATION (s of faults), FAULTS_SEED (reproduce a schedule),
 #   FAULTS_MG_BIN (mirrorgate binary; default: cargo build --release, target/release/mirrorgate),
 #   FAULTS_KEEP=1 (keep the clusters' state dirs), MIRRORGATE_CACHE (Kafka jar cache),
-#   FAULTS_MARKERS (mirror.transaction.markers of the mirror: real, the default, or placeholder).
+#   FAULTS_MARKERS (mirror.transaction.markers of the mirror: real, the default, or placeholder),
+#   FAULTS_INSTANCES (mirrorgate instances sharing the mirror work; default 1).
 # Exit status: the runner's (0 = no violation, 1 = violation or failed end checks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
