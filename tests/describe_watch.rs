@@ -62,6 +62,14 @@ fn watch_shows_the_lag_of_a_paused_mirror_fall_to_zero_after_resume() {
     );
     ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
     ok(mirrors_cli(&mg.bootstrap, &["--pause", "--mirror", &mirror, "--topics", &topic]), "--pause");
+    // Records produced once the partition is PAUSED stay behind: a lag of 300.
+    eventually(Duration::from_secs(60), || {
+        let rows = describe_json(&mg, &mirror);
+        match rows.first().and_then(|r| r["state"].as_str()) {
+            Some("PAUSED") => Ok(()),
+            other => Err(format!("state {other:?}")),
+        }
+    });
     produce_to_partition_0(&source.bootstrap, &topic, 300, "w");
 
     let session = unique_name("watch");

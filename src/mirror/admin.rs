@@ -99,6 +99,9 @@ fn per_topic<T>(results: TopicResults, make: impl Fn(String, i16, Option<StrByte
 
 /// Answers one mirror admin request.
 pub async fn handle(cp: &ControlPlane, req: MirrorRequest) -> MirrorResponse {
+    // Read-your-writes across instances: what another instance wrote to `__mirror_state`
+    // before this request arrived is applied here before it is answered.
+    cp.follow_barrier().await;
     let api = req.api();
     let fail = |e: MirrorError| error_response(api, e.code, &e.message);
     match req {

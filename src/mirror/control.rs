@@ -25,7 +25,7 @@ use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 mod follow_ops;
 mod sync_ops;
 
-pub use follow_ops::{Lease, Ownership};
+pub use follow_ops::{FollowBarrier, Lease, Ownership};
 
 /// One write to `__mirror_state`.
 #[derive(Debug, Clone)]
@@ -217,6 +217,8 @@ pub struct ControlPlane {
     /// The mirror work this instance owns (group membership); `None`: no group, this
     /// instance owns everything.
     ownership: RwLock<Option<Arc<Ownership>>>,
+    /// Admin requests wait on it before they are answered (`follow_ops::FollowBarrier`).
+    follow_barrier: RwLock<Option<follow_ops::FollowBarrier>>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -248,6 +250,7 @@ impl ControlPlane {
             key_offsets: Default::default(),
             generations: Default::default(),
             ownership: RwLock::new(None),
+            follow_barrier: RwLock::new(None),
         }
     }
 

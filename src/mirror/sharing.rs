@@ -95,8 +95,13 @@ pub async fn run(
 }
 
 /// Waits (up to [`BARRIER_TIMEOUT`]) until `position` has reached the state topic's high
-/// watermarks as read now.
-async fn catch_up(store: &super::store::StateStore, position: &super::follow::FollowPosition, shutdown: &CancellationToken) {
+/// watermarks as read now. Also the barrier admin requests pass (read-your-writes across
+/// instances).
+pub async fn catch_up(
+    store: &super::store::StateStore,
+    position: &super::follow::FollowPosition,
+    shutdown: &CancellationToken,
+) {
     let hws = match store.high_watermarks().await {
         Ok(h) => h,
         Err(e) => {
@@ -107,7 +112,10 @@ async fn catch_up(store: &super::store::StateStore, position: &super::follow::Fo
     let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
     while !position.reached(&hws) {
         if tokio::time::Instant::now() > deadline || shutdown.is_cancelled() {
-            tracing::warn!(timeout_s = BARRIER_TIMEOUT.as_secs(), "the state topic was not followed to its end in time; taking over work anyway");
+            tracing::warn!(
+                timeout_s = BARRIER_TIMEOUT.as_secs(),
+                "the state topic was not followed to its end in time; taking over work anyway"
+            );
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -744,9 +744,11 @@ impl StateStore {
     pub async fn high_watermarks(&self) -> Result<Vec<i64>, StoreError> {
         let mut hws = Vec::with_capacity(self.topic.partitions as usize);
         for p in 0..self.topic.partitions {
-            let hw = self.client.list_offsets(&self.topic.name, p, LATEST_TIMESTAMP).await.map_err(|e| {
-                StoreError::Cluster { topic: self.topic.name.clone(), source: Box::new(e) }
-            })?;
+            let hw = self
+                .client
+                .list_offsets(&self.topic.name, p, LATEST_TIMESTAMP)
+                .await
+                .map_err(|e| StoreError::Cluster { topic: self.topic.name.clone(), source: Box::new(e) })?;
             hws.push(hw);
         }
         Ok(hws)

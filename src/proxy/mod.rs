@@ -230,6 +230,13 @@ async fn open_mirror_gate(
     // Other instances' writes take effect here too (docs/operations.md, "Several instances").
     let follow_client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
     let position = crate::mirror::follow::FollowPosition::new(&next_offsets);
+    {
+        let (store, position, shutdown) = (store.clone(), position.clone(), shutdown.clone());
+        control.set_follow_barrier(Arc::new(move || {
+            let (store, position, shutdown) = (store.clone(), position.clone(), shutdown.clone());
+            Box::pin(async move { crate::mirror::sharing::catch_up(&store, &position, &shutdown).await })
+        }));
+    }
     tokio::spawn(crate::mirror::follow::run(
         control.clone(),
         store.clone(),

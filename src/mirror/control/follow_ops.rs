@@ -84,7 +84,25 @@ pub struct Ownership {
     pub lease: Lease,
 }
 
+/// Waits until this instance has applied `__mirror_state` up to its end as of the call
+/// (bounded); see [`ControlPlane::set_follow_barrier`].
+pub type FollowBarrier = Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
+
 impl ControlPlane {
+    /// Installs the barrier admin requests pass before they are answered.
+    pub fn set_follow_barrier(&self, barrier: FollowBarrier) {
+        *self.follow_barrier.write().unwrap_or_else(|e| e.into_inner()) = Some(barrier);
+    }
+
+    /// Waits until what other instances wrote to `__mirror_state` before now is applied here
+    /// (no-op without a barrier: a single instance, or tests of the control plane alone).
+    pub async fn follow_barrier(&self) {
+        let barrier = self.follow_barrier.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(b) = barrier {
+            b().await;
+        }
+    }
+
     /// Installs the work this instance owns (`None`: not in a group, owns everything).
     pub fn set_ownership(&self, ownership: Option<Ownership>) {
         *self.ownership.write().unwrap_or_else(|e| e.into_inner()) = ownership.map(Arc::new);

@@ -222,11 +222,10 @@ impl DataPlane {
             // A partition paused before its log alignment ended finishes it first: PAUSING
             // is only entered from MIRRORING (KIP-1279 §4.2).
             let wants_loop = owned
-                && match (t.desired, rec.state) {
-                    (DesiredState::Mirroring, S::LogAlignment | S::Mirroring) => true,
-                    (DesiredState::Paused, S::LogAlignment) => true,
-                    _ => false,
-                };
+                && matches!(
+                    (t.desired, rec.state),
+                    (DesiredState::Mirroring, S::LogAlignment | S::Mirroring) | (DesiredState::Paused, S::LogAlignment)
+                );
             match (wants_loop, self.running.contains_key(&key)) {
                 (true, false) => {
                     if rec.state == S::LogAlignment

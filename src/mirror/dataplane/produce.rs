@@ -123,13 +123,7 @@ impl ProduceMux {
     pub fn with_guard(client: ClusterClient, request_timeout_ms: i32, guard: WriteGuard) -> Arc<Self> {
         let timeout_ms = produce_timeout_ms(request_timeout_ms);
         let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
-        Arc::new(Self {
-            client,
-            timeout_ms,
-            request_timeout,
-            brokers: Mutex::new(HashMap::new()),
-            guard: Some(guard),
-        })
+        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()), guard: Some(guard) })
     }
 
     /// Queues one batch (as segments) for `topic`-`partition` behind the appends queued for
@@ -295,7 +289,10 @@ impl BrokerWriter {
             if let Some(guard) = &self.guard {
                 let (allowed, refused): (Vec<ProduceJob>, Vec<ProduceJob>) =
                     jobs.into_iter().partition(|j| guard(&j.topic, j.partition));
-                not_sent(refused, "this instance does not own the partition any more (work moved, or its lease ran out)");
+                not_sent(
+                    refused,
+                    "this instance does not own the partition any more (work moved, or its lease ran out)",
+                );
                 jobs = allowed;
                 if jobs.is_empty() {
                     continue;
