@@ -66,6 +66,7 @@ struct MirrorWork {
     /// Stops the group membership (LeaveGroup), after the data plane stopped.
     membership_stop: CancellationToken,
     membership: tokio::task::JoinHandle<()>,
+    control: Arc<crate::mirror::control::ControlPlane>,
 }
 
 /// What mirrorgate learned about the destination cluster at startup.
@@ -275,7 +276,13 @@ async fn open_mirror_gate(
     let data_plane = data_plane.report_busy(membership.busy.clone());
     let data_plane_stop = CancellationToken::new();
     let data_plane = tokio::spawn(data_plane.run(data_plane_stop.clone()));
-    let work = MirrorWork { data_plane_stop, data_plane, membership_stop, membership: membership.task };
+    let work = MirrorWork {
+        data_plane_stop,
+        data_plane,
+        membership_stop,
+        membership: membership.task,
+        control: control.clone(),
+    };
     let gate = Arc::new(mirror_gate::MirrorGate::new(
         control,
         settings.mirror_api_keys.clone(),
@@ -389,7 +396,9 @@ pub async fn run(
         tracing::info!("copy loops stopped");
     }
     // Leave the group only now, so that no other instance starts a copy loop of ours
-    // while an append of ours is still in flight; the work then moves at once.
+    // while an append of ours is still in flight; the work then moves at once. A loop that
+    // did not stop in time can append no more: this instance owns nothing from here on.
+    work.control.set_ownership(Some(crate::mirror::control::Ownership::default()));
     work.membership_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), work.membership).await;
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;

@@ -41,31 +41,51 @@ fn base() -> Instant {
 /// before the group coordinator can hand the work to another member. Monotonic clock: a
 /// process paused (SIGSTOP) past it finds it expired the moment it resumes.
 #[derive(Debug, Clone, Default)]
-pub struct Lease(Arc<AtomicU64>);
+pub struct Lease(Arc<LeaseInner>);
+
+#[derive(Debug, Default)]
+struct LeaseInner {
+    /// Nanoseconds since [`base`] until which the lease holds (0: expired).
+    until: AtomicU64,
+    /// The group generation it was last renewed for.
+    generation: std::sync::atomic::AtomicI32,
+}
 
 impl Lease {
-    /// A lease valid for `d` from now.
+    /// A lease valid for `d` from now, for generation 0.
     pub fn for_duration(d: Duration) -> Self {
         let lease = Self::default();
         lease.renew(d);
         lease
     }
 
-    /// Extends the lease to `d` from now.
+    /// Extends the lease to `d` from now (same generation).
     pub fn renew(&self, d: Duration) {
         let until = (Instant::now() + d).saturating_duration_since(base()).as_nanos();
-        self.0.store(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Release);
+        self.0.until.store(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Extends the lease to `d` from now for group generation `generation`: an ownership of
+    /// another generation does not hold through it.
+    pub fn renew_for(&self, generation: i32, d: Duration) {
+        self.0.generation.store(generation, Ordering::Release);
+        self.renew(d);
     }
 
     /// Ends the lease now.
     pub fn expire(&self) {
-        self.0.store(0, Ordering::Release);
+        self.0.until.store(0, Ordering::Release);
     }
 
     /// Whether the lease still holds.
     pub fn is_valid(&self) -> bool {
         let now = u64::try_from(Instant::now().saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX);
-        now < self.0.load(Ordering::Acquire)
+        now < self.0.until.load(Ordering::Acquire)
+    }
+
+    /// Whether the lease holds for group generation `generation`.
+    pub fn is_valid_for(&self, generation: i32) -> bool {
+        self.0.generation.load(Ordering::Acquire) == generation && self.is_valid()
     }
 }
 
@@ -117,7 +137,7 @@ impl ControlPlane {
     pub fn owns_partition(&self, topic: &str, partition: i32) -> bool {
         match self.ownership() {
             None => true,
-            Some(o) => o.lease.is_valid() && o.partitions.contains(&(topic.to_string(), partition)),
+            Some(o) => o.lease.is_valid_for(o.generation) && o.partitions.contains(&(topic.to_string(), partition)),
         }
     }
 
@@ -125,7 +145,7 @@ impl ControlPlane {
     pub fn owns_mirror(&self, mirror: &str) -> bool {
         match self.ownership() {
             None => true,
-            Some(o) => o.lease.is_valid() && o.mirrors.contains(mirror),
+            Some(o) => o.lease.is_valid_for(o.generation) && o.mirrors.contains(mirror),
         }
     }
 
@@ -335,6 +355,9 @@ mod tests {
         lease.expire();
         assert!(!lease.is_valid());
         assert!(!Lease::default().is_valid());
+        lease.renew_for(7, Duration::from_secs(5));
+        assert!(lease.is_valid_for(7));
+        assert!(!lease.is_valid_for(6), "an ownership of another generation does not hold");
     }
 
     #[test]

@@ -632,7 +632,7 @@ impl Member {
         let interval = self.settings.heartbeat_interval;
         let fence_after = self.settings.self_fence_after();
         let mut last_ok = sync_sent;
-        self.lease.renew(fence_after.saturating_sub(last_ok.elapsed()));
+        self.lease.renew_for(self.generation, fence_after.saturating_sub(last_ok.elapsed()));
         let mut fenced = false;
         let mut next = Instant::now() + interval;
         let mut inflight: Option<HeartbeatFuture> = None;
@@ -682,7 +682,7 @@ impl Member {
                         None if fenced => return Next::Rejoin("heartbeats succeed again after self-fencing".into()),
                         None => {
                             last_ok = last_ok.max(sent);
-                            self.lease.renew(fence_after.saturating_sub(last_ok.elapsed()));
+                            self.lease.renew_for(self.generation, fence_after.saturating_sub(last_ok.elapsed()));
                         }
                         Some(Failure::Rejoin) => return Next::Rejoin("the coordinator started a rebalance".into()),
                         Some(Failure::Reset) => {
