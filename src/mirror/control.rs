@@ -212,6 +212,8 @@ pub struct ControlPlane {
     /// Per state key, the offset of the last record applied in memory (written here or
     /// followed from another instance): a followed record at or below it is older.
     key_offsets: std::sync::Mutex<HashMap<super::store::StateKey, i64>>,
+    /// Records written here and not yet seen by the follower: `(key, offset)`.
+    own_writes: std::sync::Mutex<std::collections::HashSet<(super::store::StateKey, i64)>>,
     /// Per mirror partition, the highest owner generation seen on its state records.
     generations: dashmap::DashMap<(String, i32), i32>,
     /// The mirror work this instance owns (group membership); `None`: no group, this
@@ -248,6 +250,7 @@ impl ControlPlane {
             destination,
             source_timeouts,
             key_offsets: Default::default(),
+            own_writes: Default::default(),
             generations: Default::default(),
             ownership: RwLock::new(None),
             follow_barrier: RwLock::new(None),
@@ -460,6 +463,10 @@ impl ControlPlane {
             code: UNKNOWN_SERVER_ERROR,
             message: format!("cannot write __mirror_state: {e}"),
         })?;
+        if self.follow_barrier.read().unwrap_or_else(|e| e.into_inner()).is_some() {
+            // Followed back later; bounded by what the follower has not read yet.
+            self.own_writes.lock().unwrap_or_else(|e| e.into_inner()).insert((key.clone(), offset));
+        }
         let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
         let slot = offsets.entry(key).or_insert(offset);
         *slot = (*slot).max(offset);

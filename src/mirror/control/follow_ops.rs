@@ -211,7 +211,24 @@ impl ControlPlane {
         for change in changes {
             {
                 let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
-                if offsets.get(&change.key).is_some_and(|&o| o >= change.offset) {
+                let own = self
+                    .own_writes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&(change.key.clone(), change.offset));
+                if let Some(&latest) = offsets.get(&change.key).filter(|&&o| o >= change.offset) {
+                    if !own && latest > change.offset {
+                        // Another instance wrote this key before a write of this instance that
+                        // was computed without it (two admin requests at once): the log keeps
+                        // this instance's value, theirs is lost. Said, never silent.
+                        tracing::warn!(
+                            key = ?change.key,
+                            offset = change.offset,
+                            overwritten_by = latest,
+                            "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
+                        );
+                        metrics::counter!("mirrorgate_state_concurrent_overwrites_total").increment(1);
+                    }
                     continue;
                 }
                 offsets.insert(change.key.clone(), change.offset);
