@@ -630,7 +630,7 @@ mod tests {
         );
         assert_eq!(
             r.stdout,
-            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS\na       t      0          -              -                   -    MIRRORING  -          -       identical    same\n"
+            "MIRROR  TOPIC  PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS  OWNER\na       t      0          -              -                   -    MIRRORING  -          -       identical    same          -\n"
         );
         let r = report_describe(&described("a", &["t"]), DescribeFormat::Table, true);
         assert_eq!(r.stdout, "MIRROR  TOPIC  PARTITION  RETRY  ERROR\n");

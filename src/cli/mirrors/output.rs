@@ -336,6 +336,8 @@ mod tests {
         let mut fatal = part(1, "FAILED", -1, 7);
         fatal.retry_attempt = -1;
         fatal.error_message = Some(s("Source topic deleted"));
+        let mut owned = part(0, "MIRRORING", 123456, 123400);
+        mirrorgate::wire::mirror::describe_cluster_mirrors::ext::set_owner(&mut owned, "mg-2");
         vec![
             DescribedMirror {
                 mirror_name: s("b-to-c"),
@@ -350,7 +352,7 @@ mod tests {
                 mirror_name: s("a-to-b"),
                 topics: vec![TopicResult {
                     topic_name: TopicName(s("orders")),
-                    partitions: vec![part(1, "MIRRORING", 1500, 1500), part(0, "MIRRORING", 123456, 123400)],
+                    partitions: vec![part(1, "MIRRORING", 1500, 1500), owned],
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -431,11 +433,11 @@ west-to-east  0       -                       west1:9092,west2:9092
         assert_eq!(
             describe_table(&rows),
             "\
-MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS
-a-to-b  orders    0          123456         123400              56   MIRRORING  -          -       identical    same
-a-to-b  orders    1          1500           1500                0    MIRRORING  -          -       identical    same
-b-to-c  payments  0          10             4                   6    FAILED     -          -       identical    same
-b-to-c  payments  1          -              7                   -    FAILED     -          -       identical    same
+MIRROR  TOPIC     PARTITION  SOURCE-OFFSET  DESTINATION-OFFSET  LAG  STATE      SOURCE-HW  LAG-HW  OFFSET-MODE  DIRECT-READS  OWNER
+a-to-b  orders    0          123456         123400              56   MIRRORING  -          -       identical    same          mg-2
+a-to-b  orders    1          1500           1500                0    MIRRORING  -          -       identical    same          -
+b-to-c  payments  0          10             4                   6    FAILED     -          -       identical    same          -
+b-to-c  payments  1          -              7                   -    FAILED     -          -       identical    same          -
 "
         );
     }
@@ -474,7 +476,8 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "sourceHighWatermark": -1,
     "offsetMode": "identical",
     "segments": [],
-    "directReads": "same"
+    "directReads": "same",
+    "owner": null
   },
   {
     "mirror": "b-to-c",
@@ -490,7 +493,8 @@ b-to-c  payments  1          NonRetryable  Source topic deleted
     "sourceHighWatermark": -1,
     "offsetMode": "identical",
     "segments": [],
-    "directReads": "same"
+    "directReads": "same",
+    "owner": null
   }
 ]
 "#
