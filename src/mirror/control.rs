@@ -356,6 +356,8 @@ impl ControlPlane {
     ) -> Result<PartitionStateRecord, MirrorError> {
         self.check_owner(topic, partition)?;
         let _w = self.write_lock.lock().await;
+        // Again under the lock: the wait for it may have outlasted the lease.
+        self.check_owner(topic, partition)?;
         let mut rec = self.partition(topic, partition).ok_or_else(|| MirrorError {
             code: UNKNOWN_TOPIC_OR_PARTITION,
             message: format!("no mirror state for {topic}-{partition}"),

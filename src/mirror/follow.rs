@@ -134,10 +134,9 @@ pub async fn run(
                             }
                         }
                         Err((offset, reason)) => {
-                            tracing::error!(topic = %topic, partition = p, offset, %reason, "cannot apply a state record written by another instance; following this partition stops until restart");
-                            // Never skip a record: park the partition far ahead is wrong too;
-                            // retry the same offset after a pause (a newer build may have
-                            // written it; an operator must act).
+                            tracing::error!(topic = %topic, partition = p, offset, %reason, "cannot apply a state record written by another instance (a newer version?); following this partition is stuck at it, retried with backoff; upgrade this instance");
+                            // Never skip a record: the same offset is read again after a
+                            // pause (a newer build may have written it; an operator must act).
                             failed = true;
                         }
                     },

@@ -34,6 +34,9 @@ pub fn work_set(state: &ControlState) -> WorkSet {
 /// How long a new assignment waits for this instance to have followed `__mirror_state` up
 /// to its current end before it takes effect.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same wait for an admin request, shorter: an answer must not hang on a follower that
+/// cannot move on.
+pub const ADMIN_BARRIER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Publishes the work set to `work` when it changes, and installs every assignment from
 /// `assignments` into the control plane, until `shutdown`. `lease` is renewed by the
@@ -64,7 +67,7 @@ pub async fn run(
             let a = assignments.borrow_and_update().clone();
             if let (Some((store, position)), false) = (&barrier, a.partitions.is_empty()) {
                 control.set_ownership(Some(Ownership::default()));
-                catch_up(store, position, &shutdown).await;
+                catch_up(store, position, BARRIER_TIMEOUT, &shutdown).await;
             }
             tracing::info!(
                 generation = a.generation,
@@ -94,12 +97,13 @@ pub async fn run(
     }
 }
 
-/// Waits (up to [`BARRIER_TIMEOUT`]) until `position` has reached the state topic's high
+/// Waits (up to `timeout`) until `position` has reached the state topic's high
 /// watermarks as read now. Also the barrier admin requests pass (read-your-writes across
 /// instances).
 pub async fn catch_up(
     store: &super::store::StateStore,
     position: &super::follow::FollowPosition,
+    timeout: Duration,
     shutdown: &CancellationToken,
 ) {
     let hws = match store.high_watermarks().await {
@@ -109,7 +113,7 @@ pub async fn catch_up(
             return;
         }
     };
-    let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + timeout;
     while !position.reached(&hws) {
         if tokio::time::Instant::now() > deadline || shutdown.is_cancelled() {
             tracing::warn!(

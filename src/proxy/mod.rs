@@ -235,7 +235,15 @@ async fn open_mirror_gate(
         let (store, position, shutdown) = (store.clone(), position.clone(), shutdown.clone());
         control.set_follow_barrier(Arc::new(move || {
             let (store, position, shutdown) = (store.clone(), position.clone(), shutdown.clone());
-            Box::pin(async move { crate::mirror::sharing::catch_up(&store, &position, &shutdown).await })
+            Box::pin(async move {
+                crate::mirror::sharing::catch_up(
+                    &store,
+                    &position,
+                    crate::mirror::sharing::ADMIN_BARRIER_TIMEOUT,
+                    &shutdown,
+                )
+                .await
+            })
         }));
     }
     tokio::spawn(crate::mirror::follow::run(

@@ -125,6 +125,14 @@ impl ControlPlane {
 
     /// Installs the work this instance owns (`None`: not in a group, owns everything).
     pub fn set_ownership(&self, ownership: Option<Ownership>) {
+        // From now on a record of an earlier owner is stale (the assignment takes effect
+        // after following the state topic to its end). Set, not raised: a group the
+        // coordinator deleted and re-created starts its generations again at 1.
+        if let Some(o) = &ownership {
+            for (topic, p) in &o.partitions {
+                self.generations.insert((topic.clone(), *p), o.generation);
+            }
+        }
         *self.ownership.write().unwrap_or_else(|e| e.into_inner()) = ownership.map(Arc::new);
     }
 
@@ -164,7 +172,9 @@ impl ControlPlane {
     /// The owner generation to stamp on a partition record written now: this instance's
     /// group generation when it owns the partition.
     pub(super) fn write_generation(&self, topic: &str, partition: i32) -> Option<i32> {
-        self.ownership().filter(|o| o.partitions.contains(&(topic.to_string(), partition))).map(|o| o.generation)
+        self.ownership()
+            .filter(|o| o.lease.is_valid_for(o.generation) && o.partitions.contains(&(topic.to_string(), partition)))
+            .map(|o| o.generation)
     }
 
     pub(super) fn note_generation(&self, topic: &str, partition: i32, generation: i32) {

@@ -586,6 +586,13 @@ impl Txns {
         if expected != w.dest_next {
             return Ok(Some(mismatch(task, b.base_offset(), expected, w.dest_next)));
         }
+        // Fencing: aborted records go out with a Produce of their own, not through the
+        // guarded ProduceMux.
+        if !task.control.owns_partition(&task.topic, task.partition) {
+            return Err(Retry::new(
+                "this instance does not own the partition any more: no aborted records".to_string(),
+            ));
+        }
         let source_pid = b.producer_id();
         if !self.open.contains_key(&source_pid) {
             let slot = match self.orphan.take() {
@@ -668,6 +675,12 @@ impl Txns {
     /// A slot with this partition added to its new transaction: the lowest free one, or a new
     /// index (InitProducerId). A free slot whose epoch someone else took gets a new one.
     async fn open_slot(&mut self, task: &PartitionTask) -> Result<Slot, Retry> {
+        // InitProducerId would fence the new owner's open slot transaction.
+        if !task.control.owns_partition(&task.topic, task.partition) {
+            return Err(Retry::new(
+                "this instance does not own the partition any more: no transaction opened".to_string(),
+            ));
+        }
         let mut slot = match self.free.pop_first() {
             Some((_, slot)) => slot,
             None => {

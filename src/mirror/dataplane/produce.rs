@@ -289,6 +289,9 @@ impl BrokerWriter {
             if let Some(guard) = &self.guard {
                 let (allowed, refused): (Vec<ProduceJob>, Vec<ProduceJob>) =
                     jobs.into_iter().partition(|j| guard(&j.topic, j.partition));
+                // Appends queued behind a refused one must not go out later (were the
+                // partition owned here again): they are refused like those behind a cut.
+                self.cut.extend(refused.iter().map(|j| (j.topic.clone(), j.partition)));
                 not_sent(
                     refused,
                     "this instance does not own the partition any more (work moved, or its lease ran out)",
