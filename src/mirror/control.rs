@@ -1079,6 +1079,17 @@ impl ControlPlane {
         for p in 0..partitions {
             loop {
                 let current = self.with_state(|s| s.partitions.get(&(topic.to_string(), p)).cloned());
+                // A partition whose copy loop may be running is stepped by its owner's data
+                // plane (`dataplane::reconcile`): a record written here would carry this
+                // instance's view of the loop's offset map, which another instance's loop
+                // may have moved on.
+                if self.data_plane.load(Ordering::Acquire)
+                    && current.as_ref().is_some_and(|c| {
+                        matches!(c.state, MirrorPartitionState::LogAlignment | MirrorPartitionState::Mirroring)
+                    })
+                {
+                    break;
+                }
                 let Some(next) = state_machine::next_step(current.as_ref().map(|c| c.state), t.desired) else { break };
                 let rec = match current {
                     Some(mut c) => {
