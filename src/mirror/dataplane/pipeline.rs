@@ -416,7 +416,17 @@ impl PartitionTask {
             Err(MuxError::Kafka(45, _)) if sent.behind => Err(Retry::new(format!(
                 "append to {topic}-{p} at {expected} refused as out of sequence behind an append in flight (leader moved?)"
             ))),
-            // OUT_OF_ORDER_SEQUENCE_NUMBER on its own: the destination moved under us.
+            // OUT_OF_ORDER_SEQUENCE_NUMBER on its own, with other instances in the group:
+            // another writer with this partition's producer id appended first — an instance that lost the partition, whose append
+            // was still on the wire (seen after a network cut: TCP delivered it when the cut
+            // healed). Sequence = offset let it land only where it belongs, with the same
+            // bytes: re-align from the destination log end and go on (the stall guard fails
+            // the partition if this never makes progress).
+            Err(MuxError::Kafka(45, _)) if self.control.shares_work() => Err(Retry::new(format!(
+                "destination refused the append to {topic}-{p} at {expected} as out of sequence: another writer with this partition's producer id appended first (an instance that lost the partition?); re-aligning"
+            ))),
+            // A single instance: nothing else has this producer id; the destination moved
+            // under us.
             Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {topic}-{p} at {expected} as out of sequence; something else writes to this mirror partition"), false))),
             // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_TIMESTAMP,
             // INVALID_RECORD: about the batch itself.
