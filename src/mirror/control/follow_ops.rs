@@ -53,14 +53,15 @@ struct LeaseInner {
 
 impl Lease {
     /// A lease valid for `d` from now, for generation 0.
-    pub fn for_duration(d: Duration) -> Self {
+    #[cfg(test)]
+    fn for_duration(d: Duration) -> Self {
         let lease = Self::default();
         lease.renew(d);
         lease
     }
 
     /// Extends the lease to `d` from now (same generation).
-    pub fn renew(&self, d: Duration) {
+    fn renew(&self, d: Duration) {
         let until = (Instant::now() + d).saturating_duration_since(base()).as_nanos();
         self.0.until.store(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Release);
     }
