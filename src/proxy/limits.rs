@@ -193,7 +193,8 @@ impl ConnectionLimits {
         self.counts.lock().unwrap_or_else(|e| e.into_inner()).total
     }
 
-    /// At most one warning per second per listener, with the running count of refusals.
+    /// At most one warning per second per listener, with the running count of refusals; the
+    /// others at debug.
     fn warn_rate_limited(&self, listener: &str, ip: IpAddr, r: Refusal, refused_total: u64) {
         static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         let now = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1_000;
@@ -202,6 +203,8 @@ impl ConnectionLimits {
             && self.last_warning_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
             tracing::warn!(listener, peer_ip = %ip, reason = %r, refused_total, "client connection refused");
+        } else {
+            tracing::debug!(listener, peer_ip = %ip, reason = %r, refused_total, "client connection refused");
         }
     }
 }
