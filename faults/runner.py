@@ -32,6 +32,8 @@ MG_PORT = 19092  # the first instance's bootstrap port; instance i (0-based) lis
 PORT_STEP = 20
 # Group timings of several-instances runs: short, so that work moves within seconds of a
 # kill -9 or a pause (the defaults are 10000 / 3000 / 30000).
+# mirrorgate's log level in the run (FAULTS_LOG_LEVEL, e.g. "info,mirrorgate::mirror=debug").
+LOG_LEVEL = os.environ.get("FAULTS_LOG_LEVEL", "info")
 GROUP_TIMINGS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "rebalance_timeout_ms": 12000}
 
 
@@ -296,7 +298,7 @@ def main():
                 f.write(
                     f"destination:\n  bootstrap_servers: {dst.mg_bootstrap}\n  metadata_refresh_interval_ms: 5000\n"
                     f"listeners:\n  - name: clients\n    bind_host: 127.0.0.1\n    advertised_host: 127.0.0.1\n    port_range: {port}-{port + 11}\n    admin: true\n"
-                    f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: info\n"
+                    f"mirror_state:\n  topic: __mirror_state\n  num_partitions: 3\n  replication_factor: 3\nlog:\n  level: {LOG_LEVEL}\n"
                 )
                 if len(fleet) > 1:
                     f.write(f"instances:\n  name: {mg.name}\n" + "".join(f"  {k}: {v}\n" for k, v in GROUP_TIMINGS.items()))

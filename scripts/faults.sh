@@ -9,7 +9,8 @@
 #   FAULTS_MG_BIN (mirrorgate binary; default: cargo build --release, target/release/mirrorgate),
 #   FAULTS_KEEP=1 (keep the clusters' state dirs), MIRRORGATE_CACHE (Kafka jar cache),
 #   FAULTS_MARKERS (mirror.transaction.markers of the mirror: real, the default, or placeholder),
-#   FAULTS_INSTANCES (mirrorgate instances sharing the mirror work; default 1).
+#   FAULTS_INSTANCES (mirrorgate instances sharing the mirror work; default 1),
+#   FAULTS_LOG_LEVEL (mirrorgate's log filter; default info).
 # Exit status: the runner's (0 = no violation, 1 = violation or failed end checks).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -334,6 +334,16 @@ impl BrokerConnection {
         &self.addr
     }
 
+    /// Closes the connection at once with a TCP reset (`SO_LINGER` 0): bytes written to it
+    /// that the broker has not acknowledged are discarded by the kernel instead of being
+    /// retransmitted — and acted on by the broker — after a network cut heals. A plain close
+    /// would leave them in the socket's send queue.
+    pub fn abort(self) {
+        if let Err(e) = socket2::SockRef::from(self.stream.tcp()).set_linger(Some(Duration::ZERO)) {
+            tracing::debug!(addr = %self.addr, error = %e, "cannot set SO_LINGER 0 before closing a connection");
+        }
+    }
+
     /// Sends `request` at `version` and waits for its response (within the request timeout),
     /// re-authenticating first when the SASL session is about to expire (KIP-368).
     ///

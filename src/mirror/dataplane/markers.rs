@@ -96,7 +96,8 @@ pub(super) struct Txns {
 /// The data producer's next sequence after a (re-)alignment: `last_sequence + 1` of its
 /// producer id on the destination partition (DescribeProducers, T5), or, when the broker holds
 /// no state for it (never written, or expired: it then accepts any sequence, broker-behaviour
-/// pin 3), the offset-derived one already in `w`. With placeholders only, both are the same.
+/// pin 3), the offset-derived one already in `w` with placeholders only (both are the same), or,
+/// with real markers, sequence 0 of the producer's next epoch (persisted before it is used).
 ///
 /// # Errors
 /// [`Retry`] when DescribeProducers fails and real markers are on (a guessed sequence would
@@ -109,11 +110,20 @@ pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer<'_>, re
             match ours {
                 Some(a) if a.last_sequence >= 0 => w.next_seq = next_sequence(a.last_sequence, 1),
                 _ if real && w.dest_next > 0 => {
-                    // With real markers the offset-derived sequence is not the producer's, and
-                    // a replica that still holds the producer (expiry runs per broker) would
-                    // refuse it after a leader change: a new producer id, from sequence 0.
-                    let (id, epoch) =
-                        init_producer_id(&task.dest).await.map_err(|e| Retry::new(format!("InitProducerId: {e}")))?;
+                    // With real markers the offset-derived sequence is not the producer's. The
+                    // producer's epoch is bumped (sequence 0 again, accepted by every replica,
+                    // Kafka `ProducerAppendInfo.checkSequence`) rather than a new producer id
+                    // taken: once a batch of the new epoch lands, the leader refuses any batch
+                    // of an older one (`checkProducerEpoch`), so an append another writer of
+                    // this partition (an instance that lost it) still had on the wire cannot
+                    // land after ours. A new producer id only when the epoch is exhausted.
+                    let seen = producers.iter().filter(|a| a.producer_id == w.producer_id).map(|a| a.producer_epoch).max();
+                    let current = seen.unwrap_or(w.producer_epoch).max(w.producer_epoch);
+                    let (id, epoch) = if current < i16::MAX - 1 {
+                        (w.producer_id, current + 1)
+                    } else {
+                        init_producer_id(&task.dest).await.map_err(|e| Retry::new(format!("InitProducerId: {e}")))?
+                    };
                     task.control
                         .update_partition(&task.topic, task.partition, |r| {
                             r.producer_id = Some(id);
@@ -121,7 +131,7 @@ pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer<'_>, re
                         })
                         .await
                         .map_err(|e| Retry::new(e.to_string()))?;
-                    tracing::debug!(topic = %task.topic, partition = task.partition, old_producer_id = w.producer_id, producer_id = id, "the destination holds no state of the partition's producer: a new producer id");
+                    tracing::debug!(topic = %task.topic, partition = task.partition, producer_id = id, old_epoch = w.producer_epoch, producer_epoch = epoch, "the destination holds no state of the partition's producer at its epoch: the epoch is bumped, sequences start at 0");
                     (w.producer_id, w.producer_epoch, w.next_seq) = (id, epoch, 0);
                 }
                 _ => {}

@@ -441,25 +441,27 @@ impl PartitionTask {
         if let Some(o) = txns.recover(self, &w, &segments).await? {
             return Ok(o);
         }
-        // A marker of ours that was still being written when the log end was read (its
-        // transaction completing) lands at that end: read it again after the recovery.
-        if txns.used {
-            match log_end::settled_log_end(&self.dest, topic, p, stop, self.request_timeout).await {
-                Ok(end) if end == dest_end => {}
-                Ok(end) => {
-                    return Err(Retry::new(format!(
-                        "destination {topic}-{p} log end moved from {dest_end} to {end} while mirrorgate's transactions were recovered"
-                    )))
-                }
-                Err(log_end::Unsettled::Stopped) => return Ok(Outcome::Stopped),
-                Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
-            }
-        }
-        // The log end is checked: reads held at a marker of ours end (`ControlPlane::hold_reads`).
-        self.control.release_reads(topic, p);
         let real_markers =
             (self.real_markers && !self.markers_refused.load(std::sync::atomic::Ordering::Relaxed)) || txns.any_open();
         markers::resume_sequence(self, &mut w, real_markers).await?;
+        // The log end is read again: the producer state just read must belong to it. Anything
+        // that landed since the first read — a marker of ours that was still being written
+        // (its transaction completing), or an append another writer had on the wire (an
+        // instance that lost the partition, whose request TCP delivered after a network cut
+        // healed) — would otherwise put the next sequence after records the offset count
+        // does not know of, and the next append would land that many offsets late.
+        match log_end::settled_log_end(&self.dest, topic, p, stop, self.request_timeout).await {
+            Ok(end) if end == dest_end => {}
+            Ok(end) => {
+                return Err(Retry::new(format!(
+                    "destination {topic}-{p} log end moved from {dest_end} to {end} while the partition was aligned (a marker of ours completing, or an append another writer had in flight)"
+                )))
+            }
+            Err(log_end::Unsettled::Stopped) => return Ok(Outcome::Stopped),
+            Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
+        }
+        // The log end is checked: reads held at a marker of ours end (`ControlPlane::hold_reads`).
+        self.control.release_reads(topic, p);
         let mut next_src = dest_end + w.shift;
         // Failback (start after STOPPED): the destination must end where mirroring stopped;
         // records written after the failover are reported, never kept or overwritten silently.

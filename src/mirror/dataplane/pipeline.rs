@@ -131,7 +131,8 @@ impl Pipeline {
         while let Some((sent, answer)) = self.next().await {
             match answer {
                 Err(MuxError::Ambiguous(_)) => ambiguous = true,
-                Ok(base) if base != sent.expected => {
+                // (Below the expected offset: a duplicate, nothing appended; see `judge`.)
+                Ok(base) if base > sent.expected => {
                     misplaced.get_or_insert((sent.expected, base));
                 }
                 _ => {}
@@ -401,6 +402,15 @@ impl PartitionTask {
         let (topic, p, expected) = (&self.topic, self.partition, sent.expected);
         match answer {
             Ok(base) if base == expected => Ok(None),
+            // An offset below the log end this append was due at: the broker took it for a
+            // resend of a batch it already holds with the same producer id, epoch and sequence
+            // range, and answered with that batch's offset (Kafka
+            // `ProducerStateManager.findDuplicateBatch`); nothing was appended. Another writer
+            // with this producer id appended first (an instance that lost the partition):
+            // re-align from the destination log end.
+            Ok(base) if base < expected => Err(Retry::new(format!(
+                "destination answered the append to {topic}-{p} due at {expected} with the earlier offset {base} (a duplicate of a batch another writer with this producer id appended); re-aligning"
+            ))),
             Ok(base) => Ok(Some(fail(
                 format!("destination appended {topic}-{p} at offset {base}, expected {expected}; something else writes to this mirror partition"),
                 false,

@@ -92,6 +92,13 @@ impl PendingAppend {
     }
 }
 
+/// How often a writer with Produce requests in flight checks that it still owns their
+/// partitions. An instance that lost its lease (cut off from the group coordinator) resets
+/// the connection well before the group gives the partitions to another instance (the lease
+/// ends a heartbeat interval before the session does), so a request held in the socket's
+/// send queue by a network cut is discarded instead of landing after the new owner's appends.
+const OWNERSHIP_CHECK: Duration = Duration::from_millis(200);
+
 /// Destination-side batching: per destination leader, Produce requests (acks=all) carrying one
 /// batch for every waiting partition, up to [`MAX_REQUESTS_IN_FLIGHT`] in flight.
 pub struct ProduceMux {
@@ -213,6 +220,7 @@ impl BrokerWriter {
         // When the client gives up on the oldest request in flight: a request timeout after it
         // was written, or after the answer before it (the broker handles them one at a time).
         let mut deadline = tokio::time::Instant::now();
+        let mut ownership_check = tokio::time::Instant::now() + OWNERSHIP_CHECK;
         loop {
             self.send_queued(&mut deadline).await;
             if closed && self.queue.is_empty() && self.sent.is_empty() {
@@ -244,6 +252,14 @@ impl BrokerWriter {
                 _ = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
                     let m = format!("no Produce answer from broker {} within {} ms", self.node_id, self.request_timeout.as_millis());
                     self.abandon(&m);
+                }
+                _ = tokio::time::sleep_until(ownership_check), if self.guard.is_some() && !self.sent.is_empty() => {
+                    ownership_check = tokio::time::Instant::now() + OWNERSHIP_CHECK;
+                    if let Some((topic, partition)) = self.unowned_in_flight() {
+                        let m = format!("{topic}-{partition} is not owned by this instance any more (its lease ran out) while a Produce of it was unanswered: the connection to broker {} is reset", self.node_id);
+                        tracing::info!(broker = self.node_id, topic, partition, "destination connection reset: a Produce in flight is of a partition this instance no longer owns");
+                        self.abandon(&m);
+                    }
                 }
                 job = rx.recv(), if !closed && room => match job {
                     Some(job) => {
@@ -399,8 +415,22 @@ impl BrokerWriter {
     /// appended. Their jobs get [`MuxError::Ambiguous`]; the next request reconnects.
     /// The queued jobs of those partitions are answered [`MuxError::NotSent`]: sent on a new
     /// connection they could race what the broker still does with the abandoned requests.
+    /// The first partition of a request in flight that the guard refuses now.
+    fn unowned_in_flight(&self) -> Option<(String, i32)> {
+        let guard = self.guard.as_ref()?;
+        self.sent
+            .iter()
+            .flat_map(|s| s.jobs.iter())
+            .find(|(j, _)| !guard(&j.topic, j.partition))
+            .map(|(j, _)| (j.topic.clone(), j.partition))
+    }
+
     fn abandon(&mut self, why: &str) {
-        self.conn = None;
+        // Reset, not closed: a Produce still in the socket's send queue (a network cut) must
+        // not reach the broker later, after this instance re-aligned or another took over.
+        if let Some(c) = self.conn.take() {
+            c.conn.abort();
+        }
         let mut hit = HashSet::new();
         for sent in self.sent.drain(..) {
             for (job, _) in sent.jobs {
