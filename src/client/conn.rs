@@ -587,3 +587,31 @@ impl BrokerConnection {
         ClientError::Protocol { addr: self.addr.clone(), reason: e.to_string() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// `abort` resets the connection: the peer reads ECONNRESET, not an orderly end of
+    /// stream (which a plain close gives, after delivering whatever was still queued).
+    #[tokio::test]
+    async fn abort_resets_the_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let secs = Duration::from_secs(5);
+        let conn = BrokerConnection::connect(&addr, secs, secs, 1 << 20).await.unwrap();
+        let (mut peer, _) = listener.accept().await.unwrap();
+        conn.abort();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(secs, peer.read(&mut buf)).await.unwrap();
+        assert_eq!(read.map_err(|e| e.kind()), Err(std::io::ErrorKind::ConnectionReset));
+
+        // A plain drop ends the stream in order.
+        let conn = BrokerConnection::connect(&addr, secs, secs, 1 << 20).await.unwrap();
+        let (mut peer, _) = listener.accept().await.unwrap();
+        drop(conn);
+        let read = tokio::time::timeout(secs, peer.read(&mut buf)).await.unwrap();
+        assert_eq!(read.map_err(|e| e.kind()), Ok(0));
+    }
+}
