@@ -23,6 +23,7 @@ use super::topic_configs::destination_topic_configs;
 use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 
 mod follow_ops;
+mod merge;
 mod sync_ops;
 
 pub use follow_ops::{FollowBarrier, Lease, Ownership};
@@ -214,6 +215,9 @@ pub struct ControlPlane {
     key_offsets: std::sync::Mutex<HashMap<super::store::StateKey, i64>>,
     /// Records written here and not yet seen by the follower: `(key, offset)`.
     own_writes: std::sync::Mutex<std::collections::HashSet<(super::store::StateKey, i64)>>,
+    /// Mirror and mirror-topic values before this instance's writes not yet followed back
+    /// (`merge`: a concurrent change through another instance is merged, not lost).
+    own_bases: std::sync::Mutex<merge::OwnBases>,
     /// Per mirror partition, the highest owner generation seen on its state records.
     generations: dashmap::DashMap<(String, i32), i32>,
     /// The mirror work this instance owns (group membership); `None`: no group, this
@@ -251,6 +255,7 @@ impl ControlPlane {
             source_timeouts,
             key_offsets: Default::default(),
             own_writes: Default::default(),
+            own_bases: Default::default(),
             generations: Default::default(),
             ownership: RwLock::new(None),
             follow_barrier: RwLock::new(None),
@@ -461,13 +466,16 @@ impl ControlPlane {
             }
         }
         let key = w.key();
+        let followed = self.follow_barrier.read().unwrap_or_else(|e| e.into_inner()).is_some();
+        let base = if followed { self.mergeable_value(&key) } else { None };
         let offset = self.persist.write(w).await.map_err(|e| MirrorError {
             code: UNKNOWN_SERVER_ERROR,
             message: format!("cannot write __mirror_state: {e}"),
         })?;
-        if self.follow_barrier.read().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if followed {
             // Followed back later; bounded by what the follower has not read yet.
             self.own_writes.lock().unwrap_or_else(|e| e.into_inner()).insert((key.clone(), offset));
+            self.remember_base(&key, offset, base);
         }
         let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
         let slot = offsets.entry(key).or_insert(offset);

@@ -226,29 +226,43 @@ impl ControlPlane {
         let _w = self.write_lock.lock().await;
         let mut reassert = Vec::new();
         for change in changes {
-            {
+            let overwritten_by = {
                 let mut offsets = self.key_offsets.lock().unwrap_or_else(|e| e.into_inner());
                 let own = self
                     .own_writes
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&(change.key.clone(), change.offset));
-                if let Some(&latest) = offsets.get(&change.key).filter(|&&o| o >= change.offset) {
-                    if !own && latest > change.offset {
-                        // Another instance wrote this key before a write of this instance that
-                        // was computed without it (two admin requests at once): the log keeps
-                        // this instance's value, theirs is lost. Said, never silent.
-                        tracing::warn!(
-                            key = ?change.key,
-                            offset = change.offset,
-                            overwritten_by = latest,
-                            "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
-                        );
-                        metrics::counter!("mirrorgate_state_concurrent_overwrites_total").increment(1);
-                    }
-                    continue;
+                if own {
+                    self.forget_bases(&change.key, change.offset);
                 }
-                offsets.insert(change.key.clone(), change.offset);
+                match offsets.get(&change.key).filter(|&&o| o >= change.offset) {
+                    Some(&latest) if !own && latest > change.offset => Some(latest),
+                    Some(_) => continue,
+                    None => {
+                        offsets.insert(change.key.clone(), change.offset);
+                        None
+                    }
+                }
+            };
+            if let Some(latest) = overwritten_by {
+                // Another instance wrote this key before a write of this instance that was
+                // computed without it (two admin requests at once): the log keeps this
+                // instance's value. Mirrors and mirror topics get a merge of both written
+                // (`merge`); what cannot be merged is said, never silent.
+                if self.merge_concurrent(&change.key, change.offset, change.value.as_ref()).await {
+                    tracing::info!(key = ?change.key, offset = change.offset, later = latest, "merged a concurrent state change through another instance with this instance's later write");
+                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged").increment(1);
+                } else if self.mergeable_value(&change.key).is_none() || change.value.is_none() {
+                    tracing::warn!(
+                        key = ?change.key,
+                        offset = change.offset,
+                        overwritten_by = latest,
+                        "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
+                    );
+                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "overwritten").increment(1);
+                }
+                continue;
             }
             metrics::counter!("mirrorgate_state_records_followed_total").increment(1);
             match (change.key, change.value) {
