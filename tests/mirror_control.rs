@@ -10,10 +10,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use mirrorgate::client::BrokerConnection;
@@ -153,43 +151,6 @@ fn mirrors_survive_a_restart_and_errors_are_named() {
     assert!(out.contains(&mirror), "{out}");
     let list = ok(mirrors_cli(&mg.bootstrap, &["--list"]), "--list after delete");
     assert!(!list.contains(&mirror), "{list}");
-}
-
-async fn connect(mg: &Mirrorgate) -> BrokerConnection {
-    BrokerConnection::connect(
-        &format!("127.0.0.1:{}", mg.first_port),
-        Duration::from_secs(5),
-        Duration::from_secs(30),
-        1 << 24,
-    )
-    .await
-    .unwrap()
-}
-
-async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::collections::HashMap<String, Option<String>> {
-    let mut conn = connect(mg).await;
-    let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-        .with_resource_type(64)
-        .with_resource_name(StrBytes::from_string(mirror.into()))
-        .with_configuration_keys(None)]);
-    let resp = conn.send(&req, 4).await.unwrap();
-    let r = &resp.results[0];
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect()
-}
-
-async fn alter_mirror_config(mg: &Mirrorgate, mirror: &str, key: &str, value: &str) -> (i16, Option<String>) {
-    let mut conn = connect(mg).await;
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-        .with_resource_type(64)
-        .with_resource_name(StrBytes::from_string(mirror.into()))
-        .with_configs(vec![AlterableConfig::default()
-            .with_name(StrBytes::from_string(key.into()))
-            .with_config_operation(0)
-            .with_value(Some(StrBytes::from_string(value.into())))])]);
-    let resp = conn.send(&req, 1).await.unwrap();
-    let r = &resp.responses[0];
-    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()))
 }
 
 fn batch(value: &str) -> Bytes {

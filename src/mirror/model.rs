@@ -412,6 +412,13 @@ pub struct PartitionStateRecord {
     /// (docs/operations.md, "Several instances").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_generation: Option<i32>,
+    /// Group generation whose owner last finished aligning the partition's copy loop (its
+    /// transactions of real markers complete, any marker written twice hidden, the log end
+    /// checked). Written once per generation, by partitions that use transactions: other
+    /// instances then end their read holds at a marker (`ControlPlane::hold_reads`) that an
+    /// earlier owner, possibly themselves, left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aligned_generation: Option<i32>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }
@@ -439,6 +446,7 @@ impl PartitionStateRecord {
             placeholder_end: None,
             transactions_used: false,
             owner_generation: None,
+            aligned_generation: None,
             updated_ms: now_ms(),
         }
     }

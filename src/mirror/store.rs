@@ -1107,6 +1107,7 @@ mod tests {
             placeholder_end: None,
             transactions_used: false,
             owner_generation: None,
+            aligned_generation: None,
             updated_ms: 1,
         }
     }

@@ -644,3 +644,44 @@ pub fn produce_to_partition_0(bootstrap: &str, topic: &str, count: usize, prefix
         "produce",
     );
 }
+
+/// A connection to `mg`'s first port (our own client, plaintext).
+pub async fn connect(mg: &Mirrorgate) -> mirrorgate::client::conn::BrokerConnection {
+    mirrorgate::client::conn::BrokerConnection::connect(
+        &format!("127.0.0.1:{}", mg.first_port),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        1 << 24,
+    )
+    .await
+    .unwrap()
+}
+
+/// The configs of `mirror` through `mg` (DescribeConfigs on CLUSTER_MIRROR, 64).
+pub async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::collections::HashMap<String, Option<String>> {
+    let mut conn = connect(mg).await;
+    let req = kafka_protocol::messages::DescribeConfigsRequest::default().with_resources(vec![kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(64)
+        .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
+        .with_configuration_keys(None)]);
+    let resp = conn.send(&req, 4).await.unwrap();
+    let r = &resp.results[0];
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect()
+}
+
+/// Sets one config of `mirror` through `mg` (IncrementalAlterConfigs on CLUSTER_MIRROR, 64):
+/// the resource's error code and message.
+pub async fn alter_mirror_config(mg: &Mirrorgate, mirror: &str, key: &str, value: &str) -> (i16, Option<String>) {
+    let mut conn = connect(mg).await;
+    let req = kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
+        .with_resource_type(64)
+        .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
+        .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
+            .with_name(kafka_protocol::protocol::StrBytes::from_string(key.into()))
+            .with_config_operation(0)
+            .with_value(Some(kafka_protocol::protocol::StrBytes::from_string(value.into())))])]);
+    let resp = conn.send(&req, 1).await.unwrap();
+    let r = &resp.responses[0];
+    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()))
+}

@@ -351,11 +351,41 @@ impl ControlPlane {
                 rec = merged;
             }
         }
+        // A read hold this instance keeps at a marker of a partition it no longer copies
+        // ends once the partition's owner has aligned it (marker transactions complete,
+        // duplicates hidden) or it is stopped: the hold was for a marker only the copy loop
+        // can check, and the loop runs elsewhere now.
+        let aligned_elsewhere = ours.is_none()
+            && rec.aligned_generation.is_some()
+            && rec.aligned_generation == rec.owner_generation;
+        if (aligned_elsewhere || rec.state == MirrorPartitionState::Stopped)
+            && self.read_caps.remove(&key).is_some()
+        {
+            tracing::info!(topic = %topic, partition, generation = ?rec.aligned_generation, state = rec.state.as_str(), "read hold at a marker ended: the partition's owner aligned it");
+        }
         tracing::debug!(topic = %topic, partition, state = rec.state.as_str(), "followed a mirror partition state");
         self.update_state(|s| {
             s.partitions.insert(key, rec);
         });
         again
+    }
+
+    /// Records, once per group generation, that this instance's copy loop finished aligning
+    /// `topic`-`partition` (`PartitionStateRecord::aligned_generation`), so other instances
+    /// end read holds they keep at its markers. Only in a group, and only for partitions
+    /// that use transactions (only those have holds).
+    ///
+    /// # Errors
+    /// Not the owner any more; a store failure.
+    pub async fn note_aligned(&self, topic: &str, partition: i32) -> Result<(), MirrorError> {
+        let Some(generation) = self.write_generation(topic, partition) else { return Ok(()) };
+        let due = self
+            .partition(topic, partition)
+            .is_some_and(|r| r.transactions_used && r.aligned_generation != Some(generation));
+        if !due {
+            return Ok(());
+        }
+        self.update_partition(topic, partition, |r| r.aligned_generation = Some(generation)).await.map(|_| ())
     }
 
     /// Writes the in-memory record of a partition this instance owns again (after a stale

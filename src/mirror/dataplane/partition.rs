@@ -460,8 +460,10 @@ impl PartitionTask {
             Err(log_end::Unsettled::Stopped) => return Ok(Outcome::Stopped),
             Err(e) => return Err(Retry::new(format!("destination {topic}-{p}: {e}"))),
         }
-        // The log end is checked: reads held at a marker of ours end (`ControlPlane::hold_reads`).
+        // The log end is checked: reads held at a marker of ours end (`ControlPlane::hold_reads`),
+        // here and, told through the state topic, on instances that copied it before.
         self.control.release_reads(topic, p);
+        self.control.note_aligned(topic, p).await.map_err(|e| Retry::new(e.message))?;
         let mut next_src = dest_end + w.shift;
         // Failback (start after STOPPED): the destination must end where mirroring stopped;
         // records written after the failover are reported, never kept or overwritten silently.
