@@ -421,7 +421,8 @@ async fn concurrent_admin_changes_through_two_instances_are_both_kept() {
     let mut merged_rounds = 0;
     for round in 1..=6 {
         let (va, vb) = (format!("{}", 10 + round), format!("{}", 1000 + round));
-        let (ra, rb) = tokio::join!(alter_mirror_config(&a, &mirror, ka, &va), alter_mirror_config(&b, &mirror, kb, &vb));
+        let (ra, rb) =
+            tokio::join!(alter_mirror_config(&a, &mirror, ka, &va), alter_mirror_config(&b, &mirror, kb, &vb));
         assert_eq!((ra.0, rb.0), (0, 0), "round {round}: {ra:?} {rb:?}");
         let started = Instant::now();
         loop {
@@ -442,7 +443,9 @@ async fn concurrent_admin_changes_through_two_instances_are_both_kept() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    eprintln!("concurrent admin changes: 6 rounds kept both changes ({merged_rounds} needed more than 50 ms to converge)");
+    eprintln!(
+        "concurrent admin changes: 6 rounds kept both changes ({merged_rounds} needed more than 50 ms to converge)"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

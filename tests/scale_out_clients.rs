@@ -2,8 +2,9 @@
 //! killed (kill -9) and another restarted. A real Kafka 4.1 destination, three mirrorgate
 //! instances with one configuration and one state topic, and Kafka's Java producer and
 //! consumer (`tests/java/HaClients.java`) with every instance in bootstrap.servers and
-//! `metadata.recovery.strategy=rebootstrap`. The client-visible pause is printed (a figure,
-//! not asserted beyond a generous bound).
+//! `metadata.recovery.strategy=rebootstrap`; and librdkafka's (confluent-kafka,
+//! `tests/python/reauth_clients.py roundtrip`) with every instance in bootstrap.servers. The
+//! client-visible pause is printed (a figure, not asserted beyond a generous bound).
 
 mod support;
 
@@ -83,5 +84,89 @@ fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
     assert!(produced > 100, "too few records went through: {stdout}");
     let (ack_gap, read_gap) = (value("max_ack_gap_ms"), value("max_read_gap_ms"));
     eprintln!("client-visible pause: longest wait for a produce acknowledgement {ack_gap} ms, longest gap between consumed records {read_gap} ms ({produced} records, every one read back at its offset)");
+    assert!(ack_gap < 60_000 && read_gap < 60_000, "{stdout}");
+}
+
+/// The same with librdkafka (confluent-kafka): an idempotent producer (acks=all) and a
+/// consumer of partition 0, every instance in `bootstrap.servers`; one instance killed
+/// (kill -9), another restarted. Every record is read back once, in order, at its offset.
+#[test]
+fn librdkafka_clients_ride_through_a_killed_and_a_restarted_instance() {
+    let dest = cluster("dest");
+    let state_topic = unique_name("__mirror_state-ha-rdkafka");
+    let mut instances: Vec<Mirrorgate> = ["a", "b", "c"].iter().map(|n| instance(&dest, &state_topic, n)).collect();
+    let topic = unique_name("ha-rdkafka");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            &dest.bootstrap,
+            "--create",
+            "--topic",
+            &topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
+    let bootstrap = instances.iter().map(|m| m.bootstrap.clone()).collect::<Vec<_>>().join(",");
+    let before: Vec<usize> = instances.iter().map(connections).collect();
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    let clients = std::thread::spawn(move || {
+        python_program(
+            "reauth_clients.py",
+            &[
+                "roundtrip",
+                "--bootstrap",
+                &b,
+                "--topic",
+                &t,
+                "--seconds",
+                "35",
+                "--interval-ms",
+                "50",
+                "--drain-seconds",
+                "90",
+                "--prop",
+                "enable.idempotence=true",
+                "--prop",
+                "message.timeout.ms=120000",
+                "--prop",
+                "reconnect.backoff.max.ms=1000",
+                "--prop",
+                "socket.connection.setup.timeout.ms=3000",
+            ],
+            Duration::from_secs(180),
+        )
+    });
+
+    std::thread::sleep(Duration::from_secs(8));
+    let used: Vec<usize> = instances.iter().zip(&before).map(|(m, b)| connections(m) - b).collect();
+    let victim = (0..3).max_by_key(|&i| used[i]).unwrap();
+    assert!(used[victim] > 0, "the clients connected to no instance: {used:?}");
+    drop(instances.remove(victim));
+    eprintln!("killed instance {victim} (client connections per instance: {used:?})");
+    std::thread::sleep(Duration::from_secs(10));
+    let status = instances[0].terminate(Duration::from_secs(60));
+    assert!(status.success(), "SIGTERM exit status {status:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    instances[0] = instance(&dest, &state_topic, "a2");
+
+    let out = clients.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "librdkafka clients: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let figures: Vec<&str> = stdout.split_whitespace().collect();
+    let value = |name: &str| -> i64 {
+        let i = figures.iter().position(|w| *w == name).unwrap_or_else(|| panic!("{name} in {stdout}"));
+        figures[i + 1].parse().unwrap()
+    };
+    let (produced, consumed) = (value("produced"), value("consumed"));
+    assert_eq!(produced, consumed, "{stdout}");
+    assert!(produced > 100, "too few records went through: {stdout}");
+    let (ack_gap, read_gap) = (value("max_ack_gap_ms"), value("max_read_gap_ms"));
+    eprintln!("librdkafka client-visible pause: longest wait between delivery reports {ack_gap} ms, longest gap between consumed records {read_gap} ms ({produced} records, every one read back once at its offset)");
     assert!(ack_gap < 60_000 && read_gap < 60_000, "{stdout}");
 }

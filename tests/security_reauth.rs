@@ -102,11 +102,7 @@ fn sample(text: &str, name: &str, labels: &[&str]) -> f64 {
 
 /// `tests/python/reauth_clients.py` (librdkafka) with `args`.
 fn reauth_client(args: &[&str]) -> std::process::Output {
-    let py = repo().join(".venv/bin/python");
-    assert!(py.exists(), "{} is missing: run `scripts/pyenv.sh`", py.display());
-    let mut cmd = std::process::Command::new(py);
-    cmd.arg(repo().join("tests/python/reauth_clients.py")).args(args);
-    run(cmd, None, Duration::from_secs(180))
+    python_program("reauth_clients.py", args, Duration::from_secs(180))
 }
 
 fn wait_identical(source: &Cluster, dest: &Cluster, topic: &str, partitions: i32, records: i64) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """librdkafka (confluent-kafka) clients that run for a while, for the KIP-368
-re-authentication tests (tests/security_reauth.rs).
+re-authentication tests (tests/security_reauth.rs) and the several-instances client test
+(tests/scale_out_clients.rs).
 
   steady --bootstrap B --topic T --seconds S [--interval-ms I] [--prop k=v ...]
       Produces "v-0", "v-1", ... (keys "k-0", ...) round-robin over the topic's
@@ -11,8 +12,10 @@ re-authentication tests (tests/security_reauth.rs).
       One producer and one consumer (partition 0 assigned from the beginning, no
       group) on the same connection settings, side by side for S seconds: produces
       "v-0", "v-1", ... to partition 0 every I ms while consuming, then waits up to
-      30 s for the rest. Prints "produced N consumed M"; exit 1 unless the consumed
-      values are exactly the produced ones, in order, at offsets 0..N-1.
+      30 s for the rest (--drain-seconds). Prints "produced N consumed M
+      max_ack_gap_ms G max_read_gap_ms R" (the longest wait between two delivery
+      reports, and between two consumed records); exit 1 unless the consumed values
+      are exactly the produced ones, in order, at offsets 0..N-1.
 """
 
 import argparse
@@ -78,8 +81,17 @@ def roundtrip(args):
     def on_delivery(err, msg):
         if err is not None:
             errors.append(str(err))
+        else:
+            mark("ack")
 
     got = []
+    gaps = {"ack": 0.0, "read": 0.0}
+    last = {"ack": time.time(), "read": time.time()}
+
+    def mark(kind):
+        now = time.time()
+        gaps[kind] = max(gaps[kind], now - last[kind])
+        last[kind] = now
 
     def consume(timeout):
         m = c.poll(timeout)
@@ -88,6 +100,7 @@ def roundtrip(args):
         if m.error():
             errors.append(str(m.error()))
             return
+        mark("read")
         got.append((m.offset(), m.value().decode()))
 
     n = 0
@@ -100,15 +113,15 @@ def roundtrip(args):
         next_at = start + n * args.interval_ms / 1000.0
         while time.time() < next_at:
             consume(max(0.0, next_at - time.time()))
-    p.flush(30)
-    deadline = time.time() + 30
+    p.flush(args.drain_seconds)
+    deadline = time.time() + args.drain_seconds
     while len(got) < n and time.time() < deadline:
         consume(0.5)
     c.close()
     want = [(i, f"v-{i}") for i in range(n)]
     for e in errors[:10]:
         print(f"ERROR {e}", file=sys.stderr)
-    print(f"produced {n} consumed {len(got)}")
+    print(f"produced {n} consumed {len(got)} max_ack_gap_ms {int(gaps['ack'] * 1000)} max_read_gap_ms {int(gaps['read'] * 1000)}")
     if got != want:
         print(f"ERROR consumed records differ: first {got[:3]}, last {got[-3:]}", file=sys.stderr)
         return 1
@@ -125,6 +138,7 @@ def main():
         sp.add_argument("--seconds", type=float, required=True)
         sp.add_argument("--interval-ms", type=float, default=100)
         sp.add_argument("--prop", action="append")
+        sp.add_argument("--drain-seconds", type=float, default=30)
     args = ap.parse_args()
     return steady(args) if args.cmd == "steady" else roundtrip(args)
 

@@ -460,6 +460,20 @@ pub fn python_client(args: &[&str]) -> Output {
     run(cmd, None, Duration::from_secs(120))
 }
 
+/// Runs the Python program `tests/python/<file>` (librdkafka via confluent-kafka) in the
+/// project virtualenv with `args`, within `timeout`.
+pub fn python_program(file: &str, args: &[&str], timeout: Duration) -> Output {
+    let py = repo().join(".venv/bin/python");
+    assert!(
+        py.exists(),
+        "{} is missing: run `scripts/pyenv.sh` (the test command does) to install confluent-kafka",
+        py.display()
+    );
+    let mut cmd = Command::new(py);
+    cmd.arg(repo().join("tests/python").join(file)).args(args);
+    run(cmd, None, timeout)
+}
+
 /// Asserts success and returns stdout.
 pub fn ok(out: Output, what: &str) -> String {
     assert!(out.status.success(), "{what} failed: {}", describe(&out));
@@ -658,12 +672,17 @@ pub async fn connect(mg: &Mirrorgate) -> mirrorgate::client::conn::BrokerConnect
 }
 
 /// The configs of `mirror` through `mg` (DescribeConfigs on CLUSTER_MIRROR, 64).
-pub async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::collections::HashMap<String, Option<String>> {
+pub async fn describe_mirror_configs(
+    mg: &Mirrorgate,
+    mirror: &str,
+) -> std::collections::HashMap<String, Option<String>> {
     let mut conn = connect(mg).await;
-    let req = kafka_protocol::messages::DescribeConfigsRequest::default().with_resources(vec![kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default()
-        .with_resource_type(64)
-        .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
-        .with_configuration_keys(None)]);
+    let req = kafka_protocol::messages::DescribeConfigsRequest::default().with_resources(vec![
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(64)
+            .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
+            .with_configuration_keys(None),
+    ]);
     let resp = conn.send(&req, 4).await.unwrap();
     let r = &resp.results[0];
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
@@ -674,13 +693,16 @@ pub async fn describe_mirror_configs(mg: &Mirrorgate, mirror: &str) -> std::coll
 /// the resource's error code and message.
 pub async fn alter_mirror_config(mg: &Mirrorgate, mirror: &str, key: &str, value: &str) -> (i16, Option<String>) {
     let mut conn = connect(mg).await;
-    let req = kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
-        .with_resource_type(64)
-        .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
-        .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
+    let req = kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![
+        kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(64)
+            .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(mirror.into()))
+            .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default(
+            )
             .with_name(kafka_protocol::protocol::StrBytes::from_string(key.into()))
             .with_config_operation(0)
-            .with_value(Some(kafka_protocol::protocol::StrBytes::from_string(value.into())))])]);
+            .with_value(Some(kafka_protocol::protocol::StrBytes::from_string(value.into())))]),
+    ]);
     let resp = conn.send(&req, 1).await.unwrap();
     let r = &resp.responses[0];
     (r.error_code, r.error_message.as_ref().map(|m| m.to_string()))

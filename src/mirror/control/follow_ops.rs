@@ -252,7 +252,8 @@ impl ControlPlane {
                 // (`merge`); what cannot be merged is said, never silent.
                 if self.merge_concurrent(&change.key, change.offset, change.value.as_ref()).await {
                     tracing::info!(key = ?change.key, offset = change.offset, later = latest, "merged a concurrent state change through another instance with this instance's later write");
-                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged").increment(1);
+                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged")
+                        .increment(1);
                 } else if self.mergeable_value(&change.key).is_none() || change.value.is_none() {
                     tracing::warn!(
                         key = ?change.key,
@@ -260,7 +261,8 @@ impl ControlPlane {
                         overwritten_by = latest,
                         "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
                     );
-                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "overwritten").increment(1);
+                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "overwritten")
+                        .increment(1);
                 }
                 continue;
             }
@@ -355,12 +357,9 @@ impl ControlPlane {
         // ends once the partition's owner has aligned it (marker transactions complete,
         // duplicates hidden) or it is stopped: the hold was for a marker only the copy loop
         // can check, and the loop runs elsewhere now.
-        let aligned_elsewhere = ours.is_none()
-            && rec.aligned_generation.is_some()
-            && rec.aligned_generation == rec.owner_generation;
-        if (aligned_elsewhere || rec.state == MirrorPartitionState::Stopped)
-            && self.read_caps.remove(&key).is_some()
-        {
+        let aligned_elsewhere =
+            ours.is_none() && rec.aligned_generation.is_some() && rec.aligned_generation == rec.owner_generation;
+        if (aligned_elsewhere || rec.state == MirrorPartitionState::Stopped) && self.read_caps.remove(&key).is_some() {
             tracing::info!(topic = %topic, partition, generation = ?rec.aligned_generation, state = rec.state.as_str(), "read hold at a marker ended: the partition's owner aligned it");
         }
         tracing::debug!(topic = %topic, partition, state = rec.state.as_str(), "followed a mirror partition state");
