@@ -85,6 +85,7 @@ fn partition(mirror: &str, topic: &str, p: i32, epoch: i32) -> PartitionStateRec
         placeholder_end: None,
         transactions_used: false,
         owner_generation: None,
+        aligned_generation: None,
         updated_ms: 1_700_000_000_002,
     }
 }
