@@ -737,19 +737,30 @@ impl StateStore {
         again
     }
 
-    /// The high watermark of every partition of the state topic (by index), now.
+    /// The high watermark of every partition of the state topic (by index), now: one
+    /// ListOffsets per partition, all in flight at once (an admin request waits for them,
+    /// `ControlPlane::follow_barrier`).
     ///
     /// # Errors
     /// [`StoreError::Cluster`] for a ListOffsets failure.
     pub async fn high_watermarks(&self) -> Result<Vec<i64>, StoreError> {
-        let mut hws = Vec::with_capacity(self.topic.partitions as usize);
+        let mut asks = tokio::task::JoinSet::new();
         for p in 0..self.topic.partitions {
-            let hw = self
-                .client
-                .list_offsets(&self.topic.name, p, LATEST_TIMESTAMP)
-                .await
-                .map_err(|e| StoreError::Cluster { topic: self.topic.name.clone(), source: Box::new(e) })?;
-            hws.push(hw);
+            let (client, topic) = (self.client.clone(), self.topic.name.clone());
+            asks.spawn(async move { (p, client.list_offsets(&topic, p, LATEST_TIMESTAMP).await) });
+        }
+        let mut hws = vec![0; self.topic.partitions.max(0) as usize];
+        while let Some(done) = asks.join_next().await {
+            let (p, hw) = done.map_err(|e| StoreError::Cluster {
+                topic: self.topic.name.clone(),
+                source: Box::new(crate::client::cluster::ClusterError::Unexpected {
+                    api: kafka_protocol::messages::ApiKey::ListOffsets,
+                    broker: String::new(),
+                    reason: format!("the ListOffsets task ended: {e}"),
+                }),
+            })?;
+            hws[p as usize] =
+                hw.map_err(|e| StoreError::Cluster { topic: self.topic.name.clone(), source: Box::new(e) })?;
         }
         Ok(hws)
     }
