@@ -190,8 +190,8 @@ def check(run, src, fleet, final=False):
 
 
 def wait_lag_zero(run, binary, fleet, src, timeout_s, give_up_failed_s=90):
-    """Waits until every partition is MIRRORING with lag 0 and its destination offset at the
-    source end. Gives up early when some partition stays FAILED and not retryable
+    """Waits until every partition is MIRRORING with lag 0 and mirrored up to the source end
+    (its source offset; the destination offset differs on a shifted partition). Gives up early when some partition stays FAILED and not retryable
     (`retryAttempt` -1: only an operator moves it on) for `give_up_failed_s`."""
     deadline = time.time() + timeout_s
     last = None
@@ -203,14 +203,16 @@ def wait_lag_zero(run, binary, fleet, src, timeout_s, give_up_failed_s=90):
             rows = json.loads(r.stdout)
             src_ends = checker.end_offsets(src.bootstrap, all_partitions())
             bad = [
-                f"{x['topic']}-{x['partition']}: state {x['state']} lag {x['lag']} dest {x['destinationOffset']} source end {src_ends.get((x['topic'], x['partition']))}"
+                f"{x['topic']}-{x['partition']}: state {x['state']} lag {x['lag']} at source offset {x['sourceOffset']} (dest {x['destinationOffset']}) source end {src_ends.get((x['topic'], x['partition']))}"
                 + (f" owner {x.get('owner')}" if len(fleet) > 1 else "")
                 + (f" error {x['errorMessage']!r}" if x.get("errorMessage") else "")
                 for x in rows
-                if x["lag"] != 0 or x["state"] != "MIRRORING" or x["destinationOffset"] != src_ends.get((x["topic"], x["partition"]))
+                # (The source offset the mirror has reached: the destination offset differs from
+                # it on a shifted partition, e.g. after a duplicate marker was hidden.)
+                if x["lag"] != 0 or x["state"] != "MIRRORING" or x["sourceOffset"] != src_ends.get((x["topic"], x["partition"]))
             ]
             if len(rows) == len(all_partitions()) and not bad:
-                run.log(f"lag 0 on all {len(rows)} partitions (destination offset = source end)")
+                run.log(f"lag 0 on all {len(rows)} partitions (mirrored up to the source end)")
                 if len(fleet) > 1:
                     run.log(f"owners at lag 0 (as {fleet.names_of(mg)} describes them): {owners_text(rows)}", event=False)
                 return True
