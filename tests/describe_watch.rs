@@ -93,12 +93,15 @@ fn watch_shows_the_lag_of_a_paused_mirror_fall_to_zero_after_resume() {
     });
     // One screen, refreshed in place: the title line appears once.
     assert_eq!(paused.matches("(Ctrl-C to stop)").count(), 1, "{paused}");
-    assert!(paused.contains(&topic) && paused.contains("RATE/S"), "{paused}");
+    assert!(paused.contains(&topic) && paused.contains("RATE/S") && paused.contains("ETA"), "{paused}");
+    // Nothing is copied while paused: no estimate.
+    assert!(paused.contains("caught up in -,"), "{paused}");
 
     ok(mirrors_cli(&mg.bootstrap, &["--resume", "--mirror", &mirror, "--topics", &topic]), "--resume");
     let caught_up = wait_for_pane(&session, "the lag fall to 0", Duration::from_secs(60), |p| {
         p.contains("total lag 0,") && p.contains("MIRRORING")
     });
+    assert!(caught_up.contains("caught up in 0s,"), "{caught_up}");
     assert_eq!(caught_up.matches("(Ctrl-C to stop)").count(), 1, "{caught_up}");
 
     // Ctrl-C ends the watch (and with it the tmux session).

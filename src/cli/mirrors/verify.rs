@@ -4,8 +4,11 @@
 //! `mirrorgate::mirror::verify` (offsets, record counts, timestamps, payload bytes). Through
 //! mirrorgate every mirror partition shows the source's offsets, a shifted one too
 //! (`proxy::present`), so offsets are compared as they are. Prints one line per partition and fails on any difference.
+//! On a terminal, a progress line on stderr counts partitions and offsets done, with an
+//! estimate of the time left (from the offsets compared so far per second).
 
-use std::time::Duration;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::DescribeConfigsRequest;
@@ -53,12 +56,21 @@ pub async fn run(
     let dest =
         connect(vec![conn.addr().to_string()]).await.map_err(|e| anyhow::anyhow!("mirrorgate {}: {e}", conn.addr()))?;
     let (mut ok, mut bad) = (0, 0);
+    let chosen = |topic: &str| patterns.is_empty() || patterns.iter().any(|r| r.is_match(topic));
+    let mut progress = Progress::new(
+        m.topics
+            .iter()
+            .filter(|t| chosen(t.topic_name.0.as_str()))
+            .flat_map(|t| t.partitions.iter().map(|p| p.source_offset.max(0)))
+            .collect(),
+    );
     for t in &m.topics {
         let topic = t.topic_name.0.as_str();
-        if !patterns.is_empty() && !patterns.iter().any(|r| r.is_match(topic)) {
+        if !chosen(topic) {
             continue;
         }
         for p in &t.partitions {
+            progress.show();
             let pairs: Vec<(i64, i64)> = ext::segments(p).unwrap_or_default();
             // Read through mirrorgate, a shifted partition already shows the source's offsets
             // (proxy::present): the destination is compared as if identical.
@@ -80,14 +92,74 @@ pub async fn run(
                     report.stdout.push_str(&format!("DIFF  {topic}-{}: {e}\n", p.partition_index));
                 }
             }
+            progress.done(p.source_offset.max(0));
         }
     }
+    progress.finish();
     report.stdout.push_str(&format!(
         "Verified {} partition(s) of mirror {mirror}: {ok} identical, {bad} different.\n",
         ok + bad
     ));
     report.failed = bad > 0;
     Ok(report)
+}
+
+/// The progress line of `--verify` on a terminal (stderr, rewritten in place): partitions
+/// and offsets done of the total, elapsed time and the time left at the rate so far.
+struct Progress {
+    /// Offsets (the mirror's source offset) of each partition to verify.
+    sizes: Vec<i64>,
+    done_partitions: usize,
+    done_offsets: i64,
+    started: Instant,
+    on: bool,
+}
+
+impl Progress {
+    fn new(sizes: Vec<i64>) -> Self {
+        let on = std::io::stderr().is_terminal() && sizes.len() > 1;
+        Self { sizes, done_partitions: 0, done_offsets: 0, started: Instant::now(), on }
+    }
+
+    fn done(&mut self, offsets: i64) {
+        self.done_partitions += 1;
+        self.done_offsets += offsets;
+    }
+
+    fn line(&self) -> String {
+        self.line_at(self.started.elapsed().as_secs_f64())
+    }
+
+    /// The line after `elapsed` seconds.
+    fn line_at(&self, elapsed: f64) -> String {
+        let total: i64 = self.sizes.iter().sum();
+        let rate = (elapsed > 0.0 && self.done_offsets > 0).then(|| self.done_offsets as f64 / elapsed);
+        format!(
+            "verifying: {}/{} partitions, {} of {} offsets, {:.0} s elapsed, about {} left",
+            self.done_partitions,
+            self.sizes.len(),
+            self.done_offsets,
+            total,
+            elapsed,
+            super::watch::eta(total - self.done_offsets, rate)
+        )
+    }
+
+    fn show(&self) {
+        if self.on {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[K{}", self.line());
+            let _ = e.flush();
+        }
+    }
+
+    fn finish(&self) {
+        if self.on {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[K");
+            let _ = e.flush();
+        }
+    }
 }
 
 /// The mirror's `bootstrap.servers`, via DescribeConfigs on resource type CLUSTER_MIRROR.
@@ -113,4 +185,18 @@ async fn source_bootstrap(addr: &str, mirror: &str) -> anyhow::Result<Vec<String
         .and_then(|c| c.value.as_ref())
         .ok_or_else(|| anyhow::anyhow!("mirror {mirror} has no bootstrap.servers"))?;
     Ok(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_partitions_and_offsets() {
+        let mut p = Progress::new(vec![100, 300]);
+        assert_eq!(p.line_at(2.0), "verifying: 0/2 partitions, 0 of 400 offsets, 2 s elapsed, about - left");
+        p.done(100);
+        // 100 offsets in 2 s: 300 left at 50/s.
+        assert_eq!(p.line_at(2.0), "verifying: 1/2 partitions, 100 of 400 offsets, 2 s elapsed, about 6s left");
+    }
 }

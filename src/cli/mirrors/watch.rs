@@ -1,5 +1,6 @@
 //! `mirrorgate mirrors --describe --watch [SECONDS]`: the describe table refreshed in place
-//! (like `watch`), with the copy rate per partition and totals, until Ctrl-C.
+//! (like `watch`), with the copy rate per partition and totals and an estimate of the time
+//! left to catch up (lag ÷ rate), until Ctrl-C.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -37,8 +38,25 @@ impl Rates {
     }
 }
 
-/// One screen: a title line with totals, then MIRROR, TOPIC, PARTITION, LAG, RATE/S, STATE,
-/// OWNER, ERROR per partition.
+/// The time left to copy `lag` offsets at `rate` offsets/s, for people: `12s`, `4m10s`,
+/// `2h05m`, `3d04h`; `-` when it cannot be told (no rate yet, or nothing copied while
+/// behind), `0s` when caught up.
+pub fn eta(lag: i64, rate: Option<f64>) -> String {
+    if lag == 0 {
+        return "0s".into();
+    }
+    let Some(rate) = rate.filter(|r| *r > 0.0 && lag > 0) else { return "-".into() };
+    let secs = (lag as f64 / rate).ceil().min(99.0 * 86_400.0) as u64;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3_600, s % 3_600 / 60),
+        s => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
+/// One screen: a title line with totals (lag, rate, the time left at that rate), then
+/// MIRROR, TOPIC, PARTITION, LAG, RATE/S, ETA, STATE, OWNER, ERROR per partition.
 pub fn screen(rows: &[PartitionRow], rates: &[Option<f64>], every: Duration, at: &str) -> String {
     let known: Vec<i64> = rows.iter().map(|r| r.lag).filter(|l| *l >= 0).collect();
     let total_lag: i64 = known.iter().sum();
@@ -53,11 +71,12 @@ pub fn screen(rows: &[PartitionRow], rates: &[Option<f64>], every: Duration, at:
     }
     let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
     let mut out = format!(
-        "Every {} s, {at} (Ctrl-C to stop): {} partition(s), total lag {total_lag}{}, {:.0} records/s, {}{}\n\n",
+        "Every {} s, {at} (Ctrl-C to stop): {} partition(s), total lag {total_lag}{}, {:.0} records/s, caught up in {}, {}{}\n\n",
         every.as_secs(),
         rows.len(),
         if known.len() < rows.len() { " (some unknown)" } else { "" },
         total_rate,
+        slowest_eta(rows, rates),
         states.join(", "),
         if failed > 0 { format!(" — {failed} FAILED") } else { String::new() },
     );
@@ -71,14 +90,36 @@ pub fn screen(rows: &[PartitionRow], rates: &[Option<f64>], every: Duration, at:
                 r.partition.to_string(),
                 if r.lag < 0 { "-".into() } else { r.lag.to_string() },
                 rate.map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+                if r.lag < 0 { "-".into() } else { eta(r.lag, *rate) },
                 r.state.clone(),
                 r.owner.clone().unwrap_or_else(|| "-".into()),
                 r.error_message.as_deref().map(one_line).filter(|m| !m.is_empty()).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
-    out.push_str(&table(&["MIRROR", "TOPIC", "PARTITION", "LAG", "RATE/S", "STATE", "OWNER", "ERROR"], &cells));
+    out.push_str(&table(&["MIRROR", "TOPIC", "PARTITION", "LAG", "RATE/S", "ETA", "STATE", "OWNER", "ERROR"], &cells));
     out
+}
+
+/// The time until every partition is caught up: the largest per-partition estimate
+/// (partitions copy side by side), `-` while any behind partition has no rate.
+fn slowest_eta(rows: &[PartitionRow], rates: &[Option<f64>]) -> String {
+    let mut worst: Option<(f64, String)> = None;
+    for (r, rate) in rows.iter().zip(rates) {
+        if r.lag <= 0 {
+            continue;
+        }
+        match rate.filter(|v| *v > 0.0) {
+            None => return "-".into(),
+            Some(v) => {
+                let secs = r.lag as f64 / v;
+                if worst.as_ref().is_none_or(|(w, _)| secs > *w) {
+                    worst = Some((secs, eta(r.lag, Some(v))));
+                }
+            }
+        }
+    }
+    worst.map_or_else(|| "0s".into(), |(_, e)| e)
 }
 
 /// Prints `screen` over the previous one.
@@ -125,10 +166,25 @@ mod tests {
     fn the_screen_has_totals_and_one_line_per_partition() {
         let rows = [row(0, 5, 10, "MIRRORING"), row(1, 7, 20, "PAUSED")];
         let s = screen(&rows, &[Some(3.0), None], Duration::from_secs(2), "12:00:00");
-        assert!(s.starts_with("Every 2 s, 12:00:00 (Ctrl-C to stop): 2 partition(s), total lag 12, 3 records/s, 1 MIRRORING, 1 PAUSED\n"), "{s}");
+        assert!(s.starts_with("Every 2 s, 12:00:00 (Ctrl-C to stop): 2 partition(s), total lag 12, 3 records/s, caught up in -, 1 MIRRORING, 1 PAUSED\n"), "{s}");
         let lines: Vec<&str> = s.lines().collect();
-        assert!(lines[2].starts_with("MIRROR") && lines[2].contains("RATE/S") && lines[2].contains("OWNER"), "{s}");
+        assert!(lines[2].starts_with("MIRROR") && lines[2].contains("RATE/S") && lines[2].contains("ETA"), "{s}");
+        assert!(lines[3].contains(" 2s "), "partition 0: lag 5 at 3/s: {s}");
         assert!(lines[3].contains("MIRRORING") && lines[3].contains("mg-1"), "{s}");
         assert_eq!(lines.len(), 5, "{s}");
+    }
+
+    #[test]
+    fn the_time_left_reads_like_a_clock() {
+        assert_eq!(eta(0, None), "0s");
+        assert_eq!(eta(10, None), "-");
+        assert_eq!(eta(10, Some(0.0)), "-");
+        assert_eq!(eta(10, Some(4.0)), "3s");
+        assert_eq!(eta(250, Some(1.0)), "4m10s");
+        assert_eq!(eta(7_500, Some(1.0)), "2h05m");
+        assert_eq!(eta(3 * 86_400 + 4 * 3_600, Some(1.0)), "3d04h");
+        let rows = [row(0, 100, 0, "MIRRORING"), row(1, 30, 0, "MIRRORING"), row(2, 0, 5, "MIRRORING")];
+        assert_eq!(slowest_eta(&rows, &[Some(10.0), Some(1.0), None]), "30s");
+        assert_eq!(slowest_eta(&rows, &[Some(10.0), None, None]), "-");
     }
 }
