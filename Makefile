@@ -1,5 +1,5 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
-.PHONY: demo test lint bench bench-fill-head kafka clean faults faults-long fuzz fuzz-short
+.PHONY: demo test lint bench bench-proxy bench-fill-head kafka clean faults faults-long fuzz fuzz-short
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
@@ -43,6 +43,11 @@ bench:
 # source and destination clusters (~5 min on 2 vCPUs; sizes via BENCH_* variables, see the script).
 bench-mirror:
 	benches/harness/mirror.sh
+
+# The proxy's cost to clients: producer-perf latency (p50/p99/p99.9) and produce/consume
+# throughput, directly and through mirrorgate, alternating (~4 min; not in CI).
+bench-proxy:
+	benches/harness/proxy.sh
 
 # What filling a removed head of 100 M offsets costs on a 1-node Kafka 4.1.1, per head-fill
 # encoding, and removing it with DeleteRecords (docs/performance.md; ~3 GB written; not in CI).

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The proxy's cost to clients, side by side (`make bench-proxy`, issue 13 item 4).
+#
+# Starts one Kafka cluster (scripts/kafka.sh, full JIT) and mirrorgate (release build) in front
+# of it, then runs Kafka's own producer-perf against the broker directly and through
+# mirrorgate, alternating, BENCH_ROUNDS times each:
+#   latency     BENCH_RATE (10000) records/s of BENCH_RECORD_SIZE (100) B, acks=all,
+#               linger.ms=0, BENCH_LATENCY_RECORDS (100000) records: producer-perf's
+#               percentiles (50th, 99th, 99.9th) of the send-to-acknowledgement time;
+#   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
+#               linger.ms=5, batch.size=131072): MB/s;
+# then consumer-perf reading the throughput topic, directly and through mirrorgate: MB/s.
+# Reports medians over the rounds, the proxy's added latency (through − direct) and its
+# throughput ratio, and writes the table with machine facts and load to
+# benches/harness/proxy-results-<date>.md (BENCH_OUT).
+#
+# Other environment: BENCH_SKIP_BUILD=1 (use target/release/mirrorgate as it is),
+# BENCH_MG_BIN (measure this binary), BENCH_MG_EXTRA_YAML (appended to mirrorgate's config,
+# e.g. a tracing section), BENCH_HEAP (1g).
+# Work files and logs: target/bench-proxy/. Everything started is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO="$(pwd)"
+
+ROUNDS="${BENCH_ROUNDS:-3}"
+RATE="${BENCH_RATE:-10000}"
+SIZE="${BENCH_RECORD_SIZE:-100}"
+LAT_N="${BENCH_LATENCY_RECORDS:-100000}"
+TP_N="${BENCH_TP_RECORDS:-1000000}"
+HEAP="${BENCH_HEAP:-1g}"
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+DATE="$(date -u +%F)"
+OUT="${BENCH_OUT:-benches/harness/proxy-results-$DATE.md}"
+WORK="$REPO/target/bench-proxy"
+CLUSTER="bench-proxy-$$"
+T0=$(date +%s%3N)
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+log() { printf '[bench-proxy %6.1fs] %s\n' "$(( $(date +%s%3N) - T0 ))e-3" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+tool() { scripts/kafka.sh tool "$@"; }
+
+MG_PID=""
+cleanup() {
+  trap - INT TERM
+  if [[ -n "$MG_PID" ]]; then kill -TERM "$MG_PID" 2>/dev/null || true; wait "$MG_PID" 2>/dev/null || true; fi
+  scripts/kafka.sh stop "$CLUSTER" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+PY="$(scripts/pyenv.sh)"
+if [[ -n "${BENCH_MG_BIN:-}" ]]; then
+  cp "$BENCH_MG_BIN" "$WORK/mirrorgate"
+  COMMIT="binary $BENCH_MG_BIN"
+else
+  if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+    log "building mirrorgate (cargo build --release)"
+    cargo build --release --quiet --bin mirrorgate
+  fi
+  cp target/release/mirrorgate "$WORK/mirrorgate"
+  COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
+fi
+scripts/kafka.sh fetch "$KAFKA_VERSION" >/dev/null
+
+log "starting cluster $CLUSTER"
+MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
+  scripts/kafka.sh start "$CLUSTER" --owner-pid $$ >"$WORK/bootstrap" 2>"$WORK/start.log" ||
+  { cat "$WORK/start.log" >&2; die "cluster did not start"; }
+DIRECT="$(cat "$WORK/bootstrap")"
+
+PORT="$("$PY" benches/harness/bench_util.py free-ports 12)"
+PROXY="127.0.0.1:$PORT"
+cat >"$WORK/mirrorgate.yaml" <<EOF
+destination:
+  bootstrap_servers: $DIRECT
+listeners:
+  - name: bench
+    bind_host: 127.0.0.1
+    advertised_host: 127.0.0.1
+    port_range: $PORT-$((PORT + 11))
+mirror_state:
+  topic: __mirror_state
+  num_partitions: 3
+log:
+  level: warn
+${BENCH_MG_EXTRA_YAML:-}
+EOF
+"$WORK/mirrorgate" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
+MG_PID=$!
+for _ in $(seq 1 300); do
+  "$PY" - "$PROXY" <<'EOF' 2>/dev/null && break
+import socket, sys
+h, p = sys.argv[1].rsplit(":", 1)
+socket.create_connection((h, int(p)), 1).close()
+EOF
+  kill -0 "$MG_PID" 2>/dev/null || { tail -n 20 "$WORK/mirrorgate.log" >&2; die "mirrorgate exited"; }
+  sleep 0.2
+done
+log "direct $DIRECT, through mirrorgate $PROXY"
+
+tool kafka-topics.sh --bootstrap-server "$DIRECT" --create --topic lat --partitions 1 --replication-factor 1 >/dev/null
+tool kafka-topics.sh --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null
+
+# producer-perf's summary line: "N records sent, R records/sec (M MB/sec), A ms avg latency,
+# X ms max latency, P50 ms 50th, P95 ms 95th, P99 ms 99th, P999 ms 99.9th."
+perf_line() { grep -E 'records sent' "$1" | tail -n 1; }
+field() { sed -E "s/.* ([0-9.]+) ms $2.*/\\1/" <<<"$1"; }
+
+latency_run() {   # bootstrap label round
+  local f="$WORK/lat-$2-$3.log"
+  tool kafka-producer-perf-test.sh --topic lat --num-records "$LAT_N" --record-size "$SIZE" \
+    --throughput "$RATE" --producer-props bootstrap.servers="$1" acks=all linger.ms=0 >"$f" 2>&1 ||
+    { tail -n 5 "$f" >&2; die "producer-perf ($2) failed"; }
+  local l; l="$(perf_line "$f")"
+  echo "$(field "$l" 50th) $(field "$l" 99th) $(field "$l" '99\.9th')"
+}
+throughput_run() {   # bootstrap label round
+  local f="$WORK/tp-$2-$3.log"
+  tool kafka-producer-perf-test.sh --topic tp --num-records "$TP_N" --record-size 1024 --throughput -1 \
+    --producer-props bootstrap.servers="$1" acks=1 linger.ms=5 batch.size=131072 >"$f" 2>&1 ||
+    { tail -n 5 "$f" >&2; die "producer-perf ($2) failed"; }
+  perf_line "$f" | sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1/'
+}
+consume_run() {   # bootstrap label round
+  local f="$WORK/cons-$2-$3.log"
+  tool kafka-consumer-perf-test.sh --bootstrap-server "$1" --topic tp --messages "$TP_N" \
+    --timeout 60000 >"$f" 2>&1 || { tail -n 5 "$f" >&2; die "consumer-perf ($2) failed"; }
+  # data line: start, end, data.consumed.in.MB, MB.sec, ...
+  grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $4}'
+}
+
+declare -A LAT TP CONS
+for r in $(seq 1 "$ROUNDS"); do
+  for side in direct proxy; do
+    b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
+    LAT[$side,$r]="$(latency_run "$b" "$side" "$r")"
+    log "round $r $side latency p50/p99/p99.9 ms: ${LAT[$side,$r]}"
+  done
+done
+for r in $(seq 1 "$ROUNDS"); do
+  for side in direct proxy; do
+    b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
+    TP[$side,$r]="$(throughput_run "$b" "$side" "$r")"
+    CONS[$side,$r]="$(consume_run "$b" "$side" "$r")"
+    log "round $r $side produce ${TP[$side,$r]} MB/s, consume ${CONS[$side,$r]} MB/s"
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+col() {   # side index(1..3)
+  local out="" r
+  for r in $(seq 1 "$ROUNDS"); do out+="$(cut -d' ' -f"$2" <<<"${LAT[$1,$r]}") "; done
+  median <<<"$out"
+}
+vals() { local out="" r; for r in $(seq 1 "$ROUNDS"); do out+="$(eval "echo \${$1[$2,$r]}") "; done; median <<<"$out"; }
+d50=$(col direct 1); d99=$(col direct 2); d999=$(col direct 3)
+p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
+dtp=$(vals TP direct); ptp=$(vals TP proxy); dc=$(vals CONS direct); pc=$(vals CONS proxy)
+add() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%+.1f", a - b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}'; }
+LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
+CPUS="$(nproc)"; MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+
+{
+  echo "# Proxy pass-through: direct vs through mirrorgate ($DATE)"
+  echo
+  echo "mirrorgate $COMMIT, Kafka $KAFKA_VERSION (one KRaft node, full JIT, heap $HEAP), $CPUS CPUs ($MODEL), $MEM;"
+  echo "load average at start $LOAD_START, at end $LOAD_END. Medians of $ROUNDS alternating rounds."
+  echo "Command: \`make bench-proxy\` (benches/harness/proxy.sh)."
+  echo
+  echo "| Measure | direct | through mirrorgate | mirrorgate's cost |"
+  echo "|---|---|---|---|"
+  echo "| produce latency p50, ms ($RATE rec/s × $SIZE B, acks=all) | $d50 | $p50 | $(add "$p50" "$d50") ms |"
+  echo "| produce latency p99, ms | $d99 | $p99 | $(add "$p99" "$d99") ms |"
+  echo "| produce latency p99.9, ms | $d999 | $p999 | $(add "$p999" "$d999") ms |"
+  echo "| produce throughput, MB/s (1 KiB records, acks=1) | $dtp | $ptp | × $(ratio "$ptp" "$dtp") |"
+  echo "| consume throughput, MB/s | $dc | $pc | × $(ratio "$pc" "$dc") |"
+} | tee "$OUT"
+log "written to $OUT"
