@@ -35,7 +35,7 @@ use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 use super::mirror_gate::GateDecision;
-use super::request_metrics::{self, ConnectionMetrics};
+use super::request_metrics::ConnectionMetrics;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
@@ -51,18 +51,11 @@ pub enum Target {
 
 /// A response still due to the client, in request order.
 enum Pending {
-    /// The destination broker will answer this request (`api`: its metrics label; `read`:
-    /// when it was read from the client).
-    Upstream {
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
-        action: ResponseAction,
-        api: &'static str,
-        read: Instant,
-    },
-    /// mirrorgate answered it itself.
-    Local { frame: Bytes, api: &'static str, read: Instant },
+    /// The destination broker will answer this request (`read`: when it was read from the
+    /// client, for its latency).
+    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction, read: Instant },
+    /// mirrorgate answered a request of `api_key` itself.
+    Local { frame: Bytes, api_key: i16, read: Instant },
     /// The upstream connection was opened; its responses follow from here on.
     Opened(Reader),
 }
@@ -299,8 +292,7 @@ where
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
             };
-            let api = shared.api_names.name(prefix.api_key);
-            request_metrics::request(api, prefix.api_version);
+            shared.api_names.request(prefix.api_key, prefix.api_version);
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
                 identity.on_request(&prefix, &frame);
             }
@@ -322,7 +314,7 @@ where
                 }
                 GateDecision::Local(response) => {
                     due();
-                    if tx.send(Pending::Local { frame: response, api, read }).await.is_err() {
+                    if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
                         return "response path closed".into();
                     }
                     continue;
@@ -381,7 +373,7 @@ where
                                         Err(e) => return e,
                                     };
                                     due();
-                                    if tx.send(Pending::Local { frame: response, api, read }).await.is_err() {
+                                    if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
                                         return "response path closed".into();
                                     }
                                     continue;
@@ -402,7 +394,6 @@ where
                             api_version: prefix.api_version,
                             correlation_id: prefix.correlation_id,
                             action,
-                            api,
                             read,
                         };
                         due();
@@ -484,13 +475,13 @@ where
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
-        let (api_key, api_version, correlation_id, action, api, read) = match pending {
-            Pending::Local { frame, api, read } => {
+        let (api_key, api_version, correlation_id, action, read) = match pending {
+            Pending::Local { frame, api_key, read } => {
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
                 }
                 metrics.sent.increment(frame.len() as u64 + 4);
-                request_metrics::responded(api, read);
+                shared.api_names.responded(api_key, read);
                 outstanding.fetch_sub(1, Ordering::AcqRel);
                 if rx.is_empty() {
                     if let Err(e) = client_w.flush().await {
@@ -503,8 +494,8 @@ where
                 up_r = Some(r);
                 continue;
             }
-            Pending::Upstream { api_key, api_version, correlation_id, action, api, read } => {
-                (api_key, api_version, correlation_id, action, api, read)
+            Pending::Upstream { api_key, api_version, correlation_id, action, read } => {
+                (api_key, api_version, correlation_id, action, read)
             }
         };
         let Some(up_r) = up_r.as_mut() else {
@@ -547,7 +538,7 @@ where
             return format!("write to client failed: {e}");
         }
         metrics.sent.increment(frame.len() as u64 + 4);
-        request_metrics::responded(api, read);
+        shared.api_names.responded(api_key, read);
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).

@@ -3,17 +3,21 @@
 //! listener (KIP-1279 RequestMetrics for the mirror RPCs, and the proxy's own figures).
 //!
 //! Cheap on the hot path: label values are `&'static str` from tables built once at startup
-//! (api names, small integers), and the per-listener handles are made once per connection, so
-//! counting a request never allocates a label string.
+//! (api names, small integers); the handles of each (api key, version) are made on first use and
+//! kept, and the per-listener handles once per connection, so counting a request allocates
+//! nothing and looks nothing up in the recorder's registry.
 
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use kafka_protocol::messages::ApiKey;
-use metrics::{Counter, Gauge};
+use metrics::{Counter, Gauge, Histogram};
 
 /// Highest api key with its own name label; keys above it (and negative ones) are `unknown`.
 const MAX_NAMED_KEY: i16 = 255;
+/// Api versions whose request counter handle is kept; a higher one is counted through the
+/// registry (no Kafka API has that many versions yet).
+const CACHED_VERSIONS: usize = 32;
 
 /// Histogram buckets of [`REQUEST_DURATION`], seconds: 0.5 ms .. 30 s (a long-polling Fetch
 /// waits up to its `max_wait_ms`).
@@ -34,10 +38,20 @@ pub const REQUEST_DURATION: &str = "mirrorgate_request_duration_seconds";
 pub const REQUEST_ERRORS: &str = "mirrorgate_request_errors_total";
 
 /// Names for api keys: Kafka's (`Produce`, `Fetch`, ...) and, on the keys a deployment gives
-/// them, the mirror RPCs' (`CreateClusterMirror`, ...). Built once.
-#[derive(Debug, Clone)]
+/// them, the mirror RPCs' (`CreateClusterMirror`, ...), with the request metrics' handles of
+/// each key. Built once; handles are made on first use (after the recorder is installed).
 pub struct ApiNames {
     names: Vec<&'static str>,
+    /// [`REQUESTS`] per (api key, version): `key * CACHED_VERSIONS + version`.
+    requests: Vec<OnceLock<Counter>>,
+    /// [`REQUEST_DURATION`] per api key.
+    durations: Vec<OnceLock<Histogram>>,
+}
+
+impl std::fmt::Debug for ApiNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiNames").field("keys", &self.names.len()).finish()
+    }
 }
 
 impl ApiNames {
@@ -53,7 +67,12 @@ impl ApiNames {
                 })
             })
             .collect();
-        Self { names }
+        let keys = MAX_NAMED_KEY as usize + 1;
+        Self {
+            names,
+            requests: (0..keys * CACHED_VERSIONS).map(|_| OnceLock::new()).collect(),
+            durations: (0..keys).map(|_| OnceLock::new()).collect(),
+        }
     }
 
     /// The label of `api_key`: its name, or `unknown`.
@@ -70,14 +89,32 @@ pub fn int_label(v: i16) -> &'static str {
     usize::try_from(i32::from(v) + 1).ok().and_then(|i| table.get(i)).copied().unwrap_or("other")
 }
 
-/// Counts one client request of `api` (a name from [`ApiNames`]) at `version`.
-pub fn request(api: &'static str, version: i16) {
-    metrics::counter!(REQUESTS, "api" => api, "version" => int_label(version)).increment(1);
-}
+impl ApiNames {
+    /// Counts one client request of `api_key` at `version` ([`REQUESTS`]).
+    pub fn request(&self, api_key: i16, version: i16) {
+        let api = self.name(api_key);
+        let make = || metrics::counter!(REQUESTS, "api" => api, "version" => int_label(version));
+        let slot = usize::try_from(api_key)
+            .ok()
+            .zip(usize::try_from(version).ok().filter(|v| *v < CACHED_VERSIONS))
+            .and_then(|(k, v)| self.requests.get(k * CACHED_VERSIONS + v));
+        match slot {
+            Some(cell) => cell.get_or_init(make).increment(1),
+            None => make().increment(1),
+        }
+    }
 
-/// Records the time from `read` (the request read) to now, when its response went out.
-pub fn responded(api: &'static str, read: Instant) {
-    metrics::histogram!(REQUEST_DURATION, "api" => api).record(read.elapsed().as_secs_f64());
+    /// Records the time from `read` (the request of `api_key` read) to now, when its response
+    /// went out ([`REQUEST_DURATION`], seconds).
+    pub fn responded(&self, api_key: i16, read: Instant) {
+        let api = self.name(api_key);
+        let make = || metrics::histogram!(REQUEST_DURATION, "api" => api);
+        let seconds = read.elapsed().as_secs_f64();
+        match usize::try_from(api_key).ok().and_then(|k| self.durations.get(k)) {
+            Some(cell) => cell.get_or_init(make).record(seconds),
+            None => make().record(seconds),
+        }
+    }
 }
 
 /// Counts a response mirrorgate answered itself with Kafka error `code` (0 is not counted).
@@ -136,6 +173,45 @@ mod tests {
         assert_eq!(names.name(-3), "unknown");
         assert_eq!(names.name(i16::MAX), "unknown");
         assert_eq!(names.name(250), "unknown");
+    }
+
+    #[test]
+    fn requests_latency_and_errors_reach_the_prometheus_output_under_their_labels() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(REQUEST_DURATION.into()),
+                REQUEST_DURATION_BUCKETS,
+            )
+            .unwrap()
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let names = ApiNames::new(|k| (k == 104).then_some("DeleteClusterMirror"));
+            names.request(0, 9);
+            names.request(0, 9); // the cached handle
+            names.request(0, 40); // beyond the cache
+            names.request(104, 0);
+            names.responded(104, Instant::now());
+            error("DeleteClusterMirror", 0);
+            error("DeleteClusterMirror", 120);
+            let conn = ConnectionMetrics::open("plain");
+            conn.received.increment(10);
+            let text = handle.render();
+            for line in [
+                "mirrorgate_requests_total{api=\"Produce\",version=\"9\"} 2",
+                "mirrorgate_requests_total{api=\"Produce\",version=\"40\"} 1",
+                "mirrorgate_requests_total{api=\"DeleteClusterMirror\",version=\"0\"} 1",
+                "mirrorgate_request_duration_seconds_count{api=\"DeleteClusterMirror\"} 1",
+                "mirrorgate_request_errors_total{api=\"DeleteClusterMirror\",code=\"120\"} 1",
+                "mirrorgate_client_received_bytes_total{listener=\"plain\"} 10",
+                "mirrorgate_client_connections{listener=\"plain\"} 1",
+            ] {
+                assert!(text.contains(line), "{line} not in:\n{text}");
+            }
+            assert!(!text.contains("code=\"0\""), "a zero error code was counted:\n{text}");
+            drop(conn);
+            assert!(handle.render().contains("mirrorgate_client_connections{listener=\"plain\"} 0"));
+        });
     }
 
     #[test]
