@@ -9,7 +9,8 @@
 //!   docs table ("The KIP's metrics on Prometheus" in `docs/operations.md`) is scraped, that
 //!   lag rises while a mirror is paused and falls to 0 after resume, that a FAILED partition is
 //!   counted (and its alert goes pending), that the admin RPCs are counted with their errors,
-//!   and that every rule evaluates without error.
+//!   and that every rule evaluates without error. A second mirrorgate, whose first copy loop
+//!   panics (a test failpoint), shows a dead copy loop counted once and its alert firing.
 //! - Every metric a Grafana panel or an alert uses is in a live `/metrics` scrape, or is one
 //!   of [`AFTER_AN_EVENT`] (listed in the docs table).
 //!
@@ -567,4 +568,46 @@ fn kip_metrics_reach_a_real_prometheus_and_move_with_the_mirror() {
     assert!(!served.contains("mirrorgate_mirror_lagg"));
     drop(mg);
     eprintln!("prometheus scenario: {:?}", started.elapsed());
+}
+
+/// KIP-1279 DeadThreadCount: a copy loop that panics (`MIRRORGATE_FAILPOINT=loop-panic:1`, the
+/// first loop started) is counted once in `mirrorgate_mirror_dead_tasks_total`, its alert
+/// fires, and a new loop copies the partition to the end.
+#[test]
+fn a_copy_loop_that_panics_is_counted_dead_and_replaced() {
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let metrics_port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions { extra_yaml: &yaml, env: &[("MIRRORGATE_FAILPOINT", "loop-panic:1")], ..Default::default() },
+    );
+    let prom = Prometheus::start(metrics_port);
+    let t = Duration::from_secs(60);
+    prom.wait_for("up{job=\"mirrorgate\"}", t, |v| v == 1.0);
+    let topic = unique_name("prom-dead");
+    create_topic_with(V, &source.bootstrap, &topic, 1, &[]);
+    produce_to_partition_0(&source.bootstrap, &topic, 20, "d");
+    let mirror = unique_name("m-dead");
+    let cfg = mirror_config_file(&source, "");
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
+    );
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    let dead = |task: &str| format!("mirrorgate_mirror_dead_tasks_total{{mirror=\"{mirror}\",task=\"{task}\"}}");
+    prom.wait_for(&dead("copy_loop"), t, |v| v == 1.0);
+    prom.wait_for(
+        &format!("count(ALERTS{{alertname=\"MirrorgateDeadTask\",alertstate=\"firing\",mirror=\"{mirror}\"}})"),
+        t,
+        |v| v == 1.0,
+    );
+    // Replaced: the next loop copies everything, and no other death is counted.
+    let p0 = format!("mirror=\"{mirror}\",topic=\"{topic}\",partition=\"0\"");
+    prom.wait_for(&format!("mirrorgate_mirror_partition_destination_offset{{{p0}}}"), t, |v| v == 20.0);
+    prom.wait_for(&format!("mirrorgate_mirror_partition_state{{{p0}}}"), t, |v| v == 3.0);
+    assert_eq!(prom.value(&dead("copy_loop")), Ok(1.0));
+    assert_eq!(prom.value(&dead("fetcher")), Ok(0.0));
+    assert!(mg.log().contains("loop-panic:1 reached"), "{}", tail(&mg.log(), 20));
 }

@@ -245,6 +245,7 @@ pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
         let mut per_state: BTreeMap<(String, &'static str), f64> = BTreeMap::new();
         let mut max_lag: BTreeMap<String, i64> = BTreeMap::new();
         for m in state.mirrors.keys() {
+            register_mirror(m);
             for s in ALL_STATES {
                 per_state.insert((m.clone(), s.as_str()), 0.0);
             }
