@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole mirrorgate test suite, from a fresh clone: installs what the tests need (Kafka jars
-# into .cache/, confluent-kafka into .venv/, the Go test client and its pinned modules), then
+# into .cache/, confluent-kafka into .venv/, the Go test client and its pinned modules,
+# Prometheus from Debian's package when missing), then
 # runs unit and integration tests. Integration tests start their own Kafka clusters on
 # loopback with scripts/kafka.sh and stop them on exit.
 set -euo pipefail
@@ -20,6 +21,15 @@ scripts/pyenv.sh >/dev/null
 step "Go test client (franz-go, sarama; modules pinned in tests/go/go.sum)"
 command -v go >/dev/null || { echo "Go is needed for tests/produce_refusal.rs (franz-go, sarama): install Go >= 1.26" >&2; exit 1; }
 (cd tests/go && go build -mod=readonly -o ../../target/test-mirrorgate/go-produce ./produce)
+
+step "Prometheus and promtool (tests/prometheus.rs), from Debian when missing (about 10 s)"
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  command -v apt-get >/dev/null || { echo "tests/prometheus.rs needs prometheus and promtool on PATH (Debian package prometheus)" >&2; exit 1; }
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get install -y --no-install-recommends prometheus >/dev/null \
+    || { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends prometheus >/dev/null; }
+fi
+prometheus --version | head -n 1
 
 step "cargo test: unit tests"
 cargo test --lib --bins --no-fail-fast -- --test-threads="${MIRRORGATE_TEST_THREADS:-4}" "$@"

@@ -6,7 +6,9 @@
 //!   exactly the ports of every mirrorgate listener and forwards each to the same port of every
 //!   instance, checked with GET `/ready` on the metrics port; every listener advertises the
 //!   load balancer; every `MIRRORGATE__` variable names a real key; the configuration with each
-//!   instance's environment passes `mirrorgate run --check`.
+//!   instance's environment passes `mirrorgate run --check`; Prometheus scrapes every instance's
+//!   metrics port with the rules of `docker/prometheus/`, Grafana gets the dashboard and a
+//!   datasource on that Prometheus (issue 15; promtool itself runs in `tests/prometheus.rs`).
 //! - `docs/kubernetes/`: `tests/k8s-check` (Go, Kubernetes' own API types) decodes every
 //!   manifest strictly and checks them against each other; the ConfigMap's proxy.yaml passes
 //!   `mirrorgate run --check`.
@@ -309,11 +311,17 @@ fn check_compose(dir: &Path, pending: &mut Vec<String>) -> Vec<String> {
             p.push(format!("{name}: image {image:?} has no tag"));
             continue;
         };
-        let known = repo_name == "apache/kafka" || repo_name == "haproxy" || repo_name.starts_with("jaegertracing/");
+        let known = repo_name == "apache/kafka"
+            || repo_name == "haproxy"
+            || repo_name.starts_with("jaegertracing/")
+            || repo_name == "prom/prometheus"
+            || repo_name == "grafana/grafana";
         if !known {
-            p.push(format!("{name}: image {image:?} is neither built here nor apache/kafka, haproxy or jaegertracing"));
+            p.push(format!(
+                "{name}: image {image:?} is neither built here nor apache/kafka, haproxy, jaegertracing, prom/prometheus or grafana/grafana"
+            ));
         }
-        if !tag.starts_with(|c: char| c.is_ascii_digit()) || !tag.contains('.') {
+        if !tag.trim_start_matches('v').starts_with(|c: char| c.is_ascii_digit()) || !tag.contains('.') {
             p.push(format!("{name}: image {image:?} is not pinned to a release tag"));
         }
         if repo_name == "haproxy" {
@@ -419,6 +427,7 @@ fn check_compose(dir: &Path, pending: &mut Vec<String>) -> Vec<String> {
     if !served.contains("/ready") {
         p.push(format!("the metrics listener serves no /ready: {served:?}"));
     }
+    check_monitoring(dir, &services, &instance_names, metrics.port(), p);
 
     // HAProxy: mounted configuration, published ports.
     let [(hname, hsvc)] = haproxy.as_slice() else {
@@ -554,12 +563,92 @@ fn check_compose(dir: &Path, pending: &mut Vec<String>) -> Vec<String> {
     problems
 }
 
+/// The Prometheus and Grafana services (issue 15 item 3): Prometheus reads the scrape config
+/// and alert rules of `docker/prometheus/` and scrapes every mirrorgate instance on its metrics
+/// port; Grafana gets the provisioning files and the dashboard, with a datasource on that
+/// Prometheus. (`tests/prometheus.rs` runs promtool over the same files.)
+fn check_monitoring(
+    dir: &Path,
+    services: &[(String, &Yaml)],
+    instances: &BTreeSet<String>,
+    metrics_port: u16,
+    p: &mut Vec<String>,
+) {
+    let image_of =
+        |prefix: &str| services.iter().find(|(_, s)| scalar(&s["image"]).is_some_and(|i| i.starts_with(prefix)));
+    let mount = |svc: &Yaml, target: &str| {
+        strings(&svc["volumes"]).into_iter().find_map(|v| {
+            let parts: Vec<&str> = v.split(':').collect();
+            (parts.len() >= 2 && parts[1] == target).then(|| dir.join(parts[0].trim_start_matches("./")))
+        })
+    };
+    let Some((prom_name, prom)) = image_of("prom/prometheus:") else {
+        p.push("no Prometheus service (prom/prometheus)".into());
+        return;
+    };
+    match mount(prom, "/etc/prometheus") {
+        None => p.push(format!("{prom_name}: no configuration directory mounted at /etc/prometheus")),
+        Some(conf) => {
+            match std::fs::read_to_string(conf.join("prometheus.yml"))
+                .map_err(|e| e.to_string())
+                .and_then(|t| load_yaml(&t))
+            {
+                Err(e) => p.push(format!("{prom_name}: {}/prometheus.yml: {e}", conf.display())),
+                Ok(cfg) => {
+                    let mut targets = BTreeSet::new();
+                    if let Yaml::Array(jobs) = &cfg["scrape_configs"] {
+                        for job in jobs {
+                            if let Yaml::Array(statics) = &job["static_configs"] {
+                                for st in statics {
+                                    targets.extend(strings(&st["targets"]));
+                                }
+                            }
+                        }
+                    }
+                    let wanted: BTreeSet<String> = instances.iter().map(|i| format!("{i}:{metrics_port}")).collect();
+                    if targets != wanted {
+                        p.push(format!("{prom_name}: scrape targets {targets:?}, expected every instance's metrics port {wanted:?}"));
+                    }
+                    for rules in strings(&cfg["rule_files"]) {
+                        if !conf.join(&rules).is_file() {
+                            p.push(format!("{prom_name}: rule file {rules} is not in {}", conf.display()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let Some((graf_name, graf)) = image_of("grafana/grafana:") else {
+        p.push("no Grafana service (grafana/grafana)".into());
+        return;
+    };
+    match mount(graf, "/var/lib/grafana/dashboards/mirrorgate.json") {
+        Some(f) if f.is_file() => {}
+        other => p.push(format!("{graf_name}: the dashboard is not mounted from a file: {other:?}")),
+    }
+    match mount(graf, "/etc/grafana/provisioning") {
+        None => p.push(format!("{graf_name}: no provisioning directory mounted at /etc/grafana/provisioning")),
+        Some(prov) => {
+            let ds = std::fs::read_to_string(prov.join("datasources/prometheus.yml")).unwrap_or_default();
+            if !ds.contains(&format!("url: http://{prom_name}:9090")) {
+                p.push(format!("{graf_name}: the datasource does not point at http://{prom_name}:9090"));
+            }
+            let dash = std::fs::read_to_string(prov.join("dashboards/mirrorgate.yml")).unwrap_or_default();
+            if !dash.contains("path: /var/lib/grafana/dashboards") {
+                p.push(format!("{graf_name}: no dashboard provider on /var/lib/grafana/dashboards"));
+            }
+        }
+    }
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         if e.file_type().unwrap().is_file() {
             std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        } else if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
         }
     }
 }
@@ -661,6 +750,21 @@ fn compose_check_finds_each_kind_of_breakage() {
         ("proxy-ha.yaml", "advertised_host: haproxy", "advertised_host: mirrorgate-1", "neither the load balancer"),
         ("proxy-ha.yaml", "listen: 0.0.0.0:9464", "listen: 0.0.0.0:9465", "not checked on the metrics port 9465"),
         ("proxy-ha.yaml", "port_range: 19092-19100", "port_range: 19092-19101", "frontends bind exactly its ports"),
+        ("compose.yaml", "image: prom/prometheus:v2.53.2", "image: prom/prometheus:latest", "not pinned"),
+        (
+            "prometheus/prometheus.yml",
+            "mirrorgate-3:9464",
+            "mirrorgate-3:9465",
+            "expected every instance's metrics port",
+        ),
+        ("prometheus/prometheus.yml", "  - alerts.yml", "  - alert.yml", "rule file alert.yml"),
+        (
+            "grafana/provisioning/datasources/prometheus.yml",
+            "http://prometheus:9090",
+            "http://localhost:9090",
+            "datasource",
+        ),
+        ("compose.yaml", "./grafana/mirrorgate.json:", "./grafana/missing.json:", "dashboard is not mounted"),
     ];
     let mut missed = Vec::new();
     for (i, (file, old, new, expect)) in cases.iter().enumerate() {

@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
@@ -34,6 +35,7 @@ use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 use super::mirror_gate::GateDecision;
+use super::request_metrics::ConnectionMetrics;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
@@ -49,10 +51,11 @@ pub enum Target {
 
 /// A response still due to the client, in request order.
 enum Pending {
-    /// The destination broker will answer this request.
-    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction },
-    /// mirrorgate answered it itself.
-    Local(Bytes),
+    /// The destination broker will answer this request (`read`: when it was read from the
+    /// client, for its latency).
+    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction, read: Instant },
+    /// mirrorgate answered a request of `api_key` itself.
+    Local { frame: Bytes, api_key: i16, read: Instant },
     /// The upstream connection was opened; its responses follow from here on.
     Opened(Reader),
 }
@@ -118,12 +121,12 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     };
     tracing::debug!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     super::conn_log::opened();
-    crate::telemetry::metrics::client_connection(1.0);
+    let metrics = ConnectionMetrics::open(&listener.name);
     shared.connections.fetch_add(1, Ordering::AcqRel);
     let identity = ClientIdentity::new(peer, tls_principal);
-    let reason = pump(client_r, client_w, identity, target, &listener, &shared).await;
+    let reason = pump(client_r, client_w, identity, target, &listener, &shared, &metrics).await;
     shared.connections.fetch_sub(1, Ordering::AcqRel);
-    crate::telemetry::metrics::client_connection(-1.0);
+    drop(metrics);
     if super::conn_log::closed(&reason) {
         tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
     } else {
@@ -212,13 +215,14 @@ async fn pump(
     target: Target,
     listener: &Listener,
     shared: &Shared,
+    metrics: &ConnectionMetrics,
 ) -> String {
     // One slot more than the pipelining cap for the `Opened` message.
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let clock = ReadClock::new(shared.settings.read_timeouts);
     let outstanding = clock.outstanding.clone();
-    let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin);
-    let responses = responses(client_w, rx, outstanding, &identity, listener, shared);
+    let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin, metrics);
+    let responses = responses(client_w, rx, outstanding, &identity, listener, shared, metrics);
     tokio::pin!(requests);
     tokio::pin!(responses);
     tokio::select! {
@@ -247,6 +251,8 @@ async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::
 /// [`SMALL_FRAME_BYTES`] reserves its size from the global request memory before its body
 /// is read, a partial frame must complete within `client_frame_timeout_ms`, and a connection
 /// with nothing to read and no response due is closed after `connections_max_idle_ms`.
+// The connection's parts, each used on its own; a struct for them would only be unpacked here.
+#[allow(clippy::too_many_arguments)]
 async fn requests<R>(
     mut client_r: R,
     target: Target,
@@ -255,6 +261,7 @@ async fn requests<R>(
     identity: &ClientIdentity,
     shared: &Shared,
     admin: bool,
+    metrics: &ConnectionMetrics,
 ) -> String
 where
     R: AsyncRead + Unpin,
@@ -277,12 +284,15 @@ where
                 Err(e) => return format!("bad frame from client: {e}"),
             };
             clock.frame_done();
+            let read = Instant::now();
+            metrics.received.increment(frame.len() as u64 + 4);
             // Released when this frame has been handled (forwarded or answered).
             let _permit = frame_permit.take();
             let prefix = match RequestPrefix::parse(&frame) {
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
             };
+            shared.api_names.request(prefix.api_key, prefix.api_version);
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
                 identity.on_request(&prefix, &frame);
             }
@@ -304,7 +314,7 @@ where
                 }
                 GateDecision::Local(response) => {
                     due();
-                    if tx.send(Pending::Local(response)).await.is_err() {
+                    if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
                         return "response path closed".into();
                     }
                     continue;
@@ -363,7 +373,7 @@ where
                                         Err(e) => return e,
                                     };
                                     due();
-                                    if tx.send(Pending::Local(response)).await.is_err() {
+                                    if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
                                         return "response path closed".into();
                                     }
                                     continue;
@@ -384,6 +394,7 @@ where
                             api_version: prefix.api_version,
                             correlation_id: prefix.correlation_id,
                             action,
+                            read,
                         };
                         due();
                         if tx.send(pending).await.is_err() {
@@ -450,6 +461,7 @@ async fn responses<W>(
     identity: &ClientIdentity,
     listener: &Listener,
     shared: &Shared,
+    metrics: &ConnectionMetrics,
 ) -> String
 where
     W: AsyncWrite + Unpin,
@@ -463,11 +475,13 @@ where
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
-        let (api_key, api_version, correlation_id, action) = match pending {
-            Pending::Local(frame) => {
+        let (api_key, api_version, correlation_id, action, read) = match pending {
+            Pending::Local { frame, api_key, read } => {
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
                 }
+                metrics.sent.increment(frame.len() as u64 + 4);
+                shared.api_names.responded(api_key, read);
                 outstanding.fetch_sub(1, Ordering::AcqRel);
                 if rx.is_empty() {
                     if let Err(e) = client_w.flush().await {
@@ -480,8 +494,8 @@ where
                 up_r = Some(r);
                 continue;
             }
-            Pending::Upstream { api_key, api_version, correlation_id, action } => {
-                (api_key, api_version, correlation_id, action)
+            Pending::Upstream { api_key, api_version, correlation_id, action, read } => {
+                (api_key, api_version, correlation_id, action, read)
             }
         };
         let Some(up_r) = up_r.as_mut() else {
@@ -523,6 +537,8 @@ where
         if let Err(e) = write_frame(&mut client_w, &frame).await {
             return format!("write to client failed: {e}");
         }
+        metrics.sent.increment(frame.len() as u64 + 4);
+        shared.api_names.responded(api_key, read);
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).

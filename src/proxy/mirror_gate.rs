@@ -501,6 +501,7 @@ impl MirrorGate {
         // mirror topic, and tests count the Produce requests a client sent (no retries).
         let code_name =
             if rejected[0].code == POLICY_VIOLATION { "POLICY_VIOLATION" } else { "TOPIC_AUTHORIZATION_FAILED" };
+        super::request_metrics::error("Produce", rejected[0].code);
         tracing::info!(
             client_id = header::request_client_id(frame, 1).unwrap_or(""),
             correlation_id = prefix.correlation_id,
@@ -564,6 +565,7 @@ impl MirrorGate {
                 Err(e) => return Err(format!("malformed {} request: {e}", api.name())),
             }
         };
+        super::request_metrics::error(api.name(), response.error_code());
         let mut out = BytesMut::new();
         header::put_response_header(&mut out, prefix.correlation_id, 1);
         mwire::encode_response(&response, 0, &mut out)

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod listener;
 pub mod mirror_gate;
 pub mod present;
+pub mod request_metrics;
 pub mod rewrite;
 pub mod route;
 pub mod state_guard;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub drain: CancellationToken,
     /// Open client connections (the shutdown waits for them to drain).
     pub connections: std::sync::atomic::AtomicUsize,
+    /// Label names of api keys for the request metrics (mirror RPCs on their configured keys).
+    pub api_names: request_metrics::ApiNames,
 }
 
 /// How long a shutdown waits for client connections to send their in-flight responses.
@@ -354,6 +357,9 @@ pub async fn run(
     directory.set_api_ranges(info.api_ranges.clone());
     let request_memory = limits::RequestMemory::new(settings.queued_max_request_bytes);
     let drain = CancellationToken::new();
+    let api_names = request_metrics::ApiNames::new(|k| {
+        gate.as_ref().and_then(|g| g.table.lookup(k)).map(crate::wire::mirror::MirrorApi::name)
+    });
     let shared = Arc::new(Shared {
         settings,
         directory,
@@ -362,6 +368,7 @@ pub async fn run(
         request_memory,
         drain: drain.clone(),
         connections: Default::default(),
+        api_names,
     });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())

@@ -1,5 +1,8 @@
 //! Prometheus metrics: the KIP-1279 metric set (seed "Metrics" table) under Prometheus names,
 //! served on `metrics.listen` (e.g. `127.0.0.1:9464/metrics`) by `metrics-exporter-prometheus`.
+//! The operators' table, KIP JMX name beside Prometheus name for every row of the KIP's, is
+//! `docs/operations.md` ("The KIP's metrics on Prometheus"; checked by `tests/prometheus.rs`).
+//! The client side's request metrics are emitted by `proxy::request_metrics`.
 //!
 //! | Prometheus name | KIP metric |
 //! |---|---|
@@ -11,7 +14,12 @@
 //! | `mirrorgate_mirror_bytes_total{mirror}` / `mirrorgate_mirror_records_total{mirror}` | FetcherStats BytesPerSec (rate() of it) |
 //! | `mirrorgate_mirror_lost_offsets_total` | source offsets removed by retention before they were copied |
 //! | `mirrorgate_metadata_sync_errors_total{kind}` | MetadataRefreshError, TopicConfigMetadataSyncError, ConsumerGroupOffsetSyncError, AclSyncError |
-//! | `mirrorgate_client_connections` | connection-count |
+//! | `mirrorgate_client_connections{listener}` | connection-count (clients, per listener; `proxy::request_metrics`) |
+//! | `mirrorgate_requests_total{api,version}`, `mirrorgate_request_duration_seconds{api}` (histogram), `mirrorgate_request_errors_total{api,code}` | RequestMetrics RequestsPerSec / TotalTimeMs / ErrorsPerSec (`proxy::request_metrics`) |
+//! | `mirrorgate_client_received_bytes_total{listener}`, `mirrorgate_client_sent_bytes_total{listener}` | incoming-byte-total / outgoing-byte-total of the client side |
+//! | `mirrorgate_mirror_source_fetch_requests_total{mirror,broker}`, `..._bytes_total`, `..._errors_total`, `mirrorgate_mirror_source_fetch_duration_seconds` (histogram) | FetcherStats RequestsPerSec / BytesPerSec per source broker; MinFetchRate = `min by (mirror) (rate(...requests_total[1m]))` |
+//! | `mirrorgate_mirror_dead_tasks_total{mirror,task}` | DeadThreadCount (copy loops and fetchers that panicked; replaced, so a count of deaths) |
+//! | `mirrorgate_mirror_partition_state{mirror,topic,partition}`, `mirrorgate_mirror_partition_source_offset{...}`, `mirrorgate_mirror_partition_destination_offset{...}` | (extension) each partition's state id and live offsets, for the "stalled" alert |
 //! | `mirrorgate_broker_connections_created_total{broker}` / `..._closed_total{broker}` | connection-creation-total / connection-close-total (mirrorgate's own connections to source and destination brokers; rates by `rate()`) |
 //! | `mirrorgate_broker_authentications_total{broker,mechanism,result}` | successful-authentication-total / failed-authentication-total (`result` = `success` / `failure`) |
 //! | `mirrorgate_broker_reauthentications_total{broker,mechanism,result}` | successful-reauthentication-total / failed-reauthentication-total (KIP-368 in-band re-authentications) |
@@ -44,6 +52,16 @@ use crate::wire::mirror::MirrorPartitionState;
 pub fn install(addr: SocketAddr) -> anyhow::Result<()> {
     let listener = super::http::bind(addr).map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(crate::proxy::request_metrics::REQUEST_DURATION.to_string()),
+            crate::proxy::request_metrics::REQUEST_DURATION_BUCKETS,
+        )
+        .map_err(|e| anyhow::anyhow!("cannot configure the request latency histogram: {e}"))?
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(SOURCE_FETCH_DURATION.to_string()),
+            crate::proxy::request_metrics::REQUEST_DURATION_BUCKETS,
+        )
+        .map_err(|e| anyhow::anyhow!("cannot configure the source fetch latency histogram: {e}"))?
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
     let upkeep = handle.clone();
@@ -116,9 +134,60 @@ pub fn record_fetch_throttled(mirror: &str, wait_ms: u64) {
     metrics::counter!("mirrorgate_mirror_fetch_throttle_ms_total", "mirror" => mirror.to_string()).increment(wait_ms);
 }
 
-/// Client connection opened (+1) or closed (-1).
-pub fn client_connection(delta: f64) {
-    metrics::gauge!("mirrorgate_client_connections").increment(delta);
+/// `mirrorgate_mirror_source_fetch_duration_seconds{mirror,broker}` (histogram, seconds): one
+/// Fetch round trip to a source broker (KIP-1279 FetcherStats / fetcher `request-latency`).
+pub const SOURCE_FETCH_DURATION: &str = "mirrorgate_mirror_source_fetch_duration_seconds";
+
+/// One fetcher's handles on its source broker's series, made once when the fetcher starts
+/// (KIP-1279 FetcherStats `RequestsPerSec` / `BytesPerSec` per source broker, by `rate()`):
+/// `mirrorgate_mirror_source_fetch_requests_total{mirror,broker}` (Fetch requests sent),
+/// `mirrorgate_mirror_source_fetch_bytes_total{mirror,broker}` (record bytes in the answers),
+/// `mirrorgate_mirror_source_fetch_errors_total{mirror,broker}` (Fetches that failed: no
+/// answer, or a top-level error code) and [`SOURCE_FETCH_DURATION`]. `broker` is the source
+/// broker's node id.
+#[derive(Debug, Clone)]
+pub struct SourceFetchMetrics {
+    /// Fetch requests sent to the broker.
+    pub requests: metrics::Counter,
+    /// Record bytes the broker answered, bytes.
+    pub bytes: metrics::Counter,
+    /// Fetches without a usable answer.
+    pub errors: metrics::Counter,
+    /// Round-trip time of each Fetch, seconds.
+    pub duration: metrics::Histogram,
+}
+
+impl SourceFetchMetrics {
+    /// The series of `mirror`'s fetcher for source broker `node_id`.
+    pub fn new(mirror: &str, node_id: i32) -> Self {
+        let labels = [("mirror", mirror.to_string()), ("broker", node_id.to_string())];
+        Self {
+            requests: metrics::counter!("mirrorgate_mirror_source_fetch_requests_total", &labels),
+            bytes: metrics::counter!("mirrorgate_mirror_source_fetch_bytes_total", &labels),
+            errors: metrics::counter!("mirrorgate_mirror_source_fetch_errors_total", &labels),
+            duration: metrics::histogram!(SOURCE_FETCH_DURATION, &labels),
+        }
+    }
+}
+
+/// `mirrorgate_mirror_dead_tasks_total{mirror,task}`: copy loops (`task="copy_loop"`) and
+/// source fetchers (`task="fetcher"`) of `mirror` that ended by a panic (KIP-1279
+/// MirrorFetcherManager DeadThreadCount). mirrorgate replaces them (a copy loop's partition
+/// goes FAILED, retryable; a fetcher is started again by the next fetch), so the figure is a
+/// count of deaths, not of tasks dead now: alert on `increase(...) > 0`. [`register_mirror`]
+/// makes both series at 0.
+pub fn dead_task(mirror: &str, task: &'static str) {
+    metrics::counter!("mirrorgate_mirror_dead_tasks_total", "mirror" => mirror.to_string(), "task" => task)
+        .increment(1);
+}
+
+/// Makes the series of a mirror that count rare events at 0 (so a dashboard and an alert
+/// see 0, not "no data", before the first event): [`dead_task`].
+pub fn register_mirror(mirror: &str) {
+    for task in ["copy_loop", "fetcher"] {
+        metrics::counter!("mirrorgate_mirror_dead_tasks_total", "mirror" => mirror.to_string(), "task" => task)
+            .increment(0);
+    }
 }
 
 /// One of mirrorgate's own connections to a broker (source or destination) was opened
@@ -176,6 +245,7 @@ pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
         let mut per_state: BTreeMap<(String, &'static str), f64> = BTreeMap::new();
         let mut max_lag: BTreeMap<String, i64> = BTreeMap::new();
         for m in state.mirrors.keys() {
+            register_mirror(m);
             for s in ALL_STATES {
                 per_state.insert((m.clone(), s.as_str()), 0.0);
             }
@@ -183,11 +253,17 @@ pub async fn collect(control: Arc<ControlPlane>, shutdown: CancellationToken) {
         }
         for ((topic, p), rec) in &state.partitions {
             *per_state.entry((rec.mirror.clone(), rec.state.as_str())).or_default() += 1.0;
+            metrics::gauge!("mirrorgate_mirror_partition_state", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
+                .set(f64::from(rec.state as i8));
             if let Some(f) = crate::mirror::dataplane::live::figures(&control, topic, *p) {
                 let g = f.progress;
                 if g.source_lso < 0 || g.destination_end < 0 {
                     continue;
                 }
+                metrics::gauge!("mirrorgate_mirror_partition_source_offset", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
+                    .set(g.source_lso as f64);
+                metrics::gauge!("mirrorgate_mirror_partition_destination_offset", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
+                    .set((g.destination_end + g.shift) as f64);
                 let lag = (g.source_lso - (g.destination_end + g.shift)).max(0);
                 metrics::gauge!("mirrorgate_mirror_partition_lag", "mirror" => rec.mirror.clone(), "topic" => topic.clone(), "partition" => p.to_string())
                     .set(lag as f64);

@@ -332,8 +332,15 @@ impl DataPlane {
     /// destination log end like after any restart.
     /// Puts a partition whose loop ended with a failure in FAILED.
     async fn record_outcome(&self, key: &(String, i32), joined: Result<Outcome, tokio::task::JoinError>) {
-        let outcome = joined
-            .unwrap_or_else(|e| Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true });
+        let outcome = joined.unwrap_or_else(|e| {
+            if e.is_panic() {
+                // KIP-1279 DeadThreadCount: counted per mirror; the partition goes FAILED
+                // (retryable) and a new loop takes over after the backoff.
+                let mirror = self.control.partition(&key.0, key.1).map(|r| r.mirror).unwrap_or_default();
+                crate::telemetry::metrics::dead_task(&mirror, "copy_loop");
+            }
+            Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true }
+        });
         if let Outcome::Failed { message, retryable } = outcome {
             if !self.control.owns_partition(&key.0, key.1) {
                 // Its work moved to another instance (or the lease ran out): not a failure.

@@ -88,6 +88,7 @@ pub struct FetchMux {
 impl FetchMux {
     /// A multiplexer over `client` with the fetch settings of mirror `mirror`.
     pub fn new(client: ClusterClient, settings: FetchSettings, mirror: &str) -> Arc<Self> {
+        crate::telemetry::metrics::register_mirror(mirror);
         Arc::new(Self {
             client,
             settings,
@@ -179,8 +180,20 @@ impl FetchMux {
             rate: self.rate.clone(),
             conn: None,
             session: FetchSession::new(),
+            metrics: crate::telemetry::metrics::SourceFetchMetrics::new(&self.mirror, node_id),
         };
-        tokio::spawn(fetcher.run(rx));
+        // A fetcher that panics is counted (KIP-1279 DeadThreadCount); the next fetch for its
+        // broker finds the channel closed and starts another.
+        let mirror = self.mirror.clone();
+        let task = tokio::spawn(fetcher.run(rx));
+        tokio::spawn(async move {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(%mirror, broker = node_id, error = %e, "source fetcher panicked; the next fetch starts another");
+                    crate::telemetry::metrics::dead_task(&mirror, "fetcher");
+                }
+            }
+        });
         brokers.insert((node_id, index), tx.clone());
         tx
     }
@@ -291,6 +304,8 @@ struct Fetcher {
     /// The fetcher's own connection to its broker (opened on first use, dropped on error).
     conn: Option<DedicatedConnection>,
     session: FetchSession,
+    /// Its source broker's series (requests, bytes, errors, latency).
+    metrics: crate::telemetry::metrics::SourceFetchMetrics,
 }
 
 impl Fetcher {
@@ -527,14 +542,19 @@ impl Fetcher {
         counter.fetch_add(1, Ordering::Relaxed);
         self.stats.partitions_listed.fetch_add(plan.send.len() as u64, Ordering::Relaxed);
         crate::telemetry::metrics::record_fetch(&self.mirror, plan.full, plan.send.len());
+        self.metrics.requests.increment(1);
+        let sent_at = std::time::Instant::now();
         let resp = match self.request(&req).await {
             Ok(resp) => resp,
             Err(e) => {
+                self.metrics.errors.increment(1);
                 self.reset(&e.to_string(), true);
                 return Err(MuxError::NotSent(e.to_string()));
             }
         };
+        self.metrics.duration.record(sent_at.elapsed().as_secs_f64());
         if resp.error_code != 0 {
+            self.metrics.errors.increment(1);
             let known = resp.error_code != FETCH_SESSION_ID_NOT_FOUND;
             self.reset(&KafkaErrorCode(resp.error_code).to_string(), known);
             return Err(MuxError::Kafka(resp.error_code, None));
@@ -557,6 +577,7 @@ impl Fetcher {
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
             .sum();
+        self.metrics.bytes.increment(fetched as u64);
         self.rate.fetched(fetched);
         let unused = room.num_permits().saturating_sub(fetched);
         drop(room.split(unused));

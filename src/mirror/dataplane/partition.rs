@@ -190,6 +190,26 @@ pub(super) fn failpoint(name: &str) {
     }
 }
 
+/// Test hook: with `MIRRORGATE_FAILPOINT=loop-panic:N` the Nth copy loop this process starts
+/// panics (that one only), as a bug would: the data plane counts a dead copy loop
+/// (`mirrorgate_mirror_dead_tasks_total`, KIP-1279 DeadThreadCount), the partition goes FAILED
+/// (retryable) and a new loop takes over after the retry backoff.
+fn failpoint_loop_panic() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static NTH: OnceLock<Option<u64>> = OnceLock::new();
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    let nth = NTH.get_or_init(|| {
+        let v = std::env::var("MIRRORGATE_FAILPOINT").ok()?;
+        v.strip_prefix("loop-panic:")?.parse().ok()
+    });
+    if let Some(nth) = nth {
+        if STARTED.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
+            panic!("MIRRORGATE_FAILPOINT loop-panic:{nth} reached");
+        }
+    }
+}
+
 pub(super) fn sequence_for(dest_offset: i64) -> i32 {
     (dest_offset & 0x7fff_ffff) as i32
 }
@@ -201,6 +221,7 @@ impl PartitionTask {
 
     /// Runs until stopped or failed.
     pub async fn run(self, stop: CancellationToken) -> Outcome {
+        failpoint_loop_panic();
         let mut stall = errors::StallGuard::default();
 
         // Right after this process started, a Produce of the previous process (killed) may
