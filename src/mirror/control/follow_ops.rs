@@ -150,6 +150,16 @@ impl ControlPlane {
         }
     }
 
+    /// The write permission of this instance now, to be asked later whether it still holds:
+    /// the lease of the current group generation (`None`: not in a group, always holds).
+    /// A rebalance does not end it; only the lease running out (or being renewed for another
+    /// generation) does.
+    pub fn lease_token(&self) -> Option<crate::mirror::dataplane::produce::LeaseToken> {
+        let o = self.ownership()?;
+        let (lease, generation) = (o.lease.clone(), o.generation);
+        Some(Arc::new(move || lease.is_valid_for(generation)))
+    }
+
     /// Whether this instance runs the metadata sync of `mirror` now.
     pub fn owns_mirror(&self, mirror: &str) -> bool {
         match self.ownership() {
@@ -233,14 +243,14 @@ impl ControlPlane {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&(change.key.clone(), change.offset));
-                if own {
-                    self.forget_bases(&change.key, change.offset);
-                }
                 match offsets.get(&change.key).filter(|&&o| o >= change.offset) {
                     Some(&latest) if !own && latest > change.offset => Some(latest),
                     Some(_) => continue,
                     None => {
                         offsets.insert(change.key.clone(), change.offset);
+                        if !own {
+                            self.forget_bases(&change.key, change.offset);
+                        }
                         None
                     }
                 }
@@ -250,19 +260,23 @@ impl ControlPlane {
                 // computed without it (two admin requests at once): the log keeps this
                 // instance's value. Mirrors and mirror topics get a merge of both written
                 // (`merge`); what cannot be merged is said, never silent.
-                if self.merge_concurrent(&change.key, change.offset, change.value.as_ref()).await {
-                    tracing::info!(key = ?change.key, offset = change.offset, later = latest, "merged a concurrent state change through another instance with this instance's later write");
-                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged")
-                        .increment(1);
-                } else if self.mergeable_value(&change.key).is_none() || change.value.is_none() {
-                    tracing::warn!(
-                        key = ?change.key,
-                        offset = change.offset,
-                        overwritten_by = latest,
-                        "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
-                    );
-                    metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "overwritten")
-                        .increment(1);
+                match self.merge_concurrent(&change.key, change.value.as_ref()).await {
+                    Some(true) => {
+                        tracing::info!(key = ?change.key, offset = change.offset, later = latest, "merged a concurrent state change through another instance with this instance's later write");
+                        metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged")
+                            .increment(1);
+                    }
+                    Some(false) => {}
+                    None => {
+                        tracing::warn!(
+                            key = ?change.key,
+                            offset = change.offset,
+                            overwritten_by = latest,
+                            "a concurrent state change through another instance was overwritten by this instance's write; check the result and repeat the request if needed"
+                        );
+                        metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "overwritten")
+                            .increment(1);
+                    }
                 }
                 continue;
             }

@@ -18,9 +18,15 @@ use serde_json::{Map, Value};
 use super::super::store::{StateKey, StateValue};
 use super::{ControlPlane, StateWrite};
 
-/// Bases of this instance's writes not yet followed back, per key: `(offset, the key's value
-/// before the write)`, oldest first.
-pub(super) type OwnBases = std::collections::HashMap<StateKey, Vec<(i64, Option<Value>)>>;
+/// Bases of this instance's writes since it last applied another instance's record of the
+/// key as the newest, per key: `(offset, the key's value before the write)`, oldest first.
+pub(super) type OwnBases = std::collections::HashMap<StateKey, Vec<(i64, Option<Value>, std::time::Instant)>>;
+
+/// How long the base of a write is kept at most: a concurrent write through another
+/// instance is followed back within a second or two.
+const BASE_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Bases kept per key at most (the oldest go first).
+const BASES_PER_KEY: usize = 32;
 
 impl ControlPlane {
     /// The JSON form of the value held in memory for a mirror or mirror-topic `key` (`None`:
@@ -40,50 +46,66 @@ impl ControlPlane {
         if matches!(key, StateKey::Partition { .. }) {
             return;
         }
-        self.own_bases.lock().unwrap_or_else(|e| e.into_inner()).entry(key.clone()).or_default().push((offset, base));
+        let mut bases = self.own_bases.lock().unwrap_or_else(|e| e.into_inner());
+        let v = bases.entry(key.clone()).or_default();
+        v.retain(|(_, _, at)| at.elapsed() < BASE_KEPT);
+        if v.len() >= BASES_PER_KEY {
+            v.remove(0);
+        }
+        v.push((offset, base, std::time::Instant::now()));
     }
 
-    /// This instance's record of `key` at `offset` was followed back: bases of it and of
-    /// older writes are not needed any more (a record below them can no longer arrive).
+    /// Another instance's record of `key` at `offset` was applied as the newest: this
+    /// instance's later writes are computed from it, so bases of its writes before it are
+    /// not needed any more.
     pub(super) fn forget_bases(&self, key: &StateKey, offset: i64) {
         let mut bases = self.own_bases.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = bases.get_mut(key) {
-            v.retain(|(o, _)| *o > offset);
+            v.retain(|(o, _, _)| *o > offset);
             if v.is_empty() {
                 bases.remove(key);
             }
         }
     }
 
-    /// Another instance's record of `key` at `offset` (`theirs`) arrived after a later write
-    /// of this instance computed without it. Writes the three-way merge when it differs from
-    /// what this instance wrote; returns whether it did. Callers hold `write_lock`.
-    pub(super) async fn merge_concurrent(&self, key: &StateKey, offset: i64, theirs: Option<&StateValue>) -> bool {
+    /// Another instance's record of `key` (`theirs`) arrived after a later write of this
+    /// instance computed without it. Writes the three-way merge when it differs from what
+    /// this instance wrote: `Some(true)` when it did, `Some(false)` when nothing of theirs was
+    /// missing, `None` when it cannot merge (a deletion, both created the record, a partition
+    /// record, a store failure). Callers hold `write_lock`.
+    pub(super) async fn merge_concurrent(&self, key: &StateKey, theirs: Option<&StateValue>) -> Option<bool> {
+        // The base: the value before the oldest write of this instance since it last applied
+        // another instance's record of the key as the newest. The other record may have been
+        // computed without any of those writes (not only the ones after it in the log): a
+        // field it holds as that base had it is one it did not change.
         let base = {
             let bases = self.own_bases.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(first_after) = bases.get(key).and_then(|v| v.iter().find(|(o, _)| *o > offset)) else {
-                return false;
-            };
-            first_after.1.clone()
+            match bases.get(key).and_then(|v| v.first()) {
+                Some((_, Some(base), _)) => base.clone(),
+                // No base (nothing of ours pending), or both created the record at once: two
+                // unrelated definitions are not merged into one (a mirror's connection and
+                // credentials belong together); the later write stands.
+                _ => return None,
+            }
         };
         let (Some(ours), Some(theirs)) = (self.mergeable_value(key), theirs.and_then(json_of)) else {
             // One side deleted the record: the later write stands (a delete is not merged).
-            return false;
+            return None;
         };
-        let merged = merge3(base.as_ref(), &ours, &theirs);
+        let merged = merge3(Some(&base), &ours, &theirs);
         if merged == ours {
-            return false;
+            return Some(false);
         }
         let write = match key {
             StateKey::Mirror { .. } => serde_json::from_value(merged).map(StateWrite::Mirror),
             StateKey::Topic { .. } => serde_json::from_value(merged).map(StateWrite::Topic),
-            StateKey::Partition { .. } => return false,
+            StateKey::Partition { .. } => return None,
         };
         let write = match write {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(?key, error = %e, "cannot merge a concurrent state change through another instance");
-                return false;
+                return None;
             }
         };
         match self.persist(write.clone()).await {
@@ -97,11 +119,11 @@ impl ControlPlane {
                     }
                     _ => {}
                 });
-                true
+                Some(true)
             }
             Err(e) => {
                 tracing::warn!(?key, error = %e.message, "cannot write the merge of a concurrent state change through another instance");
-                false
+                None
             }
         }
     }

@@ -109,6 +109,10 @@ impl DataPlane {
             dest.clone(),
             request_timeout.as_millis().min(i32::MAX as u128) as i32,
             Arc::new(move |topic: &str, partition: i32| owner.owns_partition(topic, partition)),
+            {
+                let control = control.clone();
+                Arc::new(move || control.lease_token())
+            },
         );
         Self {
             control,

@@ -131,8 +131,7 @@ impl Pipeline {
         while let Some((sent, answer)) = self.next().await {
             match answer {
                 Err(MuxError::Ambiguous(_)) => ambiguous = true,
-                // (Below the expected offset: a duplicate, nothing appended; see `judge`.)
-                Ok(base) if base > sent.expected => {
+                Ok(base) if base != sent.expected => {
                     misplaced.get_or_insert((sent.expected, base));
                 }
                 _ => {}
@@ -402,15 +401,11 @@ impl PartitionTask {
         let (topic, p, expected) = (&self.topic, self.partition, sent.expected);
         match answer {
             Ok(base) if base == expected => Ok(None),
-            // An offset below the log end this append was due at: the broker took it for a
-            // resend of a batch it already holds with the same producer id, epoch and sequence
-            // range, and answered with that batch's offset (Kafka
-            // `ProducerStateManager.findDuplicateBatch`); nothing was appended. Another writer
-            // with this producer id appended first (an instance that lost the partition):
-            // re-align from the destination log end.
-            Ok(base) if base < expected => Err(Retry::new(format!(
-                "destination answered the append to {topic}-{p} due at {expected} with the earlier offset {base} (a duplicate of a batch another writer with this producer id appended); re-aligning"
-            ))),
+            // (Also an offset below the one due: the broker may have taken it for a resend
+            // of a batch it holds with the same producer id, epoch and sequences, appending
+            // nothing — or, holding no state of the producer, appended it after a
+            // truncation. The two cannot be told apart from the answer: failed, never
+            // re-aligned over.)
             Ok(base) => Ok(Some(fail(
                 format!("destination appended {topic}-{p} at offset {base}, expected {expected}; something else writes to this mirror partition"),
                 false,

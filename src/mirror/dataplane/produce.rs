@@ -92,11 +92,13 @@ impl PendingAppend {
     }
 }
 
-/// How often a writer with Produce requests in flight checks that it still owns their
-/// partitions. An instance that lost its lease (cut off from the group coordinator) resets
-/// the connection well before the group gives the partitions to another instance (the lease
-/// ends a heartbeat interval before the session does), so a request held in the socket's
-/// send queue by a network cut is discarded instead of landing after the new owner's appends.
+/// How often a writer with a Produce being written or unanswered checks the lease it was
+/// written under. An instance that lost its lease (cut off from the group coordinator)
+/// resets the connection well before the group gives the partitions to another instance
+/// (the lease ends a heartbeat interval before the session does), so a request held in the
+/// socket's send queue by a network cut is discarded instead of landing after the new
+/// owner's appends. (A rebalance does not reset anything: the loops finish their appends
+/// under the lease of the generation they were written in.)
 const OWNERSHIP_CHECK: Duration = Duration::from_millis(200);
 
 /// Destination-side batching: per destination leader, Produce requests (acks=all) carrying one
@@ -107,11 +109,19 @@ pub struct ProduceMux {
     request_timeout: Duration,
     brokers: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceJob>>>,
     guard: Option<WriteGuard>,
+    lease: Option<LeaseWatch>,
 }
 
 /// Decides, right before a Produce is written, whether `topic`-`partition` may still be
 /// appended to by this instance (its ownership and lease, `ControlPlane::owns_partition`).
 pub type WriteGuard = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
+
+/// Whether the permission to write that held when a Produce was written still holds: the
+/// lease of the group generation it was written in (`None`: no lease, a single instance).
+pub type LeaseToken = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The lease token of this instance now (`ControlPlane::lease_token`).
+pub type LeaseWatch = Arc<dyn Fn() -> Option<LeaseToken> + Send + Sync>;
 
 impl ProduceMux {
     /// A multiplexer over the destination `client`.
@@ -120,17 +130,38 @@ impl ProduceMux {
     pub fn new(client: ClusterClient, request_timeout_ms: i32) -> Arc<Self> {
         let timeout_ms = produce_timeout_ms(request_timeout_ms);
         let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
-        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()), guard: None })
+        Arc::new(Self {
+            client,
+            timeout_ms,
+            request_timeout,
+            brokers: Mutex::new(HashMap::new()),
+            guard: None,
+            lease: None,
+        })
     }
 
     /// [`ProduceMux::new`] whose appends are checked against `guard` just before each
     /// Produce is written: an append of a partition the guard refuses is not sent
     /// ([`MuxError::NotSent`]), so an instance whose work moved (or whose lease ran out) never
-    /// writes after it.
-    pub fn with_guard(client: ClusterClient, request_timeout_ms: i32, guard: WriteGuard) -> Arc<Self> {
+    /// writes after it. Each request written keeps the `lease` token of that moment: when it
+    /// stops holding while the request is unanswered, or while it is still being written, the
+    /// connection is reset ([`OWNERSHIP_CHECK`]).
+    pub fn with_guard(
+        client: ClusterClient,
+        request_timeout_ms: i32,
+        guard: WriteGuard,
+        lease: LeaseWatch,
+    ) -> Arc<Self> {
         let timeout_ms = produce_timeout_ms(request_timeout_ms);
         let request_timeout = Duration::from_millis(request_timeout_ms.max(1) as u64);
-        Arc::new(Self { client, timeout_ms, request_timeout, brokers: Mutex::new(HashMap::new()), guard: Some(guard) })
+        Arc::new(Self {
+            client,
+            timeout_ms,
+            request_timeout,
+            brokers: Mutex::new(HashMap::new()),
+            guard: Some(guard),
+            lease: Some(lease),
+        })
     }
 
     /// Queues one batch (as segments) for `topic`-`partition` behind the appends queued for
@@ -180,6 +211,7 @@ impl ProduceMux {
             cut: HashSet::new(),
             next_correlation_id: 1,
             guard: self.guard.clone(),
+            lease: self.lease.clone(),
         };
         tokio::spawn(writer.run(rx));
         brokers.insert(node_id, tx.clone());
@@ -193,6 +225,8 @@ struct Sent {
     request: ProduceInFlight,
     jobs: Vec<(ProduceJob, KafkaUuid)>,
     by_id: bool,
+    /// The write permission it was written under.
+    lease: Option<LeaseToken>,
 }
 
 /// The task of one destination broker.
@@ -211,6 +245,8 @@ struct BrokerWriter {
     cut: HashSet<(String, i32)>,
     /// Checked for every job right before its Produce is written.
     guard: Option<WriteGuard>,
+    /// The write permission each request is written under.
+    lease: Option<LeaseWatch>,
     next_correlation_id: i32,
 }
 
@@ -253,11 +289,11 @@ impl BrokerWriter {
                     let m = format!("no Produce answer from broker {} within {} ms", self.node_id, self.request_timeout.as_millis());
                     self.abandon(&m);
                 }
-                _ = tokio::time::sleep_until(ownership_check), if self.guard.is_some() && !self.sent.is_empty() => {
+                _ = tokio::time::sleep_until(ownership_check), if self.lease.is_some() && !self.sent.is_empty() => {
                     ownership_check = tokio::time::Instant::now() + OWNERSHIP_CHECK;
-                    if let Some((topic, partition)) = self.unowned_in_flight() {
-                        let m = format!("{topic}-{partition} is not owned by this instance any more (its lease ran out) while a Produce of it was unanswered: the connection to broker {} is reset", self.node_id);
-                        tracing::info!(broker = self.node_id, topic, partition, "destination connection reset: a Produce in flight is of a partition this instance no longer owns");
+                    if self.sent.iter().any(|s| s.lease.as_ref().is_some_and(|holds| !holds())) {
+                        let m = format!("this instance's lease ran out while a Produce was unanswered: the connection to broker {} is reset", self.node_id);
+                        tracing::info!(broker = self.node_id, "destination connection reset: the lease ran out with a Produce in flight");
                         self.abandon(&m);
                     }
                 }
@@ -352,20 +388,41 @@ impl BrokerWriter {
                 }
             };
             let jobs: Vec<(ProduceJob, KafkaUuid)> = jobs.into_iter().zip(ids).collect();
-            match conn.conn.write_produce(frame).await {
-                Ok(request) => {
+            let lease = self.lease.as_ref().and_then(|watch| watch());
+            // A write blocked by a full send buffer (a network cut) must not finish after the
+            // lease ran out: it is given up and the connection reset, like a request in flight.
+            let written = {
+                let write = conn.conn.write_produce(frame);
+                tokio::pin!(write);
+                loop {
+                    tokio::select! {
+                        r = &mut write => break Some(r),
+                        _ = tokio::time::sleep(OWNERSHIP_CHECK), if lease.is_some() => {
+                            if lease.as_ref().is_some_and(|holds| !holds()) {
+                                break None;
+                            }
+                        }
+                    }
+                }
+            };
+            match written {
+                Some(Ok(request)) => {
                     if self.sent.is_empty() {
                         *deadline = tokio::time::Instant::now() + self.request_timeout;
                     }
-                    self.sent.push_back(Sent { request, jobs, by_id });
+                    self.sent.push_back(Sent { request, jobs, by_id, lease });
                 }
-                Err(e) => {
+                failed => {
                     // Partly written, maybe read and appended: unknown, as everything before it.
-                    let m = e.to_string();
+                    let m = match failed {
+                        Some(Err(e)) => e.to_string(),
+                        _ => format!("this instance's lease ran out while a Produce to broker {} was being written: the connection is reset", self.node_id),
+                    };
                     self.sent.push_back(Sent {
                         request: ProduceInFlight { correlation_id, version, expects_response: true },
                         jobs,
                         by_id,
+                        lease: None,
                     });
                     self.abandon(&m);
                 }
@@ -415,16 +472,6 @@ impl BrokerWriter {
     /// appended. Their jobs get [`MuxError::Ambiguous`]; the next request reconnects.
     /// The queued jobs of those partitions are answered [`MuxError::NotSent`]: sent on a new
     /// connection they could race what the broker still does with the abandoned requests.
-    /// The first partition of a request in flight that the guard refuses now.
-    fn unowned_in_flight(&self) -> Option<(String, i32)> {
-        let guard = self.guard.as_ref()?;
-        self.sent
-            .iter()
-            .flat_map(|s| s.jobs.iter())
-            .find(|(j, _)| !guard(&j.topic, j.partition))
-            .map(|(j, _)| (j.topic.clone(), j.partition))
-    }
-
     fn abandon(&mut self, why: &str) {
         // Reset, not closed: a Produce still in the socket's send queue (a network cut) must
         // not reach the broker later, after this instance re-aligned or another took over.
