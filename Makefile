@@ -1,5 +1,5 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
-.PHONY: demo test lint bench bench-proxy bench-fill-head kafka clean faults faults-long fuzz fuzz-short
+.PHONY: demo test lint bench bench-proxy bench-scale bench-fill-head kafka clean faults faults-long fuzz fuzz-short
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
@@ -48,6 +48,12 @@ bench-mirror:
 # throughput, directly and through mirrorgate, alternating (~4 min; not in CI).
 bench-proxy:
 	benches/harness/proxy.sh
+
+# 1,000 partitions (10 topics x 100) with light traffic: time to lag 0, then a steady produce
+# load for BENCH_SOAK_SECONDS (default 1800, the 30-minute soak) sampling mirrorgate's RSS, CPU
+# and connections every 10 s; reports whether RSS stays within +-10 % (not in CI).
+bench-scale:
+	benches/harness/scale.sh
 
 # What filling a removed head of 100 M offsets costs on a 1-node Kafka 4.1.1, per head-fill
 # encoding, and removing it with DeleteRecords (docs/performance.md; ~3 GB written; not in CI).

@@ -19,9 +19,35 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       writes TOTAL records of SIZE random bytes (lz4, linger.ms=20, batch.size=262144,
       acks=all) with partition p getting a share proportional to p + 1 (the last partition
       holds PARTITIONS times the first one's records); prints "RECORDS/S MB/S".
+  bench_util.py create-topics BOOTSTRAP PREFIX TOPICS PARTITIONS
+      creates PREFIX0..PREFIX<TOPICS-1> with PARTITIONS partitions each (replication 1) in one
+      CreateTopics call (benches/harness/scale.sh).
+  bench_util.py seed BOOTSTRAP PREFIX TOPICS PARTITIONS PER_PARTITION SIZE
+      writes PER_PARTITION records of SIZE bytes to every partition; prints the total.
+  bench_util.py produce-steady BOOTSTRAP PREFIX TOPICS PARTITIONS RATE SIZE SECONDS
+      a steady RATE records/s of SIZE bytes for SECONDS, round-robin over every partition of
+      every topic (librdkafka, acks=all, linger.ms=$BENCH_SCALE_LINGER_MS or 50: with 5 ms,
+      librdkafka 2.16 fell ever further behind at 2,000 records/s over 1,000 partitions);
+      progress every 10 s on stderr; prints "SENT DELIVERED FAILED LOOP_S TOTAL_S" (LOOP_S:
+      the rate-limited loop, TOTAL_S: including the final flush).
+  bench_util.py lag MG_BIN MG_ADDR MIRROR
+      one `mirrors --describe --json`; prints "PARTITIONS TOTAL_LAG NOT_MIRRORING SRC_SUM DST_SUM".
+  bench_util.py wait-lag0 MG_BIN MG_ADDR MIRROR PARTITIONS TIMEOUT_S
+      polls `--describe --json` until PARTITIONS partitions are MIRRORING with lag 0; prints the
+      epoch ms it happened. Exit 1 on timeout.
+  bench_util.py sample PID MG_BIN MG_ADDR MIRROR SRC_PORT DST_PORT LISTEN_LO LISTEN_HI INTERVAL CSV
+      every INTERVAL s until SIGTERM, appends a CSV row: elapsed s, VmRSS KiB, CPU% over the
+      interval, CPU s, threads, established TCP connections of PID to the source broker port,
+      to the destination broker port, accepted on its listener ports, others; total lag,
+      partitions not MIRRORING, destination offsets summed.
+  bench_util.py soak-summary CSV WARMUP_S
+      key=value lines summarising the samples taken at or after WARMUP_S.
 """
 
 import glob
+import signal
+import statistics
+import subprocess
 import json
 import os
 import socket
@@ -191,6 +217,284 @@ def cmd_free_ports(count):
     sys.exit("no free port range")
 
 
+def _topics(prefix, topics):
+    return [f"{prefix}{i}" for i in range(int(topics))]
+
+
+def cmd_create_topics(bootstrap, prefix, topics, partitions):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futs = admin.create_topics(
+        [NewTopic(t, num_partitions=int(partitions), replication_factor=1) for t in _topics(prefix, topics)],
+        operation_timeout=60,
+    )
+    for t, f in futs.items():
+        f.result(timeout=120)
+    # wait until every partition has a leader in the metadata
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        md = admin.list_topics(timeout=10)
+        ok = all(
+            t in md.topics
+            and md.topics[t].error is None
+            and len(md.topics[t].partitions) == int(partitions)
+            and all(p.leader >= 0 for p in md.topics[t].partitions.values())
+            for t in _topics(prefix, topics)
+        )
+        if ok:
+            return
+        time.sleep(0.5)
+    sys.exit("create-topics: partitions without a leader after 60 s")
+
+
+def _producer(bootstrap, **extra):
+    from confluent_kafka import Producer
+
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": int(os.environ.get("BENCH_SCALE_LINGER_MS", "50")),
+        "queue.buffering.max.kbytes": 262144,
+    }
+    conf.update(extra)
+    return Producer(conf)
+
+
+def cmd_seed(bootstrap, prefix, topics, partitions, per_partition, size):
+    prod = _producer(bootstrap)
+    payload = os.urandom(int(size))
+    failed = []
+
+    def cb(err, _msg):
+        if err is not None:
+            failed.append(err)
+
+    n = 0
+    for t in _topics(prefix, topics):
+        for p in range(int(partitions)):
+            for _ in range(int(per_partition)):
+                while True:
+                    try:
+                        prod.produce(t, payload, partition=p, on_delivery=cb)
+                        break
+                    except BufferError:
+                        prod.poll(0.05)
+                n += 1
+        prod.poll(0)
+    if prod.flush(120) != 0 or failed:
+        sys.exit(f"seed: {len(failed)} failed deliveries ({failed[:1]}), or records unsent after 120 s")
+    print(n)
+
+
+def cmd_produce_steady(bootstrap, prefix, topics, partitions, rate, size, seconds):
+    rate, size, seconds, partitions = float(rate), int(size), float(seconds), int(partitions)
+    targets = [(t, p) for t in _topics(prefix, topics) for p in range(partitions)]
+    prod = _producer(bootstrap)
+    payload = os.urandom(size * 16)
+    stats = {"ok": 0, "failed": 0}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+
+    def cb(err, _msg):
+        stats["failed" if err is not None else "ok"] += 1
+
+    start = time.time()
+    sent = 0
+    next_report = start + 10
+    while not stop:
+        now = time.time()
+        elapsed = now - start
+        if elapsed >= seconds:
+            break
+        if now >= next_report:
+            next_report += 10
+            print(f"{elapsed:.0f} s: {sent} sent, {stats['ok']} delivered, {stats['failed']} failed", file=sys.stderr, flush=True)
+        due = min(int(rate * elapsed), int(rate * seconds))
+        while sent < due:
+            t, p = targets[sent % len(targets)]
+            off = (sent * 7919) % (size * 15)
+            try:
+                prod.produce(t, payload[off : off + size], partition=p, on_delivery=cb)
+            except BufferError:
+                break
+            sent += 1
+        prod.poll(0.01)
+    loop_s = time.time() - start
+    prod.flush(120)
+    print(sent, stats["ok"], stats["failed"], f"{loop_s:.1f}", f"{time.time() - start:.1f}")
+
+
+def _describe(mg_bin, mg_addr, mirror):
+    out = subprocess.run(
+        [mg_bin, "mirrors", "--bootstrap-server", mg_addr, "--describe", "--mirror", mirror, "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return json.loads(out.stdout or "[]")
+
+
+def _lag_summary(rows):
+    lag = sum(max(r.get("lag") or 0, 0) for r in rows)
+    not_mirroring = sum(1 for r in rows if r.get("state") != "MIRRORING")
+    src = sum(max(r.get("sourceOffset") or 0, 0) for r in rows)
+    dst = sum(max(r.get("destinationOffset") or 0, 0) for r in rows)
+    return len(rows), lag, not_mirroring, src, dst
+
+
+def cmd_lag(mg_bin, mg_addr, mirror):
+    print(*_lag_summary(_describe(mg_bin, mg_addr, mirror)))
+
+
+def cmd_wait_lag0(mg_bin, mg_addr, mirror, partitions, timeout_s):
+    deadline, partitions = time.time() + float(timeout_s), int(partitions)
+    last = None
+    while time.time() < deadline:
+        try:
+            rows = _describe(mg_bin, mg_addr, mirror)
+            last = _lag_summary(rows)
+            if last[0] >= partitions and all(r.get("lag") == 0 and r.get("state") == "MIRRORING" for r in rows):
+                print(int(time.time() * 1000))
+                return
+        except Exception as e:  # noqa: BLE001 — mirrorgate busy; retry
+            last = str(e)
+        time.sleep(1)
+    sys.exit(f"wait-lag0: not at lag 0 after {timeout_s} s: {last}")
+
+
+def _tcp_table():
+    """inode -> (local port, remote port) of ESTABLISHED sockets."""
+    table = {}
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(f) as fh:
+                next(fh)
+                for line in fh:
+                    parts = line.split()
+                    if parts[3] != "01":
+                        continue
+                    lport = int(parts[1].rsplit(":", 1)[1], 16)
+                    rport = int(parts[2].rsplit(":", 1)[1], 16)
+                    table[parts[9]] = (lport, rport)
+        except OSError:
+            pass
+    return table
+
+
+def connections(pid, src_port, dst_port, listen_lo, listen_hi):
+    table = _tcp_table()
+    counts = [0, 0, 0, 0]  # source, destination, accepted on the listener, other
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return counts
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if not link.startswith("socket:["):
+            continue
+        conn = table.get(link[8:-1])
+        if conn is None:
+            continue
+        lport, rport = conn
+        if rport == src_port:
+            counts[0] += 1
+        elif rport == dst_port:
+            counts[1] += 1
+        elif listen_lo <= lport <= listen_hi:
+            counts[2] += 1
+        else:
+            counts[3] += 1
+    return counts
+
+
+def _rss_threads(pid):
+    rss = threads = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return rss, threads
+
+
+def cmd_sample(pid, mg_bin, mg_addr, mirror, src_port, dst_port, listen_lo, listen_hi, interval, csv_path):
+    src_port, dst_port, listen_lo, listen_hi = int(src_port), int(dst_port), int(listen_lo), int(listen_hi)
+    interval = float(interval)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    start = time.time()
+    prev_t, prev_cpu = start, cpu_seconds(pid)
+    with open(csv_path, "w", buffering=1) as out:
+        out.write("elapsed_s,rss_kib,cpu_pct,cpu_s,threads,conns_source,conns_destination,conns_listener,conns_other,"
+                  "total_lag,not_mirroring,destination_offsets\n")
+        next_at = start
+        while not stop:
+            next_at += interval
+            while not stop and time.time() < next_at:
+                time.sleep(min(0.2, max(next_at - time.time(), 0)))
+            if stop:
+                break
+            now, cpu = time.time(), cpu_seconds(pid)
+            if cpu < 0:
+                break
+            pct = 100 * (cpu - prev_cpu) / max(now - prev_t, 1e-3)
+            prev_t, prev_cpu = now, cpu
+            rss, threads = _rss_threads(pid)
+            conns = connections(pid, src_port, dst_port, listen_lo, listen_hi)
+            try:
+                _, lag, nm, _, dst = _lag_summary(_describe(mg_bin, mg_addr, mirror))
+            except Exception:  # noqa: BLE001
+                lag = nm = dst = ""
+            out.write(f"{now - start:.1f},{rss},{pct:.1f},{cpu:.2f},{threads},{conns[0]},{conns[1]},{conns[2]},{conns[3]},"
+                      f"{lag},{nm},{dst}\n")
+
+
+def cmd_soak_summary(csv_path, warmup_s):
+    import csv
+
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        sys.exit("soak-summary: no samples")
+    post = [r for r in rows if float(r["elapsed_s"]) >= float(warmup_s)] or rows
+    rss = [int(r["rss_kib"]) for r in post]
+    med = statistics.median(rss)
+    cpu = [float(r["cpu_pct"]) for r in post]
+
+    def rng(key):
+        v = [int(r[key]) for r in rows]
+        return f"{min(v)}" if min(v) == max(v) else f"{min(v)}–{max(v)}"
+
+    lags = [int(r["total_lag"]) for r in post if r["total_lag"] != ""]
+    print(f"samples={len(rows)}")
+    print(f"post_warmup_samples={len(post)}")
+    print(f"warmup_s={warmup_s}")
+    print(f"rss_first_mib={rss[0] / 1024:.1f}")
+    print(f"rss_min_mib={min(rss) / 1024:.1f}")
+    print(f"rss_max_mib={max(rss) / 1024:.1f}")
+    print(f"rss_median_mib={med / 1024:.1f}")
+    print(f"rss_last_mib={rss[-1] / 1024:.1f}")
+    print(f"rss_all_min_mib={min(int(r['rss_kib']) for r in rows) / 1024:.1f}")
+    print(f"rss_all_max_mib={max(int(r['rss_kib']) for r in rows) / 1024:.1f}")
+    print(f"rss_low_pct={100 * (min(rss) - med) / med:+.1f}")
+    print(f"rss_high_pct={100 * (max(rss) - med) / med:+.1f}")
+    print(f"rss_flat={'yes' if min(rss) >= 0.9 * med and max(rss) <= 1.1 * med else 'no'}")
+    print(f"cpu_pct_avg={statistics.mean(cpu):.1f}")
+    print(f"cpu_pct_max={max(cpu):.1f}")
+    print(f"threads={rng('threads')}")
+    print(f"conns_source={rng('conns_source')}")
+    print(f"conns_destination={rng('conns_destination')}")
+    print(f"conns_listener={rng('conns_listener')}")
+    print(f"conns_other={rng('conns_other')}")
+    print(f"lag_max={max(lags) if lags else ''}")
+    print(f"lag_median={statistics.median(lags) if lags else ''}")
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {
@@ -201,4 +505,11 @@ if __name__ == "__main__":
         "threads": cmd_threads,
         "free-ports": cmd_free_ports,
         "produce-uneven": cmd_produce_uneven,
+        "create-topics": cmd_create_topics,
+        "seed": cmd_seed,
+        "produce-steady": cmd_produce_steady,
+        "lag": cmd_lag,
+        "wait-lag0": cmd_wait_lag0,
+        "sample": cmd_sample,
+        "soak-summary": cmd_soak_summary,
     }[cmd](*args)
