@@ -243,14 +243,14 @@ impl ControlPlane {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&(change.key.clone(), change.offset));
+                if own {
+                    self.forget_bases(&change.key, change.offset);
+                }
                 match offsets.get(&change.key).filter(|&&o| o >= change.offset) {
                     Some(&latest) if !own && latest > change.offset => Some(latest),
                     Some(_) => continue,
                     None => {
                         offsets.insert(change.key.clone(), change.offset);
-                        if !own {
-                            self.forget_bases(&change.key, change.offset);
-                        }
                         None
                     }
                 }
@@ -260,7 +260,7 @@ impl ControlPlane {
                 // computed without it (two admin requests at once): the log keeps this
                 // instance's value. Mirrors and mirror topics get a merge of both written
                 // (`merge`); what cannot be merged is said, never silent.
-                match self.merge_concurrent(&change.key, change.value.as_ref()).await {
+                match self.merge_concurrent(&change.key, change.offset, change.value.as_ref()).await {
                     Some(true) => {
                         tracing::info!(key = ?change.key, offset = change.offset, later = latest, "merged a concurrent state change through another instance with this instance's later write");
                         metrics::counter!("mirrorgate_state_concurrent_overwrites_total", "result" => "merged")

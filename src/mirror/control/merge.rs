@@ -18,8 +18,7 @@ use serde_json::{Map, Value};
 use super::super::store::{StateKey, StateValue};
 use super::{ControlPlane, StateWrite};
 
-/// Bases of this instance's writes since it last applied another instance's record of the
-/// key as the newest, per key: `(offset, the key's value before the write)`, oldest first.
+/// Bases of this instance's writes not yet followed back, per key: `(offset, the key's value before the write)`, oldest first.
 pub(super) type OwnBases = std::collections::HashMap<StateKey, Vec<(i64, Option<Value>, std::time::Instant)>>;
 
 /// How long the base of a write is kept at most: a concurrent write through another
@@ -55,9 +54,8 @@ impl ControlPlane {
         v.push((offset, base, std::time::Instant::now()));
     }
 
-    /// Another instance's record of `key` at `offset` was applied as the newest: this
-    /// instance's later writes are computed from it, so bases of its writes before it are
-    /// not needed any more.
+    /// This instance's record of `key` at `offset` was followed back: bases of it and of
+    /// older writes are not needed any more (a record below them can no longer arrive).
     pub(super) fn forget_bases(&self, key: &StateKey, offset: i64) {
         let mut bases = self.own_bases.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = bases.get_mut(key) {
@@ -68,23 +66,28 @@ impl ControlPlane {
         }
     }
 
-    /// Another instance's record of `key` (`theirs`) arrived after a later write of this
-    /// instance computed without it. Writes the three-way merge when it differs from what
+    /// Another instance's record of `key` at `offset` (`theirs`) arrived after a later write
+    /// of this instance computed without it. Writes the three-way merge when it differs from what
     /// this instance wrote: `Some(true)` when it did, `Some(false)` when nothing of theirs was
     /// missing, `None` when it cannot merge (a deletion, both created the record, a partition
     /// record, a store failure). Callers hold `write_lock`.
-    pub(super) async fn merge_concurrent(&self, key: &StateKey, theirs: Option<&StateValue>) -> Option<bool> {
-        // The base: the value before the oldest write of this instance since it last applied
-        // another instance's record of the key as the newest. The other record may have been
-        // computed without any of those writes (not only the ones after it in the log): a
-        // field it holds as that base had it is one it did not change.
+    pub(super) async fn merge_concurrent(
+        &self,
+        key: &StateKey,
+        offset: i64,
+        theirs: Option<&StateValue>,
+    ) -> Option<bool> {
+        // The base: the value before this instance's first write after theirs in the log (the
+        // one computed without it). (Known limit: when this instance wrote the key more than
+        // once around theirs, a field it changed in a write before theirs, which theirs was
+        // computed without, counts as changed by theirs and is reverted. Exact merging needs
+        // each record to name the record it was computed from.) A creation of ours has no
+        // base: both created the record at once, and two unrelated definitions are not merged
+        // into one (a mirror's connection and credentials belong together); the later stands.
         let base = {
             let bases = self.own_bases.lock().unwrap_or_else(|e| e.into_inner());
-            match bases.get(key).and_then(|v| v.first()) {
+            match bases.get(key).and_then(|v| v.iter().find(|(o, _, _)| *o > offset)) {
                 Some((_, Some(base), _)) => base.clone(),
-                // No base (nothing of ours pending), or both created the record at once: two
-                // unrelated definitions are not merged into one (a mirror's connection and
-                // credentials belong together); the later write stands.
                 _ => return None,
             }
         };
