@@ -117,7 +117,8 @@ pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer<'_>, re
                     // of an older one (`checkProducerEpoch`), so an append another writer of
                     // this partition (an instance that lost it) still had on the wire cannot
                     // land after ours. A new producer id only when the epoch is exhausted.
-                    let seen = producers.iter().filter(|a| a.producer_id == w.producer_id).map(|a| a.producer_epoch).max();
+                    let seen =
+                        producers.iter().filter(|a| a.producer_id == w.producer_id).map(|a| a.producer_epoch).max();
                     let current = seen.unwrap_or(w.producer_epoch).max(w.producer_epoch);
                     let (id, epoch) = if current < i16::MAX - 1 {
                         (w.producer_id, current + 1)
