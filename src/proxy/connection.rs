@@ -34,6 +34,7 @@ use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 use super::mirror_gate::GateDecision;
+use super::request_span::RequestSpan;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
@@ -50,7 +51,14 @@ pub enum Target {
 /// A response still due to the client, in request order.
 enum Pending {
     /// The destination broker will answer this request.
-    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction },
+    Upstream {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+        action: ResponseAction,
+        /// Its span, while traces are on.
+        span: Option<Box<RequestSpan>>,
+    },
     /// mirrorgate answered it itself.
     Local(Bytes),
     /// The upstream connection was opened; its responses follow from here on.
@@ -264,6 +272,8 @@ where
     let mut upstream: Option<BufWriter<Writer>> = None;
     // The request memory reserved for the (large) frame at the front of `buf`.
     let mut frame_permit: Option<OwnedSemaphorePermit> = None;
+    // The destination broker's address, for request spans.
+    let mut upstream_addr: Option<Arc<str>> = None;
     let outstanding = clock.outstanding.clone();
     let due = || outstanding.fetch_add(1, Ordering::AcqRel);
     loop {
@@ -286,6 +296,7 @@ where
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
                 identity.on_request(&prefix, &frame);
             }
+            let mut span = RequestSpan::start(&prefix, &frame);
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
                 Some(gate) => match gate.intercept(&prefix, &frame, admin, identity).await {
@@ -340,6 +351,9 @@ where
                         match connect_upstream(target, shared).await {
                             Ok((stream, addr)) => {
                                 tracing::debug!(?target, upstream = %addr, "upstream connection opened");
+                                if span.is_some() {
+                                    upstream_addr = Some(Arc::from(addr.as_str()));
+                                }
                                 let (up_r, up_w) = match stream {
                                     BrokerStream::Plain(s) => split_tcp(s),
                                     BrokerStream::Tls(s) => split_any(*s),
@@ -379,11 +393,15 @@ where
                     }
                     let Some(up_w) = upstream.as_mut() else { return "no upstream connection".into() };
                     if expect_response {
+                        if let Some(s) = span.as_mut() {
+                            s.forwarded(upstream_addr.clone());
+                        }
                         let pending = Pending::Upstream {
                             api_key: prefix.api_key,
                             api_version: prefix.api_version,
                             correlation_id: prefix.correlation_id,
                             action,
+                            span,
                         };
                         due();
                         if tx.send(pending).await.is_err() {
@@ -463,7 +481,7 @@ where
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
-        let (api_key, api_version, correlation_id, action) = match pending {
+        let (api_key, api_version, correlation_id, action, span) = match pending {
             Pending::Local(frame) => {
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
@@ -480,8 +498,8 @@ where
                 up_r = Some(r);
                 continue;
             }
-            Pending::Upstream { api_key, api_version, correlation_id, action } => {
-                (api_key, api_version, correlation_id, action)
+            Pending::Upstream { api_key, api_version, correlation_id, action, span } => {
+                (api_key, api_version, correlation_id, action, span)
             }
         };
         let Some(up_r) = up_r.as_mut() else {
@@ -507,6 +525,8 @@ where
         if api_key == SASL_AUTHENTICATE {
             identity.on_authenticate_response(&frame, api_version);
         }
+        // The broker's own answer, for the span (read before the rewrite consumes it).
+        let answered = span.as_ref().map(|_| (std::time::SystemTime::now(), frame.clone()));
         let frame = match intercept::apply(
             action,
             api_key,
@@ -522,6 +542,10 @@ where
         };
         if let Err(e) = write_frame(&mut client_w, &frame).await {
             return format!("write to client failed: {e}");
+        }
+        if let (Some(span), Some((at, raw))) = (span, answered) {
+            let mirror_apis = shared.gate.as_deref().map(|g| &g.table);
+            span.finish(api_key, api_version, correlation_id, &listener.name, mirror_apis, &raw, at, frame.len());
         }
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response

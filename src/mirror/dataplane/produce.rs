@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::client::cluster::{ClusterClient, DedicatedConnection, KafkaErrorCode};
 use crate::client::conn::ProduceInFlight;
+use crate::telemetry::traces::Timed;
 use crate::wire::mirror::KafkaUuid;
 use crate::wire::produce::{ProduceFrameBuilder, ProduceTopic};
 
@@ -193,6 +194,8 @@ struct Sent {
     request: ProduceInFlight,
     jobs: Vec<(ProduceJob, KafkaUuid)>,
     by_id: bool,
+    /// Its span (`mirror.append`), while traces are on.
+    span: Option<Timed>,
 }
 
 /// The task of one destination broker.
@@ -352,12 +355,13 @@ impl BrokerWriter {
                 }
             };
             let jobs: Vec<(ProduceJob, KafkaUuid)> = jobs.into_iter().zip(ids).collect();
+            let span = Timed::start();
             match conn.conn.write_produce(frame).await {
                 Ok(request) => {
                     if self.sent.is_empty() {
                         *deadline = tokio::time::Instant::now() + self.request_timeout;
                     }
-                    self.sent.push_back(Sent { request, jobs, by_id });
+                    self.sent.push_back(Sent { request, jobs, by_id, span });
                 }
                 Err(e) => {
                     // Partly written, maybe read and appended: unknown, as everything before it.
@@ -366,6 +370,7 @@ impl BrokerWriter {
                         request: ProduceInFlight { correlation_id, version, expects_response: true },
                         jobs,
                         by_id,
+                        span,
                     });
                     self.abandon(&m);
                 }
@@ -453,6 +458,9 @@ impl BrokerWriter {
     fn dispatch(&self, sent: Sent, resp: &kafka_protocol::messages::ProduceResponse) {
         let node_id = self.node_id;
         let version = sent.request.version;
+        if let Some(timed) = sent.span {
+            append_span(timed, node_id, &sent, resp);
+        }
         for (j, id) in sent.jobs {
             let p = resp
                 .responses
@@ -491,6 +499,40 @@ impl BrokerWriter {
             let _ = j.reply.send(answer);
         }
     }
+}
+
+/// The span of one Produce to a destination leader (`mirror.append`, `CLIENT`): the
+/// partitions it carried, its bytes, and the first partition error.
+fn append_span(timed: Timed, node_id: i32, sent: &Sent, resp: &kafka_protocol::messages::ProduceResponse) {
+    use crate::telemetry::traces::{error_type, Attr};
+    let mut topics: Vec<opentelemetry::StringValue> = Vec::new();
+    let mut partitions = Vec::with_capacity(sent.jobs.len());
+    let mut bytes = 0usize;
+    for (j, _) in &sent.jobs {
+        if !topics.iter().any(|t| t.as_str() == j.topic) {
+            topics.push(j.topic.clone().into());
+        }
+        partitions.push(opentelemetry::StringValue::from(format!("{}-{}", j.topic, j.partition)));
+        bytes += j.len();
+    }
+    let error =
+        resp.responses.iter().flat_map(|t| t.partition_responses.iter()).map(|p| p.error_code).find(|c| *c != 0);
+    let mut attrs = vec![
+        Attr::new("mirrorgate.destination_broker", i64::from(node_id)),
+        Attr::new("kafka.api_version", i64::from(sent.request.version)),
+        Attr::new("kafka.correlation_id", i64::from(sent.request.correlation_id)),
+        Attr::new("mirror.partition_count", sent.jobs.len() as i64),
+        Attr::new("kafka.request.bytes", bytes as i64),
+    ];
+    if topics.len() == 1 {
+        attrs.push(Attr::new("mirror.topic", topics[0].clone()));
+    }
+    attrs.push(Attr::new("mirror.topics", opentelemetry::Value::Array(topics.into())));
+    attrs.push(Attr::new("mirror.partitions", opentelemetry::Value::Array(partitions.into())));
+    if let Some(c) = error {
+        attrs.push(Attr::new("kafka.error_code", i64::from(c)));
+    }
+    timed.finish("mirror.append", opentelemetry::trace::SpanKind::Client, attrs, error.map(error_type), None);
 }
 
 /// Answers every job of `jobs` [`MuxError::NotSent`] with `why`.
