@@ -243,6 +243,10 @@ fn grpc_export_carries_requests_admin_rpcs_and_mirror_work() {
         named(&spans, "mirror.fetch", |a| a["mirror.name"] == mirror.as_str() && has_str(&a["mirror.topics"], &topic));
     assert!(!f.is_empty(), "no mirror.fetch naming {topic}");
     assert!(f.iter().any(|s| s["attributes"]["kafka.response.records_bytes"].as_i64().unwrap_or(0) > 0), "{f:?}");
+    let ap = named(&spans, "mirror.append", |a| has_str(&a["mirror.partitions"], &format!("{topic}-0")))[0];
+    assert_eq!(ap["attributes"]["mirror.name"], mirror.as_str(), "{ap}");
+    assert_eq!(ap["attributes"]["mirror.topic"], topic.as_str(), "{ap}");
+    assert!(ap["attributes"]["kafka.request.bytes"].as_i64().unwrap() > 0, "{ap}");
     let st = named(&spans, "mirror.partition_state", |a| a["mirror.topic"] == topic.as_str())[0];
     assert_eq!(st["attributes"]["mirror.name"], mirror.as_str(), "{st}");
     assert_eq!(st["attributes"]["mirror.partition"], 0, "{st}");

@@ -525,8 +525,11 @@ where
         if api_key == SASL_AUTHENTICATE {
             identity.on_authenticate_response(&frame, api_version);
         }
-        // The broker's own answer, for the span (read before the rewrite consumes it).
-        let answered = span.as_ref().map(|_| (std::time::SystemTime::now(), frame.clone()));
+        // When the broker answered and its top-level error code, for the span (read before
+        // the response is rewritten).
+        let answered = span
+            .as_ref()
+            .map(|_| (std::time::SystemTime::now(), header::response_error_code(api_key, api_version, &frame)));
         let frame = match intercept::apply(
             action,
             api_key,
@@ -543,9 +546,9 @@ where
         if let Err(e) = write_frame(&mut client_w, &frame).await {
             return format!("write to client failed: {e}");
         }
-        if let (Some(span), Some((at, raw))) = (span, answered) {
+        if let (Some(span), Some((at, error_code))) = (span, answered) {
             let mirror_apis = shared.gate.as_deref().map(|g| &g.table);
-            span.finish(api_key, api_version, correlation_id, &listener.name, mirror_apis, &raw, at, frame.len());
+            span.finish(api_key, api_version, correlation_id, &listener.name, mirror_apis, error_code, at, frame.len());
         }
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response

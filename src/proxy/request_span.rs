@@ -41,8 +41,8 @@ impl RequestSpan {
         self.forwarded = Timed::start();
     }
 
-    /// Records the span: the broker answered at `answered` with `response` (raw, as the broker
-    /// sent it: its top-level error code is read); `response_bytes` went to the client.
+    /// Records the span: the broker answered at `answered`, with the top-level `error_code`
+    /// of its response when the API has one; `response_bytes` went to the client.
     #[allow(clippy::too_many_arguments)]
     pub fn finish(
         self,
@@ -51,12 +51,11 @@ impl RequestSpan {
         correlation_id: i32,
         listener: &str,
         mirror_apis: Option<&MirrorApiTable>,
-        response: &[u8],
+        error_code: Option<i16>,
         answered: SystemTime,
         response_bytes: usize,
     ) {
         let name = api_name(api_key, mirror_apis);
-        let error_code = header::response_error_code(api_key, api_version, response);
         let mut attrs = vec![
             Attr::new("kafka.api_key", i64::from(api_key)),
             Attr::new("kafka.api_name", name),
@@ -97,19 +96,17 @@ pub fn api_name(api_key: i16, mirror_apis: Option<&MirrorApiTable>) -> &'static 
     if let Some(api) = mirror_apis.and_then(|t| t.lookup(api_key)) {
         return api.name();
     }
-    match kafka_protocol::messages::ApiKey::try_from(api_key) {
-        Ok(k) => api_key_name(k),
-        Err(_) => "Unknown",
-    }
+    api_key_name(api_key)
 }
 
-fn api_key_name(k: kafka_protocol::messages::ApiKey) -> &'static str {
-    use std::collections::HashMap;
-    use std::sync::OnceLock;
-    // Debug of the enum is the Kafka name; leaked once per api key (about 90 strings).
-    static NAMES: OnceLock<std::sync::Mutex<HashMap<i16, &'static str>>> = OnceLock::new();
-    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    names.entry(k as i16).or_insert_with(|| Box::leak(format!("{k:?}").into_boxed_str()))
+/// Kafka's name of a standard api key (the enum's `Debug`), from a table built once.
+fn api_key_name(api_key: i16) -> &'static str {
+    use kafka_protocol::messages::ApiKey;
+    static NAMES: std::sync::OnceLock<Vec<Option<&'static str>>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (0..256i16).map(|k| ApiKey::try_from(k).ok().map(|a| &*Box::leak(format!("{a:?}").into_boxed_str()))).collect()
+    });
+    usize::try_from(api_key).ok().and_then(|i| names.get(i).copied().flatten()).unwrap_or("Unknown")
 }
 
 #[cfg(test)]

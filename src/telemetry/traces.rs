@@ -134,7 +134,7 @@ pub fn install(settings: &TracesSettings) -> Result<TracesGuard, TracesError> {
     let _ = TRACER.set(opentelemetry::trace::TracerProvider::tracer(&provider, "mirrorgate"));
     ENABLED.store(true, Ordering::Relaxed);
     tracing::info!(
-        endpoint = %settings.endpoint,
+        endpoint = %without_userinfo(&settings.endpoint),
         protocol = ?settings.protocol,
         sampling_ratio = settings.sampling_ratio,
         "exporting traces over OTLP"
@@ -164,6 +164,16 @@ pub fn error_type(code: i16) -> String {
             }
             out
         }
+    }
+}
+
+/// `endpoint` with any `user:password@` replaced, for logs.
+fn without_userinfo(endpoint: &str) -> String {
+    let Some((scheme, rest)) = endpoint.split_once("://") else { return endpoint.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => endpoint.to_string(),
     }
 }
 
@@ -307,6 +317,12 @@ mod tests {
         let failed =
             s.should_sample(None, id, "Fetch", &kind, &[KeyValue::new(ERROR_TYPE, "NOT_LEADER_OR_FOLLOWER")], &[]);
         assert_eq!(failed.decision, SamplingDecision::RecordAndSample);
+    }
+
+    #[test]
+    fn logged_endpoints_hide_credentials() {
+        assert_eq!(without_userinfo("http://u:s3cr3t@collector:4318/v1/traces"), "http://***@collector:4318/v1/traces");
+        assert_eq!(without_userinfo("http://collector:4317"), "http://collector:4317");
     }
 
     #[test]

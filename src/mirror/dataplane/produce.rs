@@ -54,6 +54,8 @@ pub fn produce_timeout_ms(request_timeout_ms: i32) -> i32 {
 }
 
 struct ProduceJob {
+    /// The mirror the append is for, for its span (only while traces are on).
+    mirror: Option<Arc<str>>,
     topic: String,
     partition: i32,
     segments: Vec<Bytes>,
@@ -143,6 +145,7 @@ impl ProduceMux {
     /// [`MuxError::NotSent`] when the partition's leader is not known.
     pub async fn submit(
         &self,
+        mirror: &str,
         topic: &str,
         partition: i32,
         segments: Vec<Bytes>,
@@ -150,7 +153,8 @@ impl ProduceMux {
     ) -> Result<PendingAppend, MuxError> {
         let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
         let (reply, rx) = oneshot::channel();
-        let job = ProduceJob { topic: topic.to_string(), partition, segments, behind, reply };
+        let mirror = crate::telemetry::traces::enabled().then(|| Arc::from(mirror));
+        let job = ProduceJob { mirror, topic: topic.to_string(), partition, segments, behind, reply };
         self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("writer stopped".into()))?;
         Ok(PendingAppend { rx })
     }
@@ -160,8 +164,14 @@ impl ProduceMux {
     ///
     /// # Errors
     /// [`MuxError`]: [`MuxError::Ambiguous`] when the outcome is unknown.
-    pub async fn append(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<i64, MuxError> {
-        self.submit(topic, partition, segments, false).await?.outcome().await
+    pub async fn append(
+        &self,
+        mirror: &str,
+        topic: &str,
+        partition: i32,
+        segments: Vec<Bytes>,
+    ) -> Result<i64, MuxError> {
+        self.submit(mirror, topic, partition, segments, false).await?.outcome().await
     }
 
     fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<ProduceJob> {
@@ -505,10 +515,16 @@ impl BrokerWriter {
 /// partitions it carried, its bytes, and the first partition error.
 fn append_span(timed: Timed, node_id: i32, sent: &Sent, resp: &kafka_protocol::messages::ProduceResponse) {
     use crate::telemetry::traces::{error_type, Attr};
+    let mut mirrors: Vec<opentelemetry::StringValue> = Vec::new();
     let mut topics: Vec<opentelemetry::StringValue> = Vec::new();
     let mut partitions = Vec::with_capacity(sent.jobs.len());
     let mut bytes = 0usize;
     for (j, _) in &sent.jobs {
+        if let Some(m) = &j.mirror {
+            if !mirrors.iter().any(|x| x.as_str() == &**m) {
+                mirrors.push(m.to_string().into());
+            }
+        }
         if !topics.iter().any(|t| t.as_str() == j.topic) {
             topics.push(j.topic.clone().into());
         }
@@ -527,6 +543,10 @@ fn append_span(timed: Timed, node_id: i32, sent: &Sent, resp: &kafka_protocol::m
     if topics.len() == 1 {
         attrs.push(Attr::new("mirror.topic", topics[0].clone()));
     }
+    if mirrors.len() == 1 {
+        attrs.push(Attr::new("mirror.name", mirrors[0].clone()));
+    }
+    attrs.push(Attr::new("mirror.names", opentelemetry::Value::Array(mirrors.into())));
     attrs.push(Attr::new("mirror.topics", opentelemetry::Value::Array(topics.into())));
     attrs.push(Attr::new("mirror.partitions", opentelemetry::Value::Array(partitions.into())));
     if let Some(c) = error {
