@@ -8,9 +8,10 @@
 //! - `pipeline`: both, frame after frame, as `proxy::connection` runs them;
 //! - `pipeline_spans`: `pipeline` plus the request span `proxy::connection` makes per
 //!   request ([`RequestSpan`] start and finish against a fixed response), first with traces
-//!   off (`off`: the flag check only), then with OTLP traces installed at the default
-//!   sampling ratio 1.0 (`on_ratio_1`; the HTTP exporter points at a closed port, so the
-//!   batch thread's export fails and spans are dropped after being built and queued).
+//!   off (`off`: the flag check only), then with OTLP traces installed at the sampling ratio
+//!   `MIRRORGATE_BENCH_SAMPLING_RATIO` (default 1.0, the default of `traces.sampling_ratio`;
+//!   `on_ratio_R`). The HTTP exporter points at a closed port, so the batch thread's export
+//!   fails and sampled spans are dropped after being built and queued.
 //!
 //! Inputs are real requests encoded with kafka-protocol: a small Fetch v12 (~100 bytes, a
 //! consumer's long poll) and a large Produce v9 (1 MiB of opaque `records`, a flexible request
@@ -242,16 +243,17 @@ fn span_benches(c: &mut Criterion) {
         }
     };
     run(&mut g, "off");
+    let ratio: f64 = std::env::var("MIRRORGATE_BENCH_SAMPLING_RATIO").ok().and_then(|r| r.parse().ok()).unwrap_or(1.0);
     let settings = mirrorgate::config::TracesSettings {
         protocol: mirrorgate::config::OtlpProtocol::HttpProtobuf,
         endpoint: "http://127.0.0.1:9/v1/traces".into(),
         headers: Vec::new(),
-        sampling_ratio: 1.0,
+        sampling_ratio: ratio,
         service_name: "bench".into(),
         resource_attributes: Vec::new(),
     };
     let _guard = mirrorgate::telemetry::traces::install(&settings).expect("install OTLP traces");
-    run(&mut g, "on_ratio_1");
+    run(&mut g, &format!("on_ratio_{ratio}"));
     g.finish();
 }
 

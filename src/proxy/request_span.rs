@@ -55,6 +55,15 @@ impl RequestSpan {
         answered: SystemTime,
         response_bytes: usize,
     ) {
+        let failed = error_code.filter(|c| *c != 0);
+        // A request without an error that the ratio drops costs a trace id and no more.
+        let trace_id = match failed {
+            Some(_) => None,
+            None => match crate::telemetry::traces::sample_root() {
+                Some(id) => Some(id),
+                None => return,
+            },
+        };
         let name = api_name(api_key, mirror_apis);
         let mut attrs = vec![
             Attr::new("kafka.api_key", i64::from(api_key)),
@@ -78,8 +87,10 @@ impl RequestSpan {
         if let Some(c) = error_code {
             attrs.push(Attr::new("kafka.error_code", i64::from(c)));
         }
-        let error = error_code.filter(|c| *c != 0).map(error_type);
-        let cx = self.timed.finish(name, SpanKind::Server, attrs, error, None);
+        let cx = match trace_id {
+            Some(id) => self.timed.finish_root(id, name, SpanKind::Server, attrs),
+            None => self.timed.finish(name, SpanKind::Server, attrs, failed.map(error_type), None),
+        };
         if let Some(f) = self.forwarded {
             let mut attrs = vec![Attr::new("kafka.api_name", name)];
             if let Some(u) = self.upstream {

@@ -167,6 +167,17 @@ pub fn error_type(code: i16) -> String {
     }
 }
 
+/// Decides, before anything is built, whether a root span without an error is kept: the trace
+/// id it must be recorded with ([`Timed::finish_root`]), or `None` when the sampling ratio
+/// drops it (then nothing else is spent on it).
+pub fn sample_root() -> Option<TraceId> {
+    use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+    let sampler = SAMPLER.get()?;
+    let trace_id = RandomIdGenerator::default().new_trace_id();
+    let d = sampler.should_sample(None, trace_id, "", &SpanKind::Internal, &[], &[]).decision;
+    (d == SamplingDecision::RecordAndSample).then_some(trace_id)
+}
+
 /// `endpoint` with any `user:password@` replaced, for logs.
 fn without_userinfo(endpoint: &str) -> String {
     let Some((scheme, rest)) = endpoint.split_once("://") else { return endpoint.to_string() };
@@ -275,6 +286,25 @@ impl Timed {
         parent: Option<&Context>,
     ) -> Context {
         self.finish_at(name, kind, attributes, error, parent, SystemTime::now())
+    }
+
+    /// [`Timed::finish`] for a root span with the trace id [`sample_root`] chose.
+    pub fn finish_root(
+        self,
+        trace_id: TraceId,
+        name: &'static str,
+        kind: SpanKind,
+        attributes: Vec<KeyValue>,
+    ) -> Context {
+        let Some(tracer) = TRACER.get() else { return Context::new() };
+        let builder = SpanBuilder::from_name(name)
+            .with_kind(kind)
+            .with_trace_id(trace_id)
+            .with_start_time(self.start)
+            .with_attributes(attributes);
+        let mut span = tracer.build_with_context(builder, &Context::new());
+        span.end_with_timestamp(SystemTime::now());
+        Context::new().with_span(span)
     }
 
     /// [`Timed::finish`] ending at `end`.
