@@ -5,7 +5,13 @@
 //!   `read` from a busy client socket holds);
 //! - `prefix_route`: [`RequestPrefix::parse`] and [`route::decide`] on each frame (for Produce
 //!   this includes reading `acks` with [`route::produce_acks`]);
-//! - `pipeline`: both, frame after frame, as `proxy::connection` runs them.
+//! - `pipeline`: both, frame after frame, as `proxy::connection` runs them;
+//! - `pipeline_spans`: `pipeline` plus the request span `proxy::connection` makes per
+//!   request ([`RequestSpan`] start and finish against a fixed response), first with traces
+//!   off (`off`: the flag check only), then with OTLP traces installed at the sampling ratio
+//!   `MIRRORGATE_BENCH_SAMPLING_RATIO` (default 1.0, the default of `traces.sampling_ratio`;
+//!   `on_ratio_R`). The HTTP exporter points at a closed port, so the batch thread's export
+//!   fails and sampled spans are dropped after being built and queued.
 //!
 //! Inputs are real requests encoded with kafka-protocol: a small Fetch v12 (~100 bytes, a
 //! consumer's long poll) and a large Produce v9 (1 MiB of opaque `records`, a flexible request
@@ -25,6 +31,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use mirrorgate::proxy::request_span::RequestSpan;
 use mirrorgate::proxy::route::{self, Decision};
 use mirrorgate::wire::frame::{length_prefix, FrameDecoder, DEFAULT_MAX_FRAME_BYTES};
 use mirrorgate::wire::header::RequestPrefix;
@@ -188,5 +195,67 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(passthrough, benches);
+/// `decode_and_route_all` plus one request span per frame, finished against `response`.
+fn decode_route_and_span_all(decoder: &FrameDecoder, mut buf: BytesMut, response: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(frame) = decoder.decode(&mut buf).expect("valid frames") {
+        let prefix = RequestPrefix::parse(&frame).expect("prefix");
+        let mut span = RequestSpan::start(&prefix, &frame);
+        if let Some(s) = span.as_mut() {
+            s.forwarded(None);
+        }
+        n += usize::from(route_one(frame));
+        if let Some(s) = span {
+            let at = std::time::SystemTime::now();
+            let error_code =
+                mirrorgate::wire::header::response_error_code(prefix.api_key, prefix.api_version, response);
+            s.finish(
+                prefix.api_key,
+                prefix.api_version,
+                prefix.correlation_id,
+                "bench",
+                None,
+                error_code,
+                at,
+                response.len(),
+            );
+        }
+    }
+    n
+}
+
+fn span_benches(c: &mut Criterion) {
+    let cases = cases();
+    let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
+    // A response header (correlation id, no tags) and a few body bytes.
+    let response = [0u8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut g = c.benchmark_group("pipeline_spans");
+    let run = |g: &mut criterion::BenchmarkGroup<'_, _>, label: &str| {
+        for case in &cases {
+            g.throughput(Throughput::Elements(case.frames.len() as u64));
+            g.bench_with_input(BenchmarkId::new(format!("{label}/frames"), case.name), case, |b, case| {
+                b.iter_batched(
+                    || case.buf.clone(),
+                    |buf| decode_route_and_span_all(&decoder, buf, &response),
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+    };
+    run(&mut g, "off");
+    let ratio: f64 = std::env::var("MIRRORGATE_BENCH_SAMPLING_RATIO").ok().and_then(|r| r.parse().ok()).unwrap_or(1.0);
+    let settings = mirrorgate::config::TracesSettings {
+        protocol: mirrorgate::config::OtlpProtocol::HttpProtobuf,
+        endpoint: "http://127.0.0.1:9/v1/traces".into(),
+        headers: Vec::new(),
+        sampling_ratio: ratio,
+        service_name: "bench".into(),
+        resource_attributes: Vec::new(),
+    };
+    let _guard = mirrorgate::telemetry::traces::install(&settings).expect("install OTLP traces");
+    run(&mut g, &format!("on_ratio_{ratio}"));
+    g.finish();
+}
+
+criterion_group!(passthrough, benches, span_benches);
 criterion_main!(passthrough);

@@ -16,6 +16,10 @@ PYTHON="${PYTHON:-python3}"
 REQUIREMENTS=(
   "confluent-kafka==2.16.1"   # manylinux wheel bundling librdkafka
   "pytest==9.2.0"
+  # OTLP trace receiver of tests/otlp.rs (tests/python/otlp_receiver.py).
+  "grpcio==1.76.0"
+  "opentelemetry-proto==1.39.1"
+  "protobuf==6.33.2"
 )
 want="$(printf '%s\n' "${REQUIREMENTS[@]}")"
 marker="$VENV/.mirrorgate-requirements"
@@ -40,8 +44,9 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PYTHON" -m venv "$VENV" >&2
 fi
 log "installing ${REQUIREMENTS[*]}"
-"$VENV/bin/python" -m pip install --disable-pip-version-check -q --only-binary confluent-kafka \
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q --only-binary confluent-kafka,grpcio \
   "${REQUIREMENTS[@]}" >&2
 "$VENV/bin/python" -c 'import confluent_kafka, pytest; print("[pyenv.sh] confluent-kafka", confluent_kafka.__version__, "librdkafka", confluent_kafka.libversion()[0], "pytest", pytest.__version__)' >&2
+"$VENV/bin/python" -c 'import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc; print("[pyenv.sh] grpcio", grpc.__version__)' >&2
 printf '%s' "$want" >"$marker"
 echo "$VENV/bin/python"

@@ -11,6 +11,9 @@ use serde::Deserialize;
 use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
 use crate::wire::mirror::MirrorApiTable;
 
+mod traces;
+pub use traces::{OtlpProtocol, TracesConfig, TracesSettings};
+
 /// Everything `mirrorgate run` needs, validated.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +65,9 @@ pub struct ProxyConfig {
     /// How several instances share the mirror work (group membership on the destination).
     #[serde(default)]
     pub instances: InstancesConfig,
+    /// OTLP trace export (off by default).
+    #[serde(default)]
+    pub traces: TracesConfig,
 }
 
 /// Scale-out: the instances fronting one destination share the mirror work through a group on
@@ -572,6 +578,8 @@ pub struct Settings {
     pub super_users: Vec<String>,
     /// `instances.*`: this instance's group membership.
     pub membership: crate::mirror::members::MembershipSettings,
+    /// `traces.*` resolved against the `OTEL_*` environment; `None` = no spans.
+    pub traces: Option<TracesSettings>,
 }
 
 impl ProxyConfig {
@@ -737,8 +745,10 @@ impl ProxyConfig {
             }
         }
         let membership = self.instances.validate(&self.mirror_state.topic)?;
+        let traces = self.traces.validate()?;
         Ok(Settings {
             membership,
+            traces,
             super_users: self.authorization.super_users.clone(),
             destination_bootstrap,
             destination_security,

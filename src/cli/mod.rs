@@ -59,6 +59,14 @@ fn run(path: PathBuf, check: bool, startup_timeout_secs: u64) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     mirrorgate::telemetry::init_logging(&settings.log);
+    if settings.traces.is_some() {
+        // `traces.headers` already holds these, merged under the explicit headers; the OTLP
+        // exporter would read them again and let them override the explicit ones. Removed
+        // while the process is still single-threaded.
+        for var in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
+            std::env::remove_var(var);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -67,6 +75,13 @@ fn run(path: PathBuf, check: bool, startup_timeout_secs: u64) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        let _traces = match settings.traces.as_ref().map(mirrorgate::telemetry::traces::install).transpose() {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("mirrorgate: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let shutdown = CancellationToken::new();
         let s = shutdown.clone();
         tokio::spawn(async move {

@@ -121,6 +121,28 @@ fn code_name(code: i16) -> &'static str {
     }
 }
 
+/// The span of a partition state transition (`mirror.partition_state`): mirror, topic,
+/// partition, the states before and after. Entering FAILED counts as an error (the span is
+/// kept whatever the sampling ratio); so does a failure to persist it.
+fn transition_span(timed: crate::telemetry::traces::Timed, rec: &PartitionStateRecord, failed: Option<&MirrorError>) {
+    use crate::telemetry::traces::{error_type, Attr};
+    let mut attrs = vec![
+        Attr::new("mirror.name", rec.mirror.clone()),
+        Attr::new("mirror.topic", rec.topic.clone()),
+        Attr::new("mirror.partition", i64::from(rec.partition)),
+        Attr::new("mirror.state", rec.state.as_str()),
+        Attr::new("mirror.state_epoch", i64::from(rec.state_epoch)),
+    ];
+    if let Some(p) = rec.previous_state {
+        attrs.push(Attr::new("mirror.previous_state", p.as_str()));
+    }
+    let error = match failed {
+        Some(e) => Some(error_type(e.code)),
+        None => (rec.state == MirrorPartitionState::Failed).then(|| "MIRROR_PARTITION_FAILED".to_string()),
+    };
+    timed.finish("mirror.partition_state", opentelemetry::trace::SpanKind::Internal, attrs, error, None);
+}
+
 fn err(code: MirrorErrorCode, message: impl Into<String>) -> MirrorError {
     MirrorError { code: code.code(), message: message.into() }
 }
@@ -368,9 +390,24 @@ impl ControlPlane {
             message: format!("no mirror state for {topic}-{partition}"),
         })?;
         let segments_before = rec.segments.clone();
+        let timed = crate::telemetry::traces::Timed::start();
         f(&mut rec);
         rec.updated_ms = now_ms();
-        self.persist(StateWrite::Partition(rec.clone())).await?;
+        let persisted = self.persist(StateWrite::Partition(rec.clone())).await;
+        if let (Some(t), Some(seg)) = (timed, rec.segments.last().filter(|_| rec.segments != segments_before)) {
+            use crate::telemetry::traces::{error_type, Attr};
+            let attrs = vec![
+                Attr::new("mirror.name", rec.mirror.clone()),
+                Attr::new("mirror.topic", topic.to_string()),
+                Attr::new("mirror.partition", i64::from(partition)),
+                Attr::new("mirror.segment.source_start", seg.source_start),
+                Attr::new("mirror.segment.destination_start", seg.destination_start),
+                Attr::new("mirror.segment_count", rec.segments.len() as i64),
+            ];
+            let error = persisted.as_ref().err().map(|e| error_type(e.code));
+            t.finish("mirror.offset_segment", opentelemetry::trace::SpanKind::Internal, attrs, error, None);
+        }
+        persisted?;
         self.update_state(|s| {
             s.partitions.insert((topic.to_string(), partition), rec.clone());
         });
@@ -395,6 +432,7 @@ impl ControlPlane {
         to: MirrorPartitionState,
         error: Option<(String, bool)>,
     ) -> Result<bool, MirrorError> {
+        let timed = crate::telemetry::traces::Timed::start();
         let _w = self.write_lock.lock().await;
         let Some(mut rec) = self.partition(topic, partition) else { return Ok(false) };
         if !state_machine::is_valid_transition(Some(rec.state), to) || rec.state == to && error.is_none() {
@@ -430,7 +468,11 @@ impl ControlPlane {
                 rec.last_mirrored_offset = p.next_source - 1;
             }
         }
-        self.persist(StateWrite::Partition(rec.clone())).await?;
+        let persisted = self.persist(StateWrite::Partition(rec.clone())).await;
+        if let Some(t) = timed {
+            transition_span(t, &rec, persisted.as_ref().err());
+        }
+        persisted?;
         tracing::info!(mirror = %rec.mirror, topic, partition, state = to.as_str(), "mirror partition state");
         self.update_state(|s| {
             s.partitions.insert((topic.to_string(), partition), rec);

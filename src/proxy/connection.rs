@@ -36,6 +36,7 @@ const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
+use super::request_span::RequestSpan;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
 use super::{intercept, Shared};
@@ -53,7 +54,15 @@ pub enum Target {
 enum Pending {
     /// The destination broker will answer this request (`read`: when it was read from the
     /// client, for its latency).
-    Upstream { api_key: i16, api_version: i16, correlation_id: i32, action: ResponseAction, read: Instant },
+    Upstream {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+        action: ResponseAction,
+        read: Instant,
+        /// Its span, while traces are on.
+        span: Option<Box<RequestSpan>>,
+    },
     /// mirrorgate answered a request of `api_key` itself.
     Local { frame: Bytes, api_key: i16, read: Instant },
     /// The upstream connection was opened; its responses follow from here on.
@@ -271,6 +280,8 @@ where
     let mut upstream: Option<BufWriter<Writer>> = None;
     // The request memory reserved for the (large) frame at the front of `buf`.
     let mut frame_permit: Option<OwnedSemaphorePermit> = None;
+    // The destination broker's address, for request spans.
+    let mut upstream_addr: Option<Arc<str>> = None;
     let outstanding = clock.outstanding.clone();
     let due = || outstanding.fetch_add(1, Ordering::AcqRel);
     loop {
@@ -296,6 +307,7 @@ where
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
                 identity.on_request(&prefix, &frame);
             }
+            let mut span = RequestSpan::start(&prefix, &frame);
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
                 Some(gate) => match gate.intercept(&prefix, &frame, admin, identity).await {
@@ -350,6 +362,9 @@ where
                         match connect_upstream(target, shared).await {
                             Ok((stream, addr)) => {
                                 tracing::debug!(?target, upstream = %addr, "upstream connection opened");
+                                if span.is_some() {
+                                    upstream_addr = Some(Arc::from(addr.as_str()));
+                                }
                                 let (up_r, up_w) = match stream {
                                     BrokerStream::Plain(s) => split_tcp(s),
                                     BrokerStream::Tls(s) => split_any(*s),
@@ -389,12 +404,16 @@ where
                     }
                     let Some(up_w) = upstream.as_mut() else { return "no upstream connection".into() };
                     if expect_response {
+                        if let Some(s) = span.as_mut() {
+                            s.forwarded(upstream_addr.clone());
+                        }
                         let pending = Pending::Upstream {
                             api_key: prefix.api_key,
                             api_version: prefix.api_version,
                             correlation_id: prefix.correlation_id,
                             action,
                             read,
+                            span,
                         };
                         due();
                         if tx.send(pending).await.is_err() {
@@ -475,7 +494,7 @@ where
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
-        let (api_key, api_version, correlation_id, action, read) = match pending {
+        let (api_key, api_version, correlation_id, action, read, span) = match pending {
             Pending::Local { frame, api_key, read } => {
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
@@ -494,8 +513,8 @@ where
                 up_r = Some(r);
                 continue;
             }
-            Pending::Upstream { api_key, api_version, correlation_id, action, read } => {
-                (api_key, api_version, correlation_id, action, read)
+            Pending::Upstream { api_key, api_version, correlation_id, action, read, span } => {
+                (api_key, api_version, correlation_id, action, read, span)
             }
         };
         let Some(up_r) = up_r.as_mut() else {
@@ -521,6 +540,11 @@ where
         if api_key == SASL_AUTHENTICATE {
             identity.on_authenticate_response(&frame, api_version);
         }
+        // When the broker answered and its top-level error code, for the span (read before
+        // the response is rewritten).
+        let answered = span
+            .as_ref()
+            .map(|_| (std::time::SystemTime::now(), header::response_error_code(api_key, api_version, &frame)));
         let frame = match intercept::apply(
             action,
             api_key,
@@ -539,6 +563,10 @@ where
         }
         metrics.sent.increment(frame.len() as u64 + 4);
         shared.api_names.responded(api_key, read);
+        if let (Some(span), Some((at, error_code))) = (span, answered) {
+            let mirror_apis = shared.gate.as_deref().map(|g| &g.table);
+            span.finish(api_key, api_version, correlation_id, &listener.name, mirror_apis, error_code, at, frame.len());
+        }
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).

@@ -537,6 +537,7 @@ impl MirrorGate {
         admin_listener: bool,
         identity: &ClientIdentity,
     ) -> Result<Bytes, String> {
+        let timed = crate::telemetry::traces::Timed::start();
         let start = header::request_header_len(frame, 2)
             .map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
         let mut body = frame.slice(start..);
@@ -566,12 +567,40 @@ impl MirrorGate {
             }
         };
         super::request_metrics::error(api.name(), response.error_code());
+        if let Some(t) = timed {
+            admin_span(t, api, prefix, frame, admin_listener, response.error_code());
+        }
         let mut out = BytesMut::new();
         header::put_response_header(&mut out, prefix.correlation_id, 1);
         mwire::encode_response(&response, 0, &mut out)
             .map_err(|e| format!("cannot encode {} response: {e}", api.name()))?;
         Ok(out.freeze())
     }
+}
+
+/// The span of a mirror admin RPC mirrorgate answered itself (`SERVER`, named after the RPC).
+fn admin_span(
+    timed: crate::telemetry::traces::Timed,
+    api: mwire::MirrorApi,
+    prefix: &RequestPrefix,
+    frame: &[u8],
+    admin_listener: bool,
+    error_code: i16,
+) {
+    use crate::telemetry::traces::{error_type, Attr};
+    let mut attrs = vec![
+        Attr::new("kafka.api_key", i64::from(prefix.api_key)),
+        Attr::new("kafka.api_name", api.name()),
+        Attr::new("kafka.api_version", i64::from(prefix.api_version)),
+        Attr::new("kafka.correlation_id", i64::from(prefix.correlation_id)),
+        Attr::new("mirrorgate.admin_listener", admin_listener),
+        Attr::new("kafka.error_code", i64::from(error_code)),
+    ];
+    if let Some(c) = header::request_client_id(frame, 2) {
+        attrs.push(Attr::new("kafka.client_id", c.to_string()));
+    }
+    let error = (error_code != 0).then(|| error_type(error_code));
+    timed.finish(api.name(), opentelemetry::trace::SpanKind::Server, attrs, error, None);
 }
 
 const UNSUPPORTED_VERSION: i16 = 35;

@@ -13,6 +13,7 @@ pub mod listener;
 pub mod mirror_gate;
 pub mod present;
 pub mod request_metrics;
+pub mod request_span;
 pub mod rewrite;
 pub mod route;
 pub mod state_guard;

@@ -1,7 +1,9 @@
-//! Logs and Prometheus metrics (traces come later). Log lines never contain secrets.
+//! Logs, Prometheus metrics and OTLP traces. Log lines and span attributes never contain
+//! secrets.
 
 pub mod http;
 pub mod metrics;
+pub mod traces;
 
 use std::io::IsTerminal;
 

@@ -100,6 +100,34 @@ pub fn response_header_len(frame: &[u8], header_version: i16) -> Result<usize, H
     }
 }
 
+/// Where the top-level `ErrorCode` of a response body sits: at its start, or after the
+/// 4-byte `ThrottleTimeMs`. `None` for APIs (or versions) whose errors are per topic,
+/// partition or group only (Produce, Metadata, OffsetCommit, ...).
+fn top_level_error_offset(api_key: i16, api_version: i16) -> Option<usize> {
+    match (api_key, api_version) {
+        // ApiVersions, SaslHandshake, SaslAuthenticate: ErrorCode first.
+        (18 | 17 | 36, _) => Some(0),
+        // FindCoordinator v0, JoinGroup v0-1, Heartbeat/LeaveGroup/SyncGroup/ListGroups v0.
+        (10, 0) | (11, 0..=1) | (12 | 13 | 14 | 16, 0) => Some(0),
+        // FindCoordinator v1-3 (v4+ answers per key), JoinGroup v2+, Heartbeat/LeaveGroup/
+        // SyncGroup/ListGroups v1+, Fetch v7+ (sessions), InitProducerId, AddOffsetsToTxn,
+        // EndTxn, DescribeAcls, DescribeCluster, ConsumerGroupHeartbeat: after ThrottleTimeMs.
+        (10, 1..=3) | (11, 2..) | (12 | 13 | 14 | 16, 1..) | (1, 7..) => Some(4),
+        (22 | 25 | 26 | 29 | 60 | 68, _) => Some(4),
+        _ => None,
+    }
+}
+
+/// The top-level `ErrorCode` of a response frame (header included), for the APIs that carry
+/// one; `None` for the others and for a frame too short to hold it.
+pub fn response_error_code(api_key: i16, api_version: i16, frame: &[u8]) -> Option<i16> {
+    let offset = top_level_error_offset(api_key, api_version)?;
+    let header_version = response_header_version(api_key, api_version)?;
+    let at = response_header_len(frame, header_version).ok()? + offset;
+    let b = frame.get(at..at + 2)?;
+    Some(i16::from_be_bytes([b[0], b[1]]))
+}
+
 /// The correlation id of a response frame.
 ///
 /// # Errors
@@ -173,6 +201,19 @@ fn skip_tagged_fields(frame: &[u8], pos: usize) -> Result<usize, HeaderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_error_codes_are_read_where_the_api_puts_them() {
+        // ApiVersions v3: header v0 (ApiVersions responses never have tagged header fields).
+        assert_eq!(response_error_code(18, 3, &[0, 0, 0, 9, 0, 35, 0]), Some(35));
+        // InitProducerId v4 (flexible, header v1): correlation id, no tags, throttle, error.
+        assert_eq!(response_error_code(22, 4, &[0, 0, 0, 9, 0, 0, 0, 0, 5, 0, 47]), Some(47));
+        // Fetch v4 has no top-level error; Produce never has one.
+        assert_eq!(response_error_code(1, 4, &[0, 0, 0, 9, 0, 0, 0, 0, 0, 1]), None);
+        assert_eq!(response_error_code(0, 9, &[0, 0, 0, 9, 0, 0, 0, 0, 0, 1]), None);
+        // Too short: no code, no panic.
+        assert_eq!(response_error_code(22, 4, &[0, 0, 0, 9, 0, 0]), None);
+    }
 
     #[test]
     fn reads_v2_header_with_client_id_and_tagged_fields() {

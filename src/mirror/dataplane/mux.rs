@@ -199,6 +199,65 @@ impl FetchMux {
     }
 }
 
+/// The span of one Fetch round to a source broker (`mirror.fetch`, `CLIENT`): the mirror, the
+/// partitions asked for, the record bytes answered and the first error.
+fn fetch_span(
+    timed: crate::telemetry::traces::Timed,
+    mirror: &str,
+    node_id: i32,
+    wants: &[(PartitionKey, FetchParams)],
+    long_poll: bool,
+    throttled: u32,
+    outcome: &Result<Sent, MuxError>,
+) {
+    use crate::telemetry::traces::{error_type, Attr};
+    use opentelemetry::{StringValue, Value};
+    let mut topics: Vec<StringValue> = Vec::new();
+    for ((t, _), _) in wants {
+        if !topics.iter().any(|x| x.as_str() == t) {
+            topics.push(t.clone().into());
+        }
+    }
+    let partitions: Vec<StringValue> = wants.iter().map(|((t, p), _)| format!("{t}-{p}").into()).collect();
+    let mut attrs = vec![
+        Attr::new("mirror.name", mirror.to_string()),
+        Attr::new("mirrorgate.source_broker", i64::from(node_id)),
+        Attr::new("mirror.partition_count", wants.len() as i64),
+        Attr::new("mirrorgate.long_poll", long_poll),
+        Attr::new("mirrorgate.throttled_answers", i64::from(throttled)),
+    ];
+    if topics.len() == 1 {
+        attrs.push(Attr::new("mirror.topic", topics[0].clone()));
+    }
+    if let [((_, p), _)] = wants {
+        attrs.push(Attr::new("mirror.partition", i64::from(*p)));
+    }
+    attrs.push(Attr::new("mirror.topics", Value::Array(topics.into())));
+    attrs.push(Attr::new("mirror.partitions", Value::Array(partitions.into())));
+    let error = match outcome {
+        Err(e) => Some(mux_error_type(e)),
+        Ok(Sent::Throttled(_)) => None,
+        Ok(Sent::Answered(answers)) => {
+            let bytes: usize = answers.values().map(|c| c.records.len()).sum();
+            attrs.push(Attr::new("kafka.response.records_bytes", bytes as i64));
+            answers.values().map(|c| c.error_code).find(|c| *c != 0).map(|c| {
+                attrs.push(Attr::new("kafka.error_code", i64::from(c)));
+                error_type(c)
+            })
+        }
+    };
+    timed.finish("mirror.fetch", opentelemetry::trace::SpanKind::Client, attrs, error, None);
+}
+
+/// A low-cardinality `error.type` for a [`MuxError`].
+pub(crate) fn mux_error_type(e: &MuxError) -> String {
+    match e {
+        MuxError::Kafka(code, _) => crate::telemetry::traces::error_type(*code),
+        MuxError::Ambiguous(_) => "NO_ANSWER".into(),
+        MuxError::NotSent(_) => "NOT_SENT".into(),
+    }
+}
+
 /// How long a round waits for the copy loops whose last answer was empty (they re-ask at
 /// once) so that an idle partition is not dropped from the session and re-added every round.
 const GATHER_IDLE: Duration = Duration::from_millis(5);
@@ -393,6 +452,7 @@ impl Fetcher {
     ) -> (HashSet<PartitionKey>, HashSet<PartitionKey>) {
         let wants: Vec<(PartitionKey, FetchParams)> =
             jobs.iter().map(|j| ((j.topic.clone(), j.partition), j.params)).collect();
+        let timed = crate::telemetry::traces::Timed::start();
         let mut throttled = 0u32;
         let outcome = loop {
             let mut outcome = self.send(&wants, long_poll, small).await;
@@ -422,6 +482,9 @@ impl Fetcher {
                 other => break other,
             }
         };
+        if let Some(t) = timed {
+            fetch_span(t, &self.mirror, self.node_id, &wants, long_poll, throttled, &outcome);
+        }
         let mut idle = HashSet::new();
         let mut busy = HashSet::new();
         match outcome {

@@ -1018,7 +1018,7 @@ impl PartitionTask {
         if let Some(o) = self.settle_all(w).await? {
             return Ok(Some(o));
         }
-        let answer = self.writer.append(&self.topic, self.partition, segments).await;
+        let answer = self.writer.append(&self.mirror, &self.topic, self.partition, segments).await;
         let outcome = self.judge(&Sent::single(w.dest_next, count), answer);
         if matches!(outcome, Ok(None)) {
             w.appended(count);

@@ -306,7 +306,7 @@ impl PartitionTask {
             }
         }
         sent.behind = !w.inflight.is_empty();
-        match self.writer.submit(&self.topic, self.partition, segments, sent.behind).await {
+        match self.writer.submit(&self.mirror, &self.topic, self.partition, segments, sent.behind).await {
             Ok(answer) => {
                 w.inflight.pending.push_back((InFlight { answer, sent }, hold));
                 w.appended(sent.count);

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::client::cluster::{ClusterClient, DedicatedConnection, KafkaErrorCode};
 use crate::client::conn::ProduceInFlight;
+use crate::telemetry::traces::Timed;
 use crate::wire::mirror::KafkaUuid;
 use crate::wire::produce::{ProduceFrameBuilder, ProduceTopic};
 
@@ -53,6 +54,8 @@ pub fn produce_timeout_ms(request_timeout_ms: i32) -> i32 {
 }
 
 struct ProduceJob {
+    /// The mirror the append is for, for its span (only while traces are on).
+    mirror: Option<Arc<str>>,
     topic: String,
     partition: i32,
     segments: Vec<Bytes>,
@@ -173,6 +176,7 @@ impl ProduceMux {
     /// [`MuxError::NotSent`] when the partition's leader is not known.
     pub async fn submit(
         &self,
+        mirror: &str,
         topic: &str,
         partition: i32,
         segments: Vec<Bytes>,
@@ -180,7 +184,8 @@ impl ProduceMux {
     ) -> Result<PendingAppend, MuxError> {
         let leader = self.client.leader_for(topic, partition).await.map_err(|e| MuxError::NotSent(e.to_string()))?;
         let (reply, rx) = oneshot::channel();
-        let job = ProduceJob { topic: topic.to_string(), partition, segments, behind, reply };
+        let mirror = crate::telemetry::traces::enabled().then(|| Arc::from(mirror));
+        let job = ProduceJob { mirror, topic: topic.to_string(), partition, segments, behind, reply };
         self.broker(leader.node_id).send(job).map_err(|_| MuxError::NotSent("writer stopped".into()))?;
         Ok(PendingAppend { rx })
     }
@@ -190,8 +195,14 @@ impl ProduceMux {
     ///
     /// # Errors
     /// [`MuxError`]: [`MuxError::Ambiguous`] when the outcome is unknown.
-    pub async fn append(&self, topic: &str, partition: i32, segments: Vec<Bytes>) -> Result<i64, MuxError> {
-        self.submit(topic, partition, segments, false).await?.outcome().await
+    pub async fn append(
+        &self,
+        mirror: &str,
+        topic: &str,
+        partition: i32,
+        segments: Vec<Bytes>,
+    ) -> Result<i64, MuxError> {
+        self.submit(mirror, topic, partition, segments, false).await?.outcome().await
     }
 
     fn broker(&self, node_id: i32) -> mpsc::UnboundedSender<ProduceJob> {
@@ -227,6 +238,8 @@ struct Sent {
     by_id: bool,
     /// The write permission it was written under.
     lease: Option<LeaseToken>,
+    /// Its span (`mirror.append`), while traces are on.
+    span: Option<Timed>,
 }
 
 /// The task of one destination broker.
@@ -389,6 +402,7 @@ impl BrokerWriter {
             };
             let jobs: Vec<(ProduceJob, KafkaUuid)> = jobs.into_iter().zip(ids).collect();
             let lease = self.lease.as_ref().and_then(|watch| watch());
+            let span = Timed::start();
             // A write blocked by a full send buffer (a network cut) must not finish after the
             // lease ran out: it is given up and the connection reset, like a request in flight.
             let written = {
@@ -410,7 +424,7 @@ impl BrokerWriter {
                     if self.sent.is_empty() {
                         *deadline = tokio::time::Instant::now() + self.request_timeout;
                     }
-                    self.sent.push_back(Sent { request, jobs, by_id, lease });
+                    self.sent.push_back(Sent { request, jobs, by_id, lease, span });
                 }
                 failed => {
                     // Partly written, maybe read and appended: unknown, as everything before it.
@@ -423,6 +437,7 @@ impl BrokerWriter {
                         jobs,
                         by_id,
                         lease: None,
+                        span,
                     });
                     self.abandon(&m);
                 }
@@ -500,6 +515,9 @@ impl BrokerWriter {
     fn dispatch(&self, sent: Sent, resp: &kafka_protocol::messages::ProduceResponse) {
         let node_id = self.node_id;
         let version = sent.request.version;
+        if let Some(timed) = sent.span {
+            append_span(timed, node_id, &sent, resp);
+        }
         for (j, id) in sent.jobs {
             let p = resp
                 .responses
@@ -538,6 +556,50 @@ impl BrokerWriter {
             let _ = j.reply.send(answer);
         }
     }
+}
+
+/// The span of one Produce to a destination leader (`mirror.append`, `CLIENT`): the
+/// partitions it carried, its bytes, and the first partition error.
+fn append_span(timed: Timed, node_id: i32, sent: &Sent, resp: &kafka_protocol::messages::ProduceResponse) {
+    use crate::telemetry::traces::{error_type, Attr};
+    let mut mirrors: Vec<opentelemetry::StringValue> = Vec::new();
+    let mut topics: Vec<opentelemetry::StringValue> = Vec::new();
+    let mut partitions = Vec::with_capacity(sent.jobs.len());
+    let mut bytes = 0usize;
+    for (j, _) in &sent.jobs {
+        if let Some(m) = &j.mirror {
+            if !mirrors.iter().any(|x| x.as_str() == &**m) {
+                mirrors.push(m.to_string().into());
+            }
+        }
+        if !topics.iter().any(|t| t.as_str() == j.topic) {
+            topics.push(j.topic.clone().into());
+        }
+        partitions.push(opentelemetry::StringValue::from(format!("{}-{}", j.topic, j.partition)));
+        bytes += j.len();
+    }
+    let error =
+        resp.responses.iter().flat_map(|t| t.partition_responses.iter()).map(|p| p.error_code).find(|c| *c != 0);
+    let mut attrs = vec![
+        Attr::new("mirrorgate.destination_broker", i64::from(node_id)),
+        Attr::new("kafka.api_version", i64::from(sent.request.version)),
+        Attr::new("kafka.correlation_id", i64::from(sent.request.correlation_id)),
+        Attr::new("mirror.partition_count", sent.jobs.len() as i64),
+        Attr::new("kafka.request.bytes", bytes as i64),
+    ];
+    if topics.len() == 1 {
+        attrs.push(Attr::new("mirror.topic", topics[0].clone()));
+    }
+    if mirrors.len() == 1 {
+        attrs.push(Attr::new("mirror.name", mirrors[0].clone()));
+    }
+    attrs.push(Attr::new("mirror.names", opentelemetry::Value::Array(mirrors.into())));
+    attrs.push(Attr::new("mirror.topics", opentelemetry::Value::Array(topics.into())));
+    attrs.push(Attr::new("mirror.partitions", opentelemetry::Value::Array(partitions.into())));
+    if let Some(c) = error {
+        attrs.push(Attr::new("kafka.error_code", i64::from(c)));
+    }
+    timed.finish("mirror.append", opentelemetry::trace::SpanKind::Client, attrs, error.map(error_type), None);
 }
 
 /// Answers every job of `jobs` [`MuxError::NotSent`] with `why`.

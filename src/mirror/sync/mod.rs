@@ -20,10 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::Request;
+use opentelemetry::trace::SpanKind;
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::cluster::{ClusterClient, ClusterError, ClusterOptions};
+use crate::telemetry::traces::{Attr, ParentTimed, Timed};
 
 use super::configs;
 use super::control::{ControlPlane, ControlState};
@@ -279,43 +281,101 @@ impl MetadataSync {
     }
 
     /// One round for one mirror: each kind in turn, each failure counted and logged.
+    /// One metadata sync pass of a mirror; a `mirror.metadata_sync` span (with one child span
+    /// per step) while traces are on.
     async fn sync_mirror(&mut self, def: &MirrorDefinition, state: &ControlState, shutdown: &CancellationToken) {
+        let pass = ParentTimed::start();
+        let failed = self.sync_steps(def, state, shutdown, pass.as_ref()).await;
+        if let Some(p) = pass {
+            let attrs = vec![Attr::new("mirror.name", def.name.clone())];
+            p.finish("mirror.metadata_sync", SpanKind::Internal, attrs, failed.map(|s| format!("{s}_FAILED")));
+        }
+    }
+
+    /// The steps of [`Self::sync_mirror`]; returns the first step that failed.
+    async fn sync_steps(
+        &mut self,
+        def: &MirrorDefinition,
+        state: &ControlState,
+        shutdown: &CancellationToken,
+        pass: Option<&ParentTimed>,
+    ) -> Option<&'static str> {
         let mirror = def.name.as_str();
+        let mut failed = None;
+        let mut step = |name: &'static str, t: Option<Timed>, error: Option<&dyn std::fmt::Display>| {
+            if error.is_some() && failed.is_none() {
+                failed = Some(name);
+            }
+            if let (Some(t), Some(p)) = (t, pass) {
+                let attrs = vec![Attr::new("mirror.name", mirror.to_string()), Attr::new("mirror.sync.step", name)];
+                let error = error.map(|_| format!("{name}_FAILED"));
+                t.finish("mirror.metadata_sync.step", SpanKind::Internal, attrs, error, Some(p.context()));
+            }
+        };
+        let timed = || pass.and_then(|_| Timed::start());
+        let t = timed();
         let source = match self.source(def).await {
             Ok(c) => c,
             Err(e) => {
+                step("SOURCE_CLUSTER", t, Some(&e));
                 if let Some(refusal) = e.security_refusal() {
                     self.fail_for_security(def, state, &refusal.to_string()).await;
                 }
-                return report(SyncKind::Metadata, mirror, "source cluster", &e);
+                report(SyncKind::Metadata, mirror, "source cluster", &e);
+                return failed;
             }
         };
         if let Err(e) = source.refresh_metadata(None).await {
+            step("SOURCE_METADATA", t, Some(&e));
             self.sources.remove(mirror);
-            return report(SyncKind::Metadata, mirror, "source metadata", &e);
+            report(SyncKind::Metadata, mirror, "source metadata", &e);
+            return failed;
         }
+        step("SOURCE_METADATA", t, None);
         let md = source.metadata();
-        if let Err(e) = topics::check_identity(&self.control, def, state, &md).await {
-            report(SyncKind::Metadata, mirror, "source topic ids", &e);
+        let t = timed();
+        let identity = topics::check_identity(&self.control, def, state, &md).await;
+        if let Err(e) = &identity {
+            report(SyncKind::Metadata, mirror, "source topic ids", e);
         }
-        if let Err(e) = topics::discover(&self.control, def, state, &md).await {
-            report(SyncKind::Metadata, mirror, "topic discovery", &e);
+        let discovered = topics::discover(&self.control, def, state, &md).await;
+        if let Err(e) = &discovered {
+            report(SyncKind::Metadata, mirror, "topic discovery", e);
+        }
+        match (&identity, &discovered) {
+            (Err(e), _) => step("TOPIC_IDENTITY", t, Some(e)),
+            (_, Err(e)) => step("TOPIC_DISCOVERY", t, Some(e)),
+            _ => step("TOPIC_DISCOVERY", t, None),
         }
         // Later kinds see what discovery and identity checks changed.
         let state = self.control.snapshot();
         if shutdown.is_cancelled() {
-            return;
+            return failed;
         }
+        let t = timed();
         topics::sync_partitions(&self.control, &self.dest, def, &state, &md).await;
+        step("PARTITIONS", t, None);
+        let t = timed();
         topics::sync_configs(&source, &self.dest, def, &state, &mut self.refused).await;
+        step("TOPIC_CONFIGS", t, None);
         if shutdown.is_cancelled() {
-            return;
+            return failed;
         }
+        let t = timed();
         groups::sync_groups(&source, &self.dest, def, &state, &mut self.active_groups).await;
+        step("GROUPS", t, None);
+        let t = timed();
         match acls::sync_acls(&source, &self.dest, def).await {
-            Ok((0, 0)) => {}
-            Ok((created, deleted)) => tracing::info!(mirror, created, deleted, "ACLs synced from the source"),
-            Err(e) => report(SyncKind::Acls, mirror, "ACLs", &e),
+            Ok((0, 0)) => step("ACLS", t, None),
+            Ok((created, deleted)) => {
+                step("ACLS", t, None);
+                tracing::info!(mirror, created, deleted, "ACLs synced from the source");
+            }
+            Err(e) => {
+                step("ACLS", t, Some(&e));
+                report(SyncKind::Acls, mirror, "ACLs", &e);
+            }
         }
+        failed
     }
 }
