@@ -101,8 +101,8 @@ EOF
 done
 log "direct $DIRECT, through mirrorgate $PROXY"
 
-tool kafka-topics.sh --bootstrap-server "$DIRECT" --create --topic lat --partitions 1 --replication-factor 1 >/dev/null
-tool kafka-topics.sh --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null
+tool topics --bootstrap-server "$DIRECT" --create --topic lat --partitions 1 --replication-factor 1 >/dev/null
+tool topics --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null
 
 # producer-perf's summary line: "N records sent, R records/sec (M MB/sec), A ms avg latency,
 # X ms max latency, P50 ms 50th, P95 ms 95th, P99 ms 99th, P999 ms 99.9th."
@@ -111,7 +111,7 @@ field() { sed -E "s/.* ([0-9.]+) ms $2.*/\\1/" <<<"$1"; }
 
 latency_run() {   # bootstrap label round
   local f="$WORK/lat-$2-$3.log"
-  tool kafka-producer-perf-test.sh --topic lat --num-records "$LAT_N" --record-size "$SIZE" \
+  tool producer-perf --topic lat --num-records "$LAT_N" --record-size "$SIZE" \
     --throughput "$RATE" --producer-props bootstrap.servers="$1" acks=all linger.ms=0 >"$f" 2>&1 ||
     { tail -n 5 "$f" >&2; die "producer-perf ($2) failed"; }
   local l; l="$(perf_line "$f")"
@@ -119,20 +119,24 @@ latency_run() {   # bootstrap label round
 }
 throughput_run() {   # bootstrap label round
   local f="$WORK/tp-$2-$3.log"
-  tool kafka-producer-perf-test.sh --topic tp --num-records "$TP_N" --record-size 1024 --throughput -1 \
+  tool producer-perf --topic tp --num-records "$TP_N" --record-size 1024 --throughput -1 \
     --producer-props bootstrap.servers="$1" acks=1 linger.ms=5 batch.size=131072 >"$f" 2>&1 ||
     { tail -n 5 "$f" >&2; die "producer-perf ($2) failed"; }
   perf_line "$f" | sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1/'
 }
 consume_run() {   # bootstrap label round
   local f="$WORK/cons-$2-$3.log"
-  tool kafka-consumer-perf-test.sh --bootstrap-server "$1" --topic tp --messages "$TP_N" \
+  tool consumer-perf --bootstrap-server "$1" --topic tp --messages "$TP_N" --group "bench-proxy-$2-$3-$$" \
     --timeout 60000 >"$f" 2>&1 || { tail -n 5 "$f" >&2; die "consumer-perf ($2) failed"; }
   # data line: start, end, data.consumed.in.MB, MB.sec, ...
   grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $4}'
 }
 
 declare -A LAT TP CONS
+# Warm-up, not counted: the broker's JIT and both paths' connections (the first rounds ran
+# markedly slower than the later ones, whichever side went first).
+latency_run "$DIRECT" warmup-direct 0 >/dev/null
+latency_run "$PROXY" warmup-proxy 0 >/dev/null
 for r in $(seq 1 "$ROUNDS"); do
   for side in direct proxy; do
     b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
