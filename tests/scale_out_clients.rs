@@ -27,8 +27,25 @@ fn connections(mg: &Mirrorgate) -> usize {
     mg.log().matches("client connection opened").count()
 }
 
-#[test]
-fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
+/// What the client program printed at the end: `produced`, `consumed`, `max_ack_gap_ms`,
+/// `max_read_gap_ms`.
+struct Figures {
+    produced: i64,
+    consumed: i64,
+    ack_gap: i64,
+    read_gap: i64,
+}
+
+/// Three instances in front of `dest`, a one-partition topic, and `clients` (given the
+/// bootstrap list of every instance and the topic) running while the instance the clients
+/// use most is killed (kill -9) after 8 s and another restarted (SIGTERM, start again)
+/// `restart_after` later. Returns what the clients printed, once they succeeded and every
+/// record produced was consumed.
+fn ride_through_kill_and_restart(
+    what: &str,
+    restart_after: Duration,
+    clients: impl FnOnce(String, String) -> std::process::Output + Send + 'static,
+) -> Figures {
     let dest = cluster("dest");
     let state_topic = unique_name("__mirror_state-ha-clients");
     let mut instances: Vec<Mirrorgate> = ["a", "b", "c"].iter().map(|n| instance(&dest, &state_topic, n)).collect();
@@ -51,8 +68,8 @@ fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
     );
     let bootstrap = instances.iter().map(|m| m.bootstrap.clone()).collect::<Vec<_>>().join(",");
     let before: Vec<usize> = instances.iter().map(connections).collect();
-    let (b, t) = (bootstrap.clone(), topic.clone());
-    let clients = std::thread::spawn(move || java_program(V, "HaClients.java", &[&b, &t, "40"]));
+    let t = topic.clone();
+    let running = std::thread::spawn(move || clients(bootstrap, t));
 
     // Kill -9 the instance the clients use most, once they are running.
     std::thread::sleep(Duration::from_secs(8));
@@ -64,27 +81,42 @@ fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
     eprintln!("killed instance {victim} (client connections per instance: {used:?})");
 
     // Then restart another one (SIGTERM, start again) while the clients go on.
-    std::thread::sleep(Duration::from_secs(12));
+    std::thread::sleep(restart_after);
     let status = instances[0].terminate(Duration::from_secs(60));
     assert!(status.success(), "SIGTERM exit status {status:?}");
     std::thread::sleep(Duration::from_secs(2));
     instances[0] = instance(&dest, &state_topic, "a2");
     eprintln!("restarted one instance {} s after the kill", killed_at.elapsed().as_secs());
 
-    let out = clients.join().unwrap();
+    let out = running.join().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "HaClients: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let figures: Vec<&str> = stdout.split_whitespace().collect();
+    assert!(out.status.success(), "{what}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let words: Vec<&str> = stdout.split_whitespace().collect();
     let value = |name: &str| -> i64 {
-        let i = figures.iter().position(|w| *w == name).unwrap_or_else(|| panic!("{name} in {stdout}"));
-        figures[i + 1].parse().unwrap()
+        let i = words.iter().position(|w| *w == name).unwrap_or_else(|| panic!("{name} in {stdout}"));
+        words[i + 1].parse().unwrap()
     };
-    let (produced, consumed) = (value("produced"), value("consumed"));
-    assert_eq!(produced, consumed, "{stdout}");
-    assert!(produced > 100, "too few records went through: {stdout}");
-    let (ack_gap, read_gap) = (value("max_ack_gap_ms"), value("max_read_gap_ms"));
-    eprintln!("client-visible pause: longest wait for a produce acknowledgement {ack_gap} ms, longest gap between consumed records {read_gap} ms ({produced} records, every one read back at its offset)");
-    assert!(ack_gap < 60_000 && read_gap < 60_000, "{stdout}");
+    let f = Figures {
+        produced: value("produced"),
+        consumed: value("consumed"),
+        ack_gap: value("max_ack_gap_ms"),
+        read_gap: value("max_read_gap_ms"),
+    };
+    assert_eq!(f.produced, f.consumed, "{stdout}");
+    assert!(f.produced > 100, "too few records went through: {stdout}");
+    assert!(f.ack_gap < 60_000 && f.read_gap < 60_000, "{stdout}");
+    f
+}
+
+#[test]
+fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
+    let f = ride_through_kill_and_restart("HaClients", Duration::from_secs(12), |b, t| {
+        java_program(V, "HaClients.java", &[&b, &t, "40"])
+    });
+    eprintln!(
+        "client-visible pause: longest wait for a produce acknowledgement {} ms, longest gap between consumed records {} ms ({} records, every one read back at its offset)",
+        f.ack_gap, f.read_gap, f.produced
+    );
 }
 
 /// The same with librdkafka (confluent-kafka): an idempotent producer (acks=all) and a
@@ -92,30 +124,7 @@ fn java_clients_ride_through_a_killed_and_a_restarted_instance() {
 /// (kill -9), another restarted. Every record is read back once, in order, at its offset.
 #[test]
 fn librdkafka_clients_ride_through_a_killed_and_a_restarted_instance() {
-    let dest = cluster("dest");
-    let state_topic = unique_name("__mirror_state-ha-rdkafka");
-    let mut instances: Vec<Mirrorgate> = ["a", "b", "c"].iter().map(|n| instance(&dest, &state_topic, n)).collect();
-    let topic = unique_name("ha-rdkafka");
-    kafka_tool_ok(
-        V,
-        "topics",
-        &[
-            "--bootstrap-server",
-            &dest.bootstrap,
-            "--create",
-            "--topic",
-            &topic,
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "1",
-        ],
-        None,
-    );
-    let bootstrap = instances.iter().map(|m| m.bootstrap.clone()).collect::<Vec<_>>().join(",");
-    let before: Vec<usize> = instances.iter().map(connections).collect();
-    let (b, t) = (bootstrap.clone(), topic.clone());
-    let clients = std::thread::spawn(move || {
+    let f = ride_through_kill_and_restart("librdkafka clients", Duration::from_secs(10), |b, t| {
         python_program(
             "reauth_clients.py",
             &[
@@ -142,31 +151,8 @@ fn librdkafka_clients_ride_through_a_killed_and_a_restarted_instance() {
             Duration::from_secs(180),
         )
     });
-
-    std::thread::sleep(Duration::from_secs(8));
-    let used: Vec<usize> = instances.iter().zip(&before).map(|(m, b)| connections(m) - b).collect();
-    let victim = (0..3).max_by_key(|&i| used[i]).unwrap();
-    assert!(used[victim] > 0, "the clients connected to no instance: {used:?}");
-    drop(instances.remove(victim));
-    eprintln!("killed instance {victim} (client connections per instance: {used:?})");
-    std::thread::sleep(Duration::from_secs(10));
-    let status = instances[0].terminate(Duration::from_secs(60));
-    assert!(status.success(), "SIGTERM exit status {status:?}");
-    std::thread::sleep(Duration::from_secs(2));
-    instances[0] = instance(&dest, &state_topic, "a2");
-
-    let out = clients.join().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "librdkafka clients: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let figures: Vec<&str> = stdout.split_whitespace().collect();
-    let value = |name: &str| -> i64 {
-        let i = figures.iter().position(|w| *w == name).unwrap_or_else(|| panic!("{name} in {stdout}"));
-        figures[i + 1].parse().unwrap()
-    };
-    let (produced, consumed) = (value("produced"), value("consumed"));
-    assert_eq!(produced, consumed, "{stdout}");
-    assert!(produced > 100, "too few records went through: {stdout}");
-    let (ack_gap, read_gap) = (value("max_ack_gap_ms"), value("max_read_gap_ms"));
-    eprintln!("librdkafka client-visible pause: longest wait between delivery reports {ack_gap} ms, longest gap between consumed records {read_gap} ms ({produced} records, every one read back once at its offset)");
-    assert!(ack_gap < 60_000 && read_gap < 60_000, "{stdout}");
+    eprintln!(
+        "librdkafka client-visible pause: longest wait between delivery reports {} ms, longest gap between consumed records {} ms ({} records, every one read back once at its offset)",
+        f.ack_gap, f.read_gap, f.produced
+    );
 }
