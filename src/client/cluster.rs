@@ -1224,7 +1224,16 @@ impl ClusterClient {
 
     /// The cached topic id of `topic` (Kafka's all-zero id when unknown).
     pub fn cached_topic_id(&self, topic: &str) -> KafkaUuid {
-        self.cached_topic(topic).map(|t| t.topic_id).unwrap_or_default()
+        // (Not through `cached_topic`: that clones the topic's whole partition map, once per
+        // append.)
+        self.inner
+            .metadata
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .topics
+            .get(topic)
+            .map(|t| t.topic_id)
+            .unwrap_or_default()
     }
 
     /// Drops the cached metadata of `topic` so the next lookup asks the cluster.

@@ -303,10 +303,19 @@ impl ControlPlane {
 
     /// Records what the data plane saw of a partition.
     pub fn set_progress(&self, topic: &str, partition: i32, p: super::dataplane::Progress) {
-        let key = (topic.to_string(), partition);
-        if let Some(before) = self.progress.insert(key.clone(), p) {
+        self.set_progress_of(&(topic.to_string(), partition), p);
+    }
+
+    /// [`ControlPlane::set_progress`] by key: no allocation once the partition has progress
+    /// (a copy loop records it after every Fetch answer, empty ones included).
+    pub fn set_progress_of(&self, key: &(String, i32), p: super::dataplane::Progress) {
+        let before = match self.progress.get_mut(key) {
+            Some(mut e) => Some(std::mem::replace(&mut *e, p)),
+            None => self.progress.insert(key.clone(), p),
+        };
+        if let Some(before) = before {
             if p.next_source > before.next_source {
-                self.retrying.remove(&key);
+                self.retrying.remove(key);
             }
         }
     }

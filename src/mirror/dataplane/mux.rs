@@ -422,7 +422,7 @@ impl Fetcher {
             // One answer per partition and request. A copy loop has one fetch outstanding,
             // but a loop stopped and started again quickly may have left a job behind: the
             // jobs nobody waits for go, and of the rest the newest wins.
-            let mut seen = HashSet::new();
+            let mut seen = HashSet::with_capacity(jobs.len());
             let mut jobs: Vec<FetchJob> = jobs
                 .into_iter()
                 .rev()
@@ -485,7 +485,7 @@ impl Fetcher {
         if let Some(t) = timed {
             fetch_span(t, &self.mirror, self.node_id, &wants, long_poll, throttled, &outcome);
         }
-        let mut idle = HashSet::new();
+        let mut idle = HashSet::with_capacity(jobs.len());
         let mut busy = HashSet::new();
         match outcome {
             Err(e) => {

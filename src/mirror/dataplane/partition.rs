@@ -549,6 +549,7 @@ impl PartitionTask {
         let mut last_ts: i64 = 0;
         let mut dest_log_start_followed = -1;
         let mut stop_grace: Option<tokio::time::Instant> = None;
+        let progress_key = (topic.to_string(), p);
         'copy: loop {
             // A stop waits (up to STOP_GRACE) while a destination transaction of ours is open:
             // the next fetch holds its marker, and the copy ends it instead of leaving it to the
@@ -638,7 +639,7 @@ impl PartitionTask {
                     false,
                 ));
             }
-            self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
+            self.control.set_progress_of(&progress_key, progress(&chunk, &w, next_src));
 
             // Aborted transactions in this range (consumer logic: a producer is aborted from
             // its first offset until its ABORT marker).
@@ -781,7 +782,7 @@ impl PartitionTask {
                         .map_err(|e| Retry::new(e.to_string()))?;
                 }
             }
-            self.control.set_progress(topic, p, progress(&chunk, &w, next_src));
+            self.control.set_progress_of(&progress_key, progress(&chunk, &w, next_src));
             // Follow the source log start (retention) on the destination.
             if chunk.log_start_offset > dest_log_start_followed {
                 let target = self.destination_offset_of(chunk.log_start_offset);
