@@ -202,6 +202,10 @@ rps() { awk -v n="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? n / (ms / 1000)
 secs() { awk -v ms="$1" 'BEGIN{printf "%.1f", ms / 1000}'; }
 pct() { awk -v c="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? 100 * c / (ms / 1000) : 0)}'; }
 cpu_of() { util cpu "$@"; }
+# CPU-seconds per GB of record payload: cpu_per_gb <cpu seconds> <bytes>
+cpu_per_gb() { awk -v c="$1" -v b="$2" 'BEGIN{printf "%.1f", (b > 0 ? c / (b / 1e9) : 0)}'; }
+# CPU-seconds of column 1 over the last N one-second samples of a sampler file
+tail_cpu_s() { tail -n "$2" "$1" | awk -v hz="$(getconf CLK_TCK)" '{s+=$1} END{printf "%.2f", s/hz}'; }
 
 create_topic() {   # bootstrap topic
   tool topics --bootstrap-server "$1" --create --topic "$2" --partitions "$PARTITIONS" \
@@ -271,12 +275,13 @@ run_case() {   # name n size producer-props...
   mg_cpu=$(pct "$(awk -v a="$c_mg0" -v b="$c_mg1" 'BEGIN{print b-a}')" "$wall")
   src_cpu=$(pct "$(awk -v a="$c_src0" -v b="$c_src1" 'BEGIN{print b-a}')" "$wall")
   dst_cpu=$(pct "$(awk -v a="$c_dst0" -v b="$c_dst1" 'BEGIN{print b-a}')" "$wall")
-  local mg_peak sys_avg
+  local mg_peak sys_avg mg_cpu_s
+  mg_cpu_s=$(awk -v a="$c_mg0" -v b="$c_mg1" 'BEGIN{printf "%.2f", b-a}')
   mg_peak=$(col_max "$WORK/$name-mirrorgate.cpu" 1)
   sys_avg=$(col_avg "$WORK/$name-mirrorgate.cpu" 4)
   log "mirrorgate: $(secs "$wall") s from --start ($(secs "$copy") s first→last), $(mbps "$bytes" "$wall") MB/s; CPU mirrorgate ${mg_cpu}% (peak ${mg_peak}%), source broker ${src_cpu}%, destination broker ${dst_cpu}%, machine ${sys_avg}% busy"
   add_row "$name" "**mirrorgate** (source → mirrorgate → destination)" "$(secs "$wall")" "$(mbps "$bytes" "$wall")" \
-    "$(rps "$n" "$wall")" "mg ${mg_cpu}% (peak ${mg_peak}%), src ${src_cpu}%, dst ${dst_cpu}%, machine ${sys_avg}%" "verify: …"
+    "$(rps "$n" "$wall")" "mg ${mg_cpu}% (peak ${mg_peak}%; $mg_cpu_s CPU-s, $(cpu_per_gb "$mg_cpu_s" "$bytes") CPU-s/GB), src ${src_cpu}%, dst ${dst_cpu}%, machine ${sys_avg}%" "verify: …"
   local row_idx=$(( ${#RESULTS[@]} - 1 ))
 
   # describe must reach lag 0 (its progress is refreshed by the next source fetch), then verify.
@@ -375,11 +380,16 @@ EOF
   src_cpu=$(pct "$(awk -v a="$c_src0" -v b="$c_src1" 'BEGIN{print b-a}')" "$((wall - 1000))")
   dst_cpu=$(pct "$(awk -v a="$c_dst0" -v b="$c_dst1" 'BEGIN{print b-a}')" "$((wall - 1000))")
   local mm_peak; mm_peak=$(col_max "$WORK/$name-mm2.cpu" 1)
+  # MM2's CPU over its copy window only (the last ⌈copy⌉ one-second samples; its JVM start
+  # and task assignment before the first record are left out), and over launch → done.
+  local mm_copy_s mm_all_s
+  mm_copy_s=$(tail_cpu_s "$WORK/$name-mm2.cpu" $(( (copy + 999) / 1000 )))
+  mm_all_s=$(awk -v a="$c_mm0" -v b="$c_mm1" 'BEGIN{printf "%.2f", b-a}')
   local mm_bytes mm_batches mm_recs
   read -r mm_bytes mm_batches mm_recs < <(util log-stats "$DST_DATA" "src.$topic")
   log "MM2: $(secs "$wall") s from launch, $(secs "$copy") s first→last record, $(mbps "$bytes" "$copy") MB/s; CPU MM2 ${mm_cpu}% (peak ${mm_peak}%); destination log $mm_bytes B in $mm_batches batches"
   add_row "$name" "MirrorMaker 2 (topic src.$topic, new offsets)" "$(secs "$copy") (+$(secs $(( first - t_start ))) startup)" \
-    "$(mbps "$bytes" "$copy")" "$(rps "$n" "$copy")" "mm2 ${mm_cpu}% (peak ${mm_peak}%), src ${src_cpu}%, dst ${dst_cpu}%" "offsets not kept"
+    "$(mbps "$bytes" "$copy")" "$(rps "$n" "$copy")" "mm2 ${mm_cpu}% (peak ${mm_peak}%; $mm_copy_s CPU-s in the copy, $(cpu_per_gb "$mm_copy_s" "$bytes") CPU-s/GB; $mm_all_s CPU-s from launch), src ${src_cpu}%, dst ${dst_cpu}%" "offsets not kept"
   NOTES+=("- $name: MM2 wrote $mm_bytes B in $mm_batches batches on the destination (re-batched and recompressed).")
 }
 
