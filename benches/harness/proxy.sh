@@ -6,7 +6,10 @@
 # mirrorgate, alternating, BENCH_ROUNDS times each:
 #   latency     BENCH_RATE (10000) records/s of BENCH_RECORD_SIZE (100) B, acks=all,
 #               linger.ms=0, BENCH_LATENCY_RECORDS (100000) records: producer-perf's
-#               percentiles (50th, 99th, 99.9th) of the send-to-acknowledgement time;
+#               percentiles (50th, 99th, 99.9th) of the send-to-acknowledgement time, which
+#               it prints in whole milliseconds; and the same load from LatencyPerf.java (the
+#               same Java producer, timed with System.nanoTime) at BENCH_US_RATE (2000)
+#               records/s, BENCH_US_RECORDS (20000) records: percentiles in microseconds;
 #   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
 #               linger.ms=5, batch.size=131072): MB/s;
 # then consumer-perf reading the throughput topic, directly and through mirrorgate: MB/s.
@@ -26,6 +29,8 @@ ROUNDS="${BENCH_ROUNDS:-3}"
 RATE="${BENCH_RATE:-10000}"
 SIZE="${BENCH_RECORD_SIZE:-100}"
 LAT_N="${BENCH_LATENCY_RECORDS:-100000}"
+US_RATE="${BENCH_US_RATE:-2000}"
+US_N="${BENCH_US_RECORDS:-20000}"
 TP_N="${BENCH_TP_RECORDS:-1000000}"
 HEAP="${BENCH_HEAP:-1g}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -132,7 +137,18 @@ consume_run() {   # bootstrap label round
   grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $4}'
 }
 
-declare -A LAT TP CONS
+# The same load timed in microseconds (LatencyPerf.java: Kafka's Java producer, System.nanoTime
+# around each send → acknowledgement; the first tenth left out as warm-up).
+KAFKA_CP="$(scripts/kafka.sh classpath "$KAFKA_VERSION")"
+latency_us_run() {   # bootstrap label round
+  local f="$WORK/latus-$2-$3.log"
+  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java "$1" lat "$US_N" "$SIZE" "$US_RATE" >"$f" 2>&1 ||
+    { tail -n 5 "$f" >&2; die "LatencyPerf ($2) failed"; }
+  local l; l="$(grep -E '^records=' "$f" | tail -n 1)"
+  sed -E 's/.*p50_us=([0-9.]+) p99_us=([0-9.]+) p999_us=([0-9.]+).*/\1 \2 \3/' <<<"$l"
+}
+
+declare -A LAT LATUS TP CONS
 # Warm-up, not counted: the broker's JIT and both paths' connections (the first rounds ran
 # markedly slower than the later ones, whichever side went first).
 latency_run "$DIRECT" warmup-direct 0 >/dev/null
@@ -142,6 +158,15 @@ for r in $(seq 1 "$ROUNDS"); do
     b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
     LAT[$side,$r]="$(latency_run "$b" "$side" "$r")"
     log "round $r $side latency p50/p99/p99.9 ms: ${LAT[$side,$r]}"
+  done
+done
+latency_us_run "$DIRECT" warmup-direct 0 >/dev/null
+latency_us_run "$PROXY" warmup-proxy 0 >/dev/null
+for r in $(seq 1 "$ROUNDS"); do
+  for side in direct proxy; do
+    b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
+    LATUS[$side,$r]="$(latency_us_run "$b" "$side" "$r")"
+    log "round $r $side latency p50/p99/p99.9 µs: ${LATUS[$side,$r]}"
   done
 done
 for r in $(seq 1 "$ROUNDS"); do
@@ -154,14 +179,17 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
-col() {   # side index(1..3)
+col() {   # side index(1..3) [array name, default LAT]
+  local -n arr="${3:-LAT}"
   local out="" r
-  for r in $(seq 1 "$ROUNDS"); do out+="$(cut -d' ' -f"$2" <<<"${LAT[$1,$r]}") "; done
+  for r in $(seq 1 "$ROUNDS"); do out+="$(cut -d' ' -f"$2" <<<"${arr[$1,$r]}") "; done
   median <<<"$out"
 }
 vals() { local out="" r; for r in $(seq 1 "$ROUNDS"); do out+="$(eval "echo \${$1[$2,$r]}") "; done; median <<<"$out"; }
 d50=$(col direct 1); d99=$(col direct 2); d999=$(col direct 3)
 p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
+u_d50=$(col direct 1 LATUS); u_d99=$(col direct 2 LATUS); u_d999=$(col direct 3 LATUS)
+u_p50=$(col proxy 1 LATUS); u_p99=$(col proxy 2 LATUS); u_p999=$(col proxy 3 LATUS)
 dtp=$(vals TP direct); ptp=$(vals TP proxy); dc=$(vals CONS direct); pc=$(vals CONS proxy)
 add() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%+.1f", a - b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}'; }
@@ -181,6 +209,9 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "| produce latency p50, ms ($RATE rec/s × $SIZE B, acks=all) | $d50 | $p50 | $(add "$p50" "$d50") ms |"
   echo "| produce latency p99, ms | $d99 | $p99 | $(add "$p99" "$d99") ms |"
   echo "| produce latency p99.9, ms | $d999 | $p999 | $(add "$p999" "$d999") ms |"
+  echo "| produce latency p50, µs (LatencyPerf.java: $US_RATE rec/s × $SIZE B, acks=all) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs |"
+  echo "| produce latency p99, µs | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs |"
+  echo "| produce latency p99.9, µs | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs |"
   echo "| produce throughput, MB/s (1 KiB records, acks=1) | $dtp | $ptp | × $(ratio "$ptp" "$dtp") |"
   echo "| consume throughput, MB/s | $dc | $pc | × $(ratio "$pc" "$dc") |"
 } | tee "$OUT"
