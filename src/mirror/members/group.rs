@@ -63,6 +63,10 @@ const FIND_COORDINATOR_VERSION: i16 = 3;
 
 /// Pause after a failed step before trying again, growing to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// How long a leader waits for the work set to stop changing before it rebalances for it:
+/// `mirrors --create` and `--start` run back to back are one rebalance, not two (the second
+/// would wait a heartbeat interval behind the first).
+const WORK_SETTLE: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// How long a LeaveGroup at shutdown may take.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -639,15 +643,25 @@ impl Member {
         let mut watch_work = self.leader;
         // A leader rebalances for a changed work set at most once per heartbeat interval, so a
         // work set that changes in bursts does not stop every instance's work again and again.
+        // A change is acted on once the work set has been quiet for WORK_SETTLE (at most a
+        // heartbeat interval after the change was first seen), so commands run back to back
+        // make one rebalance.
         let rebalance_after = sync_sent + interval;
         let mut change_pending = false;
+        let mut first_seen: Option<Instant> = None;
+        let mut settled_at = Instant::now();
         let mut last_error = String::from("none");
         loop {
             if watch_work && self.assigned_work.as_ref() != Some(&*self.work.borrow()) {
-                if Instant::now() >= rebalance_after {
+                let now = Instant::now();
+                let first = *first_seen.get_or_insert(now);
+                settled_at = settled_at.max(first + WORK_SETTLE).min(first + interval);
+                if now >= rebalance_after && now >= settled_at {
                     return Next::Rejoin("the work set changed".into());
                 }
                 change_pending = true;
+            } else {
+                first_seen = None;
             }
             tokio::select! {
                 biased;
@@ -664,10 +678,14 @@ impl Member {
                     );
                     self.drop_work();
                 }
-                _ = sleep_until(rebalance_after), if change_pending => change_pending = false,
+                _ = sleep_until(rebalance_after.max(settled_at)), if change_pending => change_pending = false,
                 r = self.work.changed(), if watch_work => {
                     if r.is_err() {
                         watch_work = false; // the sender is gone: the work set stays as it is
+                    } else if let Some(first) = first_seen {
+                        // Changed again: wait for it to settle (never past a heartbeat
+                        // interval from the first change).
+                        settled_at = (Instant::now() + WORK_SETTLE).min(first + interval);
                     }
                 }
                 (node, sent, r) = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
