@@ -1274,6 +1274,128 @@ async fn small_uncompressed_batches_are_merged_and_every_record_reads_the_same()
     }
 }
 
+/// The compression codec of every data batch of `topic`-`p` below `end` (control batches and
+/// placeholders left out).
+fn data_codecs(c: &ClusterClient, topic: &str, p: i32, end: i64) -> Vec<i16> {
+    let mut offset = 0;
+    let mut codecs = Vec::new();
+    while offset < end {
+        let f = block(c.fetch(topic, p, offset, 1 << 20)).unwrap();
+        let before = offset;
+        for b in mirrorgate::wire::batch::BatchIter::new(f.records.clone()) {
+            let b = b.unwrap();
+            if b.next_offset() > offset {
+                if !b.is_control() && !b.is_placeholder() {
+                    codecs.push(b.compression());
+                }
+                offset = b.next_offset();
+            }
+        }
+        assert!(offset > before, "{topic}-{p}: no batch at {offset}");
+    }
+    codecs
+}
+
+/// Issue 13, item 2, the opt-in: with `mirror.coalesce.recompress=true`, one-record lz4 source
+/// batches (keys and null keys, binary headers with duplicate keys) are merged into
+/// far fewer lz4 destination batches, and every record still sits at its source offset with
+/// its timestamp, key, value and headers (read through mirrorgate and straight from the
+/// destination; `--verify` compares them record by record). With the default (off), the same
+/// source keeps one destination batch per source batch, payloads byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_lz4_batches_are_recompressed_and_merged_only_with_the_opt_in() {
+    use mirrorgate::wire::records::codec;
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let port = free_port_range(1);
+    let yaml = format!("metrics:\n  listen: 127.0.0.1:{port}\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
+    let (src, dst) = (client(&source.bootstrap), client(&dest.bootstrap));
+    let (on, off) = (unique_name("recompress"), unique_name("keep-lz4"));
+    let total = 2000;
+    for topic in [&on, &off] {
+        create_topic(&source.bootstrap, topic, 2, &[]);
+        ok(
+            python_client(&[
+                "produce-mixed",
+                "--bootstrap",
+                &source.bootstrap,
+                "--topic",
+                topic,
+                "--count",
+                &total.to_string(),
+                "--codec",
+                "lz4",
+                "--seed",
+                "3",
+                "--prop",
+                "linger.ms=0",
+                "--prop",
+                "batch.num.messages=1",
+                // (librdkafka sends a batch uncompressed when lz4 would not make it smaller.)
+                "--compressible",
+            ]),
+            "produce-mixed, one record per batch",
+        );
+    }
+    let mirror_on = start_mirror(&mg, &source, &[&on], "mirror.coalesce.recompress=true\n");
+    let mirror_off = start_mirror(&mg, &source, &[&off], "");
+    for topic in [&on, &off] {
+        let reports = wait_identical(&src, &dst, topic, 2, &[]);
+        assert_eq!(reports.iter().map(|r| r.records).sum::<i64>(), total as i64, "{topic}: {reports:?}");
+    }
+    for mirror in [&mirror_on, &mirror_off] {
+        let verified = ok(mirrors_cli(&mg.bootstrap, &["--verify", "--mirror", mirror]), "--verify");
+        assert!(verified.contains("2 identical, 0 different"), "{verified}");
+    }
+    for p in 0..2 {
+        let end = block(src.list_offsets(&on, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
+        let (on_source, on_dest) = (batches_of(&src, &on, p, end).0, batches_of(&dst, &on, p, end).0);
+        assert!(on_source as i64 == end && on_source > 500, "{on}-{p}: {on_source} source batches for {end} records");
+        let codecs = data_codecs(&src, &on, p, end);
+        assert!(codecs.iter().all(|c| *c == codec::LZ4), "{on}-{p}: source codecs {codecs:?}");
+        assert!(on_dest * 10 < on_source, "{on}-{p}: {on_dest} destination batches for {on_source} source batches");
+        let codecs = data_codecs(&dst, &on, p, end);
+        assert!(codecs.iter().all(|c| *c == codec::LZ4), "{on}-{p}: destination codecs {codecs:?}");
+        // Off (the default): one destination batch per source batch (`--verify` above compared
+        // their payloads byte for byte).
+        let end = block(src.list_offsets(&off, p, mirrorgate::client::cluster::LATEST_TIMESTAMP)).unwrap();
+        let (off_source, off_dest) = (batches_of(&src, &off, p, end).0, batches_of(&dst, &off, p, end).0);
+        assert!(off_source as i64 == end, "{off}-{p}: {off_source} source batches for {end} records");
+        assert_eq!(off_dest, off_source, "{off}-{p}: compressed batches are not merged by default");
+        assert!(data_codecs(&dst, &off, p, end).iter().all(|c| *c == codec::LZ4));
+    }
+    let on_source = consume_all(&source.bootstrap, &on, total, "read_committed");
+    assert_eq!(on_source.len(), total);
+    for (bootstrap, isolation) in
+        [(&mg.bootstrap, "read_committed"), (&dest.bootstrap, "read_committed"), (&dest.bootstrap, "read_uncommitted")]
+    {
+        let got = consume_all(bootstrap, &on, total, isolation);
+        assert!(got == on_source, "records differ reading {bootstrap} at {isolation}");
+    }
+    // Operators see the recompressed merges, per mirror; none for the mirror without the opt-in.
+    let addr = format!("127.0.0.1:{port}");
+    let count = |body: &str, name: &str, mirror: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{{mirror=\"{mirror}\"}} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // (Counted as each append is acknowledged: all of them once the source batches are counted.)
+    let body = eventually(Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics");
+        if count(&body, "mirrorgate_mirror_recompressed_source_batches_total", &mirror_on) >= 1000.0 {
+            Ok(body)
+        } else {
+            Err(body)
+        }
+    });
+    let recompressed = count(&body, "mirrorgate_mirror_recompressed_appends_total", &mirror_on);
+    assert!(recompressed > 0.0, "no recompressed appends counted: {body}");
+    assert!(count(&body, "mirrorgate_mirror_coalesced_appends_total", &mirror_on) >= recompressed, "{body}");
+    assert_eq!(count(&body, "mirrorgate_mirror_recompressed_appends_total", &mirror_off), 0.0, "{body}");
+}
+
 /// Issue 13, item 3: `mirror.replication.throttled.rate` caps the mirror's source fetch rate
 /// across all its fetchers (`mirror.num.replica.fetchers` = 3 here, each a fetch session on a
 /// connection of its own), and every partition is still copied whole.

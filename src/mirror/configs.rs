@@ -29,6 +29,8 @@ pub enum ConfigType {
     List,
     /// One of a fixed set.
     Choice(&'static [&'static str]),
+    /// `true` or `false`, case-insensitive, blanks around ignored (Kafka `ConfigDef.Type.BOOLEAN`).
+    Boolean,
     /// ACL include rules `resourceType;resourceName;operation;permissionType;principal`,
     /// comma-separated, trailing fields optional.
     AclRules,
@@ -515,8 +517,19 @@ pub const KEYS: &[ConfigKey] = &[
         sensitive: false,
         doc: "Largest destination batch built by merging consecutive small uncompressed source batches of a partition, bytes \
               (0 = never merge). Records keep their offsets, timestamps, keys, values and headers; only batch boundaries change. \
-              Only batches already fetched are merged (no added latency). Compressed batches are never merged. \
-              See docs/performance.md.",
+              Only batches already fetched are merged (no added latency). Compressed batches are merged only with \
+              mirror.coalesce.recompress. See docs/performance.md.",
+    },
+    ConfigKey {
+        name: "mirror.coalesce.recompress",
+        default: Some("false"),
+        kind: ConfigType::Boolean,
+        sensitive: false,
+        doc: "Also merge consecutive small compressed source batches of one codec (gzip, snappy, lz4, zstd; each at most half \
+              of mirror.coalesce.max.bytes): their records are decompressed (at most mirror.coalesce.max.bytes), re-framed as for \
+              uncompressed batches and compressed again with the same codec at its default level, in mirrorgate (CPU). \
+              Records stay identical (offsets, timestamps, keys, values, headers) and --verify compares them; the payload \
+              bytes of such destination batches differ from the source's. Codecs are never mixed.",
     },
     ConfigKey {
         name: "mirror.inflight.max.bytes",
@@ -613,6 +626,14 @@ pub fn validate(name: &str, value: &str) -> Result<(), ConfigValueError> {
             Ok(())
         }
         ConfigType::List => Ok(()),
+        ConfigType::Boolean => {
+            let v = value.trim();
+            if v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") {
+                Ok(())
+            } else {
+                Err(bad(format!("{shown} is not true or false")))
+            }
+        }
         ConfigType::Choice(options) => {
             if options.contains(&value) {
                 Ok(())
@@ -826,6 +847,16 @@ mod tests {
         assert_eq!(validate("bootstrap.servers", "a:1,b:2"), Ok(()));
         assert!(validate("bootstrap.servers", "nope").is_err());
         assert!(validate("security.protocol", "TLS").is_err());
+        for v in ["true", "false", "TRUE", " False "] {
+            assert_eq!(validate("mirror.coalesce.recompress", v), Ok(()), "{v:?}");
+        }
+        for v in ["yes", "1", ""] {
+            assert!(
+                matches!(validate("mirror.coalesce.recompress", v), Err(ConfigValueError::Invalid { .. })),
+                "{v:?}"
+            );
+        }
+        assert_eq!(effective(&BTreeMap::new(), "mirror.coalesce.recompress"), Some("false"));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! (DESIGN §4.12). Every committed source data batch must sit on the destination at its
 //! source offset minus the segment's shift, with the same offsets, record count, timestamps
 //! and byte-identical (still compressed) payload; a compacted source batch with holes inside
-//! (split into runs on the destination), and consecutive small uncompressed source batches
-//! merged into one destination batch (`mirror.coalesce.max.bytes`), must have the same
+//! (split into runs on the destination), and consecutive small source batches merged into one
+//! destination batch (`mirror.coalesce.max.bytes`; compressed ones recompressed with
+//! `mirror.coalesce.recompress`), must have the same
 //! records, compared byte for byte (offsets, timestamps, keys, values, headers as raw bytes
 //! in order); every other
 //! destination batch must be a placeholder, a transaction marker or an aborted transactional
@@ -305,39 +306,8 @@ pub async fn verify_partition(
         };
         cursor += 1;
         if d.base == s.base - shift && d.last > s.last - shift {
-            // Small source batches merged into one destination batch
-            // (`mirror.coalesce.max.bytes`): compare their records byte for byte.
-            let mut want = records(&s.whole, shift, false)?;
-            let mut count = i64::from(s.record_count);
-            let mut group = 1;
-            let mut last = s.last - shift;
-            while let Some(n) = src.get(i).filter(|n| !n.has_holes() && n.last - shift_at(segments, n.base) <= d.last) {
-                let n_shift = shift_at(segments, n.base);
-                want.extend(records(&n.whole, n_shift, false)?);
-                count += i64::from(n.record_count);
-                last = n.last - n_shift;
-                group += 1;
-                i += 1;
-            }
-            let got = records(&d.whole, 0, false)?;
-            let detail = if last != d.last {
-                Some(format!("it ends at {} inside source batch {}..", d.last, last + 1))
-            } else if got != want {
-                Some(match want.iter().zip(&got).find(|(w, g)| w != g) {
-                    Some((w, g)) => {
-                        format!("{} of the record at destination offset {}", record_difference(w, g), g.offset)
-                    }
-                    None => format!("{} records on the destination, {} on the source", got.len(), want.len()),
-                })
-            } else {
-                None
-            };
-            if let Some(detail) = detail {
-                return Err(format!(
-                    "destination batch {}..{} of {topic}-{p}, merged from source batches {}..{}, differs: {detail}",
-                    d.base, d.last, s.base, s.last
-                ));
-            }
+            let (group, count) = compare_merged(&src[i - 1..], d, segments, topic, p)?;
+            i += group - 1;
             report.data_batches += group;
             report.records += count;
             continue;
@@ -372,6 +342,54 @@ pub async fn verify_partition(
     let covered: i64 = src.iter().map(|s| s.last - s.base + 1).sum();
     report.skipped_offsets = (src_end - src_start) - covered;
     Ok(report)
+}
+
+/// Small source batches merged into one destination batch `d` (`mirror.coalesce.max.bytes`;
+/// compressed ones recompressed with `mirror.coalesce.recompress`): the records of `src[0]`
+/// (which starts where `d` does) and of the source batches after it up to `d`'s last offset,
+/// compared with `d`'s byte for byte (offsets, timestamps, keys, values, headers), whatever
+/// either side's compression. Returns how many source batches `d` holds and their records.
+///
+/// # Errors
+/// The first difference (or `d` ending inside a source batch), or a batch that cannot be read.
+fn compare_merged(
+    src: &[Summary],
+    d: &Summary,
+    segments: &[OffsetSegment],
+    topic: &str,
+    p: i32,
+) -> Result<(usize, i64), String> {
+    let s = src.first().ok_or("no source batch")?;
+    let shift = shift_at(segments, s.base);
+    let mut want = records(&s.whole, shift, false)?;
+    let mut count = i64::from(s.record_count);
+    let mut group = 1;
+    let mut last = s.last - shift;
+    while let Some(n) = src.get(group).filter(|n| !n.has_holes() && n.last - shift_at(segments, n.base) <= d.last) {
+        let n_shift = shift_at(segments, n.base);
+        want.extend(records(&n.whole, n_shift, false)?);
+        count += i64::from(n.record_count);
+        last = n.last - n_shift;
+        group += 1;
+    }
+    let got = records(&d.whole, 0, false)?;
+    let detail = if last != d.last {
+        Some(format!("it ends at {} inside source batch {}..", d.last, last + 1))
+    } else if got != want {
+        Some(match want.iter().zip(&got).find(|(w, g)| w != g) {
+            Some((w, g)) => format!("{} of the record at destination offset {}", record_difference(w, g), g.offset),
+            None => format!("{} records on the destination, {} on the source", got.len(), want.len()),
+        })
+    } else {
+        None
+    };
+    if let Some(detail) = detail {
+        return Err(format!(
+            "destination batch {}..{} of {topic}-{p}, merged from source batches {}..{}, differs: {detail}",
+            d.base, d.last, s.base, s.last
+        ));
+    }
+    Ok((group, count))
 }
 
 /// Compacted topics (issue 9, item 7): the records a consumer reads on both sides, compared
@@ -478,6 +496,59 @@ mod tests {
         out.put_i32(1);
         out.put_slice(&payload);
         out.freeze()
+    }
+
+    /// A one-record batch at `base` compressed with `codec`, CreateTime `ts`, value `value`.
+    fn one(base: i64, codec: i16, ts: i64, value: &[u8]) -> Batch {
+        let headers: Vec<(&[u8], Option<&[u8]>)> = vec![(b"h", Some(b"x")), (b"h", None)];
+        let mut section = BytesMut::new();
+        put_record(&mut section, &NewRecord { key: Some(b"k"), value: Some(value), headers, ..Default::default() });
+        let payload = records::compress(codec, &section).unwrap();
+        let producer = split::RunHeader { producer_id: 7, producer_epoch: 0, base_sequence: 0 };
+        let mut b = BytesMut::from(&split::new_batch(codec, ts, ts, &producer, 1, &payload)[..]);
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        BatchIter::new(b.freeze()).next().unwrap().unwrap()
+    }
+
+    /// `merged` as the destination holds it: at base offset `base`.
+    fn at(base: i64, merged: &Bytes) -> Summary {
+        let mut b = BytesMut::from(&merged[..]);
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        summary(&BatchIter::new(b.freeze()).next().unwrap().unwrap())
+    }
+
+    #[test]
+    fn recompressed_merged_batches_are_compared_record_by_record() {
+        use crate::wire::coalesce;
+        let producer = split::RunHeader { producer_id: 1, producer_epoch: 0, base_sequence: 0 };
+        for codec in [codec::GZIP, codec::SNAPPY, codec::LZ4, codec::ZSTD] {
+            let src: Vec<Batch> = (0..5).map(|n| one(10 + n, codec, 1000 + n, format!("v{n}").as_bytes())).collect();
+            let merged = coalesce::recompress(&src, &producer, 1 << 20).unwrap();
+            assert_eq!(merged.merged, 5);
+            let d = at(10, &merged.batch);
+            assert_eq!(d.attributes, codec, "recompressed with the source's codec");
+            assert_ne!(d.payload, src[0].payload(), "payload bytes are not the source's");
+            let sums: Vec<Summary> = src.iter().map(summary).collect();
+            // Another source batch after the merged ones is left for the next comparison.
+            let mut more = sums;
+            more.push(summary(&one(15, codec, 1005, b"next")));
+            assert_eq!(compare_merged(&more, &d, &[], "t", 0), Ok((5, 5)));
+            // One value differs: named.
+            let mut other = src.clone();
+            other[3] = one(13, codec, 1003, b"changed");
+            let bad = at(10, &coalesce::recompress(&other, &producer, 1 << 20).unwrap().batch);
+            let e = compare_merged(&more, &bad, &[], "t", 0).unwrap_err();
+            assert!(e.contains("value of the record at destination offset 13"), "{e}");
+            // A timestamp differs.
+            other[3] = one(13, codec, 999, b"v3");
+            let bad = at(10, &coalesce::recompress(&other, &producer, 1 << 20).unwrap().batch);
+            let e = compare_merged(&more, &bad, &[], "t", 0).unwrap_err();
+            assert!(e.contains("timestamp"), "{e}");
+            // A merged batch holding offsets the source batches compared do not reach.
+            let short = at(10, &coalesce::recompress(&src[..3], &producer, 1 << 20).unwrap().batch);
+            let two = [summary(&src[0]), summary(&src[1])];
+            assert!(compare_merged(&two, &short, &[], "t", 0).is_err());
+        }
     }
 
     #[test]

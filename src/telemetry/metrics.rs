@@ -84,11 +84,20 @@ pub fn record_append(mirror: &str, bytes: usize, records: i64) {
         .increment(records.max(0) as u64);
 }
 
-/// Counts an append of `source_batches` consecutive small uncompressed source batches merged
-/// into one destination batch (`mirror.coalesce.max.bytes`).
+/// Counts an append of `source_batches` consecutive small source batches merged into one
+/// destination batch (`mirror.coalesce.max.bytes`; recompressed ones included, also counted by
+/// [`record_recompressed`]).
 pub fn record_coalesced(mirror: &str, source_batches: usize) {
     metrics::counter!("mirrorgate_mirror_coalesced_appends_total", "mirror" => mirror.to_string()).increment(1);
     metrics::counter!("mirrorgate_mirror_coalesced_source_batches_total", "mirror" => mirror.to_string())
+        .increment(source_batches as u64);
+}
+
+/// Counts an append of `source_batches` consecutive small compressed source batches merged
+/// into one destination batch compressed again with their codec (`mirror.coalesce.recompress`).
+pub fn record_recompressed(mirror: &str, source_batches: usize) {
+    metrics::counter!("mirrorgate_mirror_recompressed_appends_total", "mirror" => mirror.to_string()).increment(1);
+    metrics::counter!("mirrorgate_mirror_recompressed_source_batches_total", "mirror" => mirror.to_string())
         .increment(source_batches as u64);
 }
 

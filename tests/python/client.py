@@ -109,6 +109,7 @@ def produce_mixed(args):
         "message.max.bytes": 4000000,
         "message.timeout.ms": int(args.timeout * 1000),
     }
+    conf.update(_props(args.prop))
     p = Producer(conf)
     rnd = random.Random(args.seed)
     delivered = 0
@@ -126,6 +127,8 @@ def produce_mixed(args):
         key = None if i % 7 == 0 else f"key-{i % 50}".encode()
         if i >= args.count:
             value = rnd.randbytes(1_500_000)
+        elif args.compressible:
+            value = (f"value-{i}-" * rnd.randint(10, 40)).encode()
         elif i % 11 == 0:
             value = None
         elif i % 13 == 0:
@@ -242,6 +245,10 @@ def main(argv=None):
     mp.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     mp.add_argument("--seed", type=int, default=1)
     mp.add_argument("--timeout", type=float, default=60.0)
+    mp.add_argument("--prop", action="append", help="producer property key=value (overrides the defaults)")
+    mp.add_argument("--compressible", action="store_true",
+                    help="values of 100-600 B that compress well, never null or empty (librdkafka sends a batch "
+                         "uncompressed when compression does not make it smaller)")
 
     cp = sub.add_parser("consume")
     cp.add_argument("--bootstrap", required=True)

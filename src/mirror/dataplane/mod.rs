@@ -90,12 +90,13 @@ pub struct DataPlane {
 /// IncrementalAlterConfigs on the mirror), the mirror's loops restart.
 fn data_plane_settings(def: &MirrorDefinition) -> String {
     format!(
-        "{:?} {:?} {} {} {}",
+        "{:?} {:?} {} {} {} {}",
         configs::source_options(&def.name, &def.configs),
         fetch_settings(def),
         long(def, "mirror.fill.max.gap", FILL_MAX_GAP),
         real_markers(def),
-        coalesce_max_bytes(def)
+        coalesce_max_bytes(def),
+        coalesce_recompress(def)
     )
 }
 
@@ -265,6 +266,7 @@ impl DataPlane {
                         markers_refused: Default::default(),
                         coalesce_max_bytes: coalesce_max_bytes(def),
                         coalesce_refused: Default::default(),
+                        coalesce_recompress: coalesce_recompress(def),
                         nonce: self.nonce,
                         request_timeout: self.request_timeout,
                     };
@@ -473,6 +475,13 @@ fn coalesce_max_bytes(def: &MirrorDefinition) -> usize {
     long(def, "mirror.coalesce.max.bytes", COALESCE_MAX_BYTES).clamp(0, i64::from(i32::MAX)) as usize
 }
 
+/// `mirror.coalesce.recompress` = `true` (case-insensitive, as Kafka reads booleans; `false`
+/// by default).
+fn coalesce_recompress(def: &MirrorDefinition) -> bool {
+    configs::effective(&def.configs, "mirror.coalesce.recompress")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
 /// `mirror.transaction.markers` = `real` (the default).
 fn real_markers(def: &MirrorDefinition) -> bool {
     configs::effective(&def.configs, "mirror.transaction.markers").is_none_or(|v| v != "placeholder")
@@ -495,5 +504,33 @@ fn fetch_settings(def: &MirrorDefinition) -> FetchSettings {
             .and_then(|v| v.parse::<i64>().ok())
             .map(|v| v.max(1) as u64),
         fetchers: long(def, "mirror.num.replica.fetchers", 1).clamp(1, 64) as usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(configs: &[(&str, &str)]) -> MirrorDefinition {
+        MirrorDefinition {
+            name: "m".into(),
+            configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            created_ms: 0,
+            source_cluster_id: None,
+            include_patterns: Vec::new(),
+            start_position: Default::default(),
+            exclude_patterns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn recompress_is_off_by_default_and_a_change_restarts_the_copy_loops() {
+        let off = def(&[("bootstrap.servers", "a:1")]);
+        assert!(!coalesce_recompress(&off));
+        assert!(!coalesce_recompress(&def(&[("mirror.coalesce.recompress", "false")])));
+        let on = def(&[("bootstrap.servers", "a:1"), ("mirror.coalesce.recompress", " TRUE ")]);
+        assert!(coalesce_recompress(&on));
+        // The copy loops are rebuilt when the settings text changes (live IncrementalAlterConfigs).
+        assert_ne!(data_plane_settings(&off), data_plane_settings(&on));
     }
 }

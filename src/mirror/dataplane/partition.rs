@@ -94,6 +94,9 @@ pub struct PartitionTask {
     pub coalesce_max_bytes: usize,
     /// Set when the destination refused a merged batch: the loop appends batches as they are.
     pub coalesce_refused: std::sync::atomic::AtomicBool,
+    /// `mirror.coalesce.recompress`: small compressed source batches of one codec are merged
+    /// too, their records compressed again with that codec.
+    pub coalesce_recompress: bool,
     /// Per-installation nonce in placeholder keys.
     pub nonce: u64,
     /// Destination request timeout (the wait after an ambiguous append).
@@ -121,6 +124,8 @@ pub(super) struct Writer<'a> {
     /// Largest merged batch, bytes: `mirror.coalesce.max.bytes`, below the destination
     /// topic's `max.message.bytes`.
     pub(super) coalesce_max: usize,
+    /// `mirror.coalesce.recompress`: compressed batches are merged too (recompressed).
+    pub(super) recompress: bool,
     /// Max timestamp of the data producer's last acknowledged append of this alignment, ms:
     /// what the broker keeps as the producer's last timestamp (None: not known, e.g. after
     /// placeholders or split runs, appended with [`PartitionTask::append`]).
@@ -444,6 +449,7 @@ impl PartitionTask {
             inflight,
             run: Run::default(),
             coalesce_max,
+            recompress: self.coalesce_recompress,
             state_ts: None,
             max_message_bytes,
             producer_expiry_ms,

@@ -67,6 +67,8 @@ pub(super) struct Sent {
     behind: bool,
     /// Source batches merged into this one ([`crate::wire::coalesce`]; 1: not merged).
     merged: usize,
+    /// The merged batch was compressed again (`mirror.coalesce.recompress`).
+    recompressed: bool,
     /// The batch's max timestamp, ms (what the broker keeps as the producer's last timestamp).
     max_ts: i64,
 }
@@ -79,12 +81,15 @@ pub(super) struct Hold {
     _own: Option<OwnedSemaphorePermit>,
 }
 
-/// Consecutive small uncompressed source batches of the chunk being copied, not submitted
+/// Consecutive small source batches of one codec (uncompressed; with
+/// `mirror.coalesce.recompress` also compressed) of the chunk being copied, not submitted
 /// yet: merged into one append when the run ends (`mirror.coalesce.max.bytes`).
 #[derive(Debug, Default)]
 pub(super) struct Run {
     batches: Vec<Batch>,
     bytes: usize,
+    /// The codec of every batch in the run ([`coalesce::merge_codec`]).
+    codec: i16,
     chunk: Option<Arc<OwnedSemaphorePermit>>,
 }
 
@@ -143,9 +148,10 @@ impl Pipeline {
 
 impl PartitionTask {
     /// Copies the dense data batch `b` (source offsets up to `b.next_offset()`): merged with
-    /// its neighbours when it is small and uncompressed (`w.run`, flushed by
-    /// [`PartitionTask::settle_all`] and at the end of each chunk), submitted on its own
-    /// otherwise. `chunk` is the in-flight budget of the chunk it was fetched in.
+    /// its neighbours of the same codec when it is small and uncompressed, or compressed with
+    /// `mirror.coalesce.recompress` (`w.run`, flushed by [`PartitionTask::settle_all`] and at
+    /// the end of each chunk), submitted on its own otherwise. `chunk` is the in-flight budget
+    /// of the chunk it was fetched in.
     pub(super) async fn copy_data(
         &self,
         w: &mut Writer<'_>,
@@ -153,18 +159,26 @@ impl PartitionTask {
         chunk: &Option<Arc<OwnedSemaphorePermit>>,
     ) -> Result<Option<Outcome>, Retry> {
         let max = w.coalesce_max;
-        let merge = max > 0
-            && !self.coalesce_refused.load(std::sync::atomic::Ordering::Relaxed)
-            && coalesce::is_coalescible(b, max / 2);
+        let codec = if max > 0 && !self.coalesce_refused.load(std::sync::atomic::Ordering::Relaxed) {
+            coalesce::merge_codec(b, max / 2, w.recompress)
+        } else {
+            None
+        };
+        let merge = codec.is_some();
+        // Never mixes codecs (nor compressed with uncompressed batches) in one run.
         let joins = merge
-            && w.run.batches.last().is_none_or(|last| last.next_offset() == b.base_offset())
+            && w.run
+                .batches
+                .last()
+                .is_none_or(|last| last.next_offset() == b.base_offset() && Some(w.run.codec) == codec)
             && w.run.bytes + b.bytes().len() <= max;
         if !joins {
             if let Some(o) = self.flush_run(w).await? {
                 return Ok(Some(o));
             }
         }
-        if merge {
+        if let Some(codec) = codec {
+            w.run.codec = codec;
             w.run.bytes += b.bytes().len();
             w.run.batches.push(b.clone());
             w.run.chunk = chunk.clone();
@@ -182,10 +196,14 @@ impl PartitionTask {
     }
 
     /// Submits the batches of `w.run`: one on its own as it is, several as one merged batch
-    /// (as they are when the merged batch's memory is not free in the in-flight budget).
+    /// (as they are when the merged batch's memory is not free in the in-flight budget);
+    /// compressed ones through [`PartitionTask::flush_recompressed`].
     pub(super) async fn flush_run(&self, w: &mut Writer<'_>) -> Result<Option<Outcome>, Retry> {
         let run = std::mem::take(&mut w.run);
         let n = run.batches.len();
+        if n > 1 && run.codec != crate::wire::records::codec::NONE {
+            return self.flush_recompressed(w, run).await;
+        }
         let own = if n > 1 { self.fetcher.try_take_budget(run.bytes) } else { None };
         if own.is_some() {
             let producer =
@@ -210,6 +228,7 @@ impl PartitionTask {
                         records: run.batches.iter().map(|b| i64::from(b.record_count())).sum(),
                         behind: false,
                         merged: n,
+                        recompressed: false,
                         max_ts: run.batches.iter().map(Batch::max_timestamp).max().unwrap_or(0),
                     };
                     return self.submit(w, vec![merged], sent, Hold { _chunk: None, _own: own }).await;
@@ -219,16 +238,96 @@ impl PartitionTask {
                 }
             }
         }
-        let unbudgeted = run.chunk.is_none();
         for b in &run.batches {
-            if let Some(o) = self.submit_data(w, b, Hold { _chunk: run.chunk.clone(), _own: None }).await? {
+            if let Some(o) = self.submit_unmerged(w, b, &run.chunk).await? {
                 return Ok(Some(o));
             }
-            if unbudgeted {
-                if let Some(o) = self.drain(w).await? {
-                    return Ok(Some(o));
+        }
+        Ok(None)
+    }
+
+    /// Submits a run of at least two batches compressed with one codec
+    /// (`mirror.coalesce.recompress`): as few merged batches as fit, each holding the records
+    /// of as many consecutive batches as decompress into `w.coalesce_max` bytes
+    /// ([`coalesce::recompress`]), compressed again with the same codec; a batch that cannot
+    /// be merged with the next (its records alone too large) on its own as it is. Batches
+    /// that cannot be read, or when the merged batch's memory is not free in the in-flight
+    /// budget, are appended as they are (the destination then judges them as it would
+    /// without merging).
+    async fn flush_recompressed(&self, w: &mut Writer<'_>, run: Run) -> Result<Option<Outcome>, Retry> {
+        let mut rest: &[Batch] = &run.batches;
+        while rest.len() > 1 {
+            let producer =
+                RunHeader { producer_id: w.producer_id, producer_epoch: w.producer_epoch, base_sequence: w.next_seq };
+            // Decompression and compression run inline on the tokio worker (no
+            // spawn_blocking), as the split of compacted batches does: at most
+            // `mirror.coalesce.max.bytes` (256 KiB by default) of records per merged batch,
+            // which lz4 compresses in well under a millisecond; gzip can hold the worker for
+            // several ms per merged batch, zstd for about one.
+            match coalesce::recompress(rest, &producer, w.coalesce_max) {
+                Ok(r) if w.max_message_bytes.is_some_and(|max| r.batch.len() > max) => {
+                    tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, bytes = r.batch.len(), "recompressed batch over the destination's max.message.bytes: appended one by one");
+                    break;
+                }
+                Ok(r) => {
+                    // The merged batch's own memory; the decompressed records are gone.
+                    let Some(own) = self.fetcher.try_take_budget(r.batch.len()) else { break };
+                    let group = &rest[..r.merged];
+                    let (first, last) = (&group[0], &group[r.merged - 1]);
+                    let expected = first.base_offset() - w.shift;
+                    if expected != w.dest_next {
+                        return Ok(Some(self.mismatch(first, expected, w.dest_next)));
+                    }
+                    let sent = Sent {
+                        expected,
+                        count: last.next_offset() - first.base_offset(),
+                        source_next: last.next_offset(),
+                        bytes: group.iter().map(|b| b.bytes().len()).sum(),
+                        records: group.iter().map(|b| i64::from(b.record_count())).sum(),
+                        behind: false,
+                        merged: r.merged,
+                        recompressed: true,
+                        max_ts: group.iter().map(Batch::max_timestamp).max().unwrap_or(0),
+                    };
+                    if let Some(o) = self.submit(w, vec![r.batch], sent, Hold { _chunk: None, _own: Some(own) }).await?
+                    {
+                        return Ok(Some(o));
+                    }
+                    rest = &rest[r.merged..];
+                }
+                Err(coalesce::CoalesceError::TooLarge { .. }) => {
+                    if let Some(o) = self.submit_unmerged(w, &rest[0], &run.chunk).await? {
+                        return Ok(Some(o));
+                    }
+                    rest = &rest[1..];
+                }
+                Err(e) => {
+                    tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, error = %e, "compressed source batches not merged: appended one by one");
+                    break;
                 }
             }
+        }
+        for b in rest {
+            if let Some(o) = self.submit_unmerged(w, b, &run.chunk).await? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Submits `b` as it is ([`PartitionTask::submit_data`]), holding `chunk`; without a
+    /// chunk budget (given up by a split that waited for room) it is waited for at once.
+    async fn submit_unmerged(
+        &self,
+        w: &mut Writer<'_>,
+        b: &Batch,
+        chunk: &Option<Arc<OwnedSemaphorePermit>>,
+    ) -> Result<Option<Outcome>, Retry> {
+        if let Some(o) = self.submit_data(w, b, Hold { _chunk: chunk.clone(), _own: None }).await? {
+            return Ok(Some(o));
+        }
+        if chunk.is_none() {
+            return self.drain(w).await;
         }
         Ok(None)
     }
@@ -278,6 +377,7 @@ impl PartitionTask {
             records: i64::from(b.record_count()),
             behind: false,
             merged: 1,
+            recompressed: false,
             max_ts: b.max_timestamp(),
         };
         self.submit(w, segments, sent, hold).await
@@ -367,6 +467,9 @@ impl PartitionTask {
             crate::telemetry::metrics::record_append(&self.mirror, sent.bytes, sent.records);
             if sent.merged > 1 {
                 crate::telemetry::metrics::record_coalesced(&self.mirror, sent.merged);
+                if sent.recompressed {
+                    crate::telemetry::metrics::record_recompressed(&self.mirror, sent.merged);
+                }
             }
             if let Some(mut g) = self.control.progress(&self.topic, self.partition) {
                 g.destination_end = g.destination_end.max(sent.expected + sent.count);
@@ -458,6 +561,16 @@ impl Sent {
     /// An append waited for at once (placeholders, split runs): `count` offsets at
     /// `expected`, nothing in flight before it.
     pub(super) fn single(expected: i64, count: i64) -> Self {
-        Self { expected, count, source_next: 0, bytes: 0, records: 0, behind: false, merged: 1, max_ts: 0 }
+        Self {
+            expected,
+            count,
+            source_next: 0,
+            bytes: 0,
+            records: 0,
+            behind: false,
+            merged: 1,
+            recompressed: false,
+            max_ts: 0,
+        }
     }
 }
