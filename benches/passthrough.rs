@@ -12,6 +12,11 @@
 //!   `MIRRORGATE_BENCH_SAMPLING_RATIO` (default 1.0, the default of `traces.sampling_ratio`;
 //!   `on_ratio_R`). The HTTP exporter points at a closed port, so the batch thread's export
 //!   fails and sampled spans are dropped after being built and queued.
+//! - `fetch_response`: the response side of a consumer's Fetch, [`intercept::apply`] with
+//!   [`ResponseAction::Fetch`] as `proxy::connection` runs it on every Fetch answer: a Fetch
+//!   v17 response of 6 partitions holding 1 MiB of record batches (16 KiB uncompressed v2
+//!   batches, no placeholder, no `node_endpoints`), which goes back to the client unchanged;
+//!   throughput in bytes and in frames.
 //!
 //! Inputs are real requests encoded with kafka-protocol: a small Fetch v12 (~100 bytes, a
 //! consumer's long poll) and a large Produce v9 (1 MiB of opaque `records`, a flexible request
@@ -28,10 +33,17 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::FetchResponse;
 use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use mirrorgate::proxy::brokers::BrokerDirectory;
+use mirrorgate::proxy::intercept;
 use mirrorgate::proxy::request_span::RequestSpan;
+use mirrorgate::proxy::rewrite::AddressMap;
+use mirrorgate::proxy::route::ResponseAction;
 use mirrorgate::proxy::route::{self, Decision};
 use mirrorgate::wire::frame::{length_prefix, FrameDecoder, DEFAULT_MAX_FRAME_BYTES};
 use mirrorgate::wire::header::RequestPrefix;
@@ -257,5 +269,92 @@ fn span_benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(passthrough, benches, span_benches);
+/// `bytes` of uncompressed v2 record batches of about 16 KiB each (1 KiB values), from
+/// offset `base`.
+fn record_batches(bytes: usize, base: i64) -> Bytes {
+    let mut out = BytesMut::with_capacity(bytes + 16 * 1024);
+    let mut offset = base;
+    while out.len() < bytes {
+        let records: Vec<Record> = (0..16)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 3,
+                producer_id: 1234,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: offset + i,
+                sequence: (offset + i) as i32,
+                timestamp: 1_700_000_000_000 + offset + i,
+                key: Some(Bytes::from_static(b"key")),
+                value: Some(Bytes::from(vec![(i % 251) as u8; 1024])),
+                headers: Default::default(),
+            })
+            .collect();
+        let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+        RecordBatchEncoder::encode(&mut out, &records, &options).expect("encode batch");
+        offset += 16;
+    }
+    out.freeze()
+}
+
+/// A Fetch v17 response frame (header v1 + body) of one topic with 6 partitions sharing
+/// 1 MiB of record batches: what a consumer's Fetch brings back under load.
+fn fetch_response_frame() -> Bytes {
+    use kafka_protocol::messages::fetch_response::LeaderIdAndEpoch;
+    let partitions = (0..6)
+        .map(|p| {
+            PartitionData::default()
+                .with_partition_index(p)
+                .with_high_watermark(10_000_000)
+                .with_last_stable_offset(10_000_000)
+                .with_log_start_offset(0)
+                .with_current_leader(
+                    LeaderIdAndEpoch::default()
+                        .with_leader_id(kafka_protocol::messages::BrokerId(1))
+                        .with_leader_epoch(3),
+                )
+                .with_records(Some(record_batches(1024 * 1024 / 6, 1_000_000)))
+        })
+        .collect();
+    let resp = FetchResponse::default().with_session_id(77).with_responses(vec![FetchableTopicResponse::default()
+        .with_topic_id(uuid::Uuid::from_bytes([5; 16]))
+        .with_partitions(partitions)]);
+    let mut out = BytesMut::new();
+    out.put_i32(42); // correlation id
+    out.put_u8(0); // header v1: no tagged fields
+    resp.encode(&mut out, 17).expect("encode Fetch response");
+    out.freeze()
+}
+
+/// Broker addresses as mirrorgate advertises them (unused: no `node_endpoints`).
+struct Advertised;
+
+impl AddressMap for Advertised {
+    fn advertised(&self, node_id: i32) -> (StrBytes, i32) {
+        (StrBytes::from_static_str("127.0.0.1"), 9000 + node_id)
+    }
+}
+
+fn fetch_response_benches(c: &mut Criterion) {
+    let frame = fetch_response_frame();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let directory = BrokerDirectory::new(vec!["127.0.0.1:9092".into()], tx);
+    let apply = |f: Bytes| {
+        intercept::apply(ResponseAction::Fetch, ApiKey::Fetch as i16, 17, f, &Advertised, &directory, &[], None)
+            .expect("a valid Fetch response")
+    };
+    let out = apply(frame.clone());
+    assert_eq!(out, frame, "nothing to change: the broker's bytes");
+    eprintln!("fetch_response: one frame of {} bytes", frame.len());
+    let mut g = c.benchmark_group("fetch_response");
+    for (unit, tp) in [("bytes", Throughput::Bytes(frame.len() as u64)), ("frames", Throughput::Elements(1))] {
+        g.throughput(tp);
+        g.bench_function(BenchmarkId::new(unit, "v17_6x_1mib"), |b| b.iter(|| apply(black_box(frame.clone()))));
+    }
+    g.finish();
+}
+
+criterion_group!(passthrough, benches, span_benches, fetch_response_benches);
 criterion_main!(passthrough);

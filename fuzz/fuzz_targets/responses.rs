@@ -7,13 +7,15 @@
 //! mirror partitions merged in), bytes 1–2 = the request's api key, bytes 3–4 = its api
 //! version, the rest = the response frame (header and body, no length prefix).
 //! Invariant beyond "no panic": a rewritten response is accepted again by the same rewrite
-//! (what the proxy sends a client decodes at the version the client asked for).
+//! (what the proxy sends a client decodes at the version the client asked for). For Fetch,
+//! the walk that lets a response pass without a decode (src/wire/fetch_scan.rs) is driven
+//! too: a body it accepts must decode, to the same topics, partitions and records.
 #![no_main]
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse, TopicName};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use libfuzzer_sys::fuzz_target;
 use mirrorgate::proxy::brokers::BrokerDirectory;
@@ -21,7 +23,7 @@ use mirrorgate::proxy::intercept;
 use mirrorgate::proxy::mirror_gate::Rejected;
 use mirrorgate::proxy::rewrite::AddressMap;
 use mirrorgate::proxy::route::ResponseAction;
-use mirrorgate::wire::header;
+use mirrorgate::wire::{fetch_scan, header};
 use mirrorgate::wire::scan::TopicRef;
 
 struct Map;
@@ -64,6 +66,9 @@ fuzz_target!(|data: &[u8]| {
     if key == ApiKey::Produce {
         client_produce(&frame, api_version);
     }
+    if key == ApiKey::Fetch {
+        fetch_walk(&frame, api_version);
+    }
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let directory = BrokerDirectory::new(vec!["127.0.0.1:9092".into()], tx);
     let extra = [(94, 0, 0), (95, 0, 0)];
@@ -84,4 +89,29 @@ fn client_produce(frame: &Bytes, version: i16) {
         return;
     };
     let _ = ProduceResponse::decode(&mut frame.slice(start..), version);
+}
+
+/// src/wire/fetch_scan.rs: whatever the walk accepts decodes to what the walk saw.
+fn fetch_walk(frame: &Bytes, version: i16) {
+    let Ok(start) = header::response_header_len(frame, ApiKey::Fetch.response_header_version(version)) else {
+        return;
+    };
+    let body = frame.slice(start..);
+    let Ok(scan) = fetch_scan::fetch_response(&body, version) else { return };
+    let resp = match FetchResponse::decode(&mut body.clone(), version) {
+        Ok(r) => r,
+        Err(e) => panic!("Fetch v{version}: the walk accepted a body kafka-protocol refuses: {e}"),
+    };
+    assert_eq!(scan.topics.len(), resp.responses.len());
+    for (t, d) in scan.topics.iter().zip(&resp.responses) {
+        let (name, id) = t.topic.name_and_id();
+        assert_eq!((name, &id), (d.topic.0.as_str(), d.topic_id.as_bytes()));
+        let parts = scan.partitions_of(t);
+        assert_eq!(parts.len(), d.partitions.len());
+        for (p, dp) in parts.iter().zip(&d.partitions) {
+            assert_eq!(p.partition_index, dp.partition_index);
+            assert_eq!(p.records.as_ref().map(|r| &body[r.clone()]), dp.records.as_deref());
+        }
+    }
+    assert_eq!(scan.node_endpoints, !resp.node_endpoints.is_empty());
 }

@@ -1,22 +1,23 @@
 //! Response interceptors: decode a destination response, rewrite it, re-encode it — and only
 //! re-encode when something changed, so Fetch and Produce responses without KIP-951
-//! `node_endpoints` go back as the broker's own bytes.
+//! `node_endpoints` go back as the broker's own bytes. Fetch responses are walked first and
+//! decoded only when an edit is due ([`super::fetch_pass`]).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, MetadataResponse,
-    ProduceResponse, ShareAcknowledgeResponse, ShareFetchResponse,
+    ApiKey, ApiVersionsResponse, DescribeClusterResponse, FindCoordinatorResponse, MetadataResponse, ProduceResponse,
+    ShareAcknowledgeResponse, ShareFetchResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::wire::header;
 
 use super::brokers::BrokerDirectory;
+use super::fetch_pass::{self, FetchContext};
 use super::mirror_gate::{self, MirrorGate};
 use super::rewrite::{self, AddressMap};
 use super::route::ResponseAction;
 use super::versions;
-use crate::mirror::topics::base64_uuid;
 
 /// Extra api keys mirrorgate serves itself and advertises in ApiVersions:
 /// `(api_key, min_version, max_version)`.
@@ -117,15 +118,12 @@ pub fn apply(
             resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
         ResponseAction::Fetch => {
-            let mut resp = FetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
-            let endpoints = rewrite::fetch(&mut resp, map);
-            let placeholders = replace_placeholders(&mut resp, gate);
-            // After the placeholders: base offsets of the batches as the client gets them.
-            let offsets = gate.is_some_and(|g| super::present::fetch_response(&mut resp, g));
-            if !endpoints && !placeholders && !offsets {
-                return Ok(frame);
+            // Walked first: decoded only when an edit is due (super::fetch_pass).
+            let fetch_ctx = gate.map(FetchContext::of);
+            match fetch_pass::response(&body, decode_version, map, fetch_ctx.as_ref()).map_err(ctx)? {
+                None => return Ok(frame),
+                Some(resp) => resp.encode(&mut out, decode_version).map_err(ctx)?,
             }
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
         }
         ResponseAction::ShareFetch => {
             let mut resp = ShareFetchResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
@@ -193,44 +191,8 @@ pub fn local_api_versions(
     Ok(out.freeze())
 }
 
-/// Restores the source's view in a Fetch response: in every partition, whatever the topic,
-/// each placeholder batch becomes a synthesised COMMIT control batch for the same offsets
-/// (DESIGN §4.3), so clients skip those offsets exactly as they skip transaction markers and
-/// compaction holes on the source. Placeholders are recognised by content
-/// ([`crate::wire::batch::has_placeholder`], a header walk per partition), so a topic id the
-/// proxy has not learned yet (right after a restart) and a topic whose mirror was deleted are
-/// served right too. For a mirror topic whose source stamps LogAppendTime, each data batch
-/// also gets its timestamp type back (the destination keeps the append time as the batch's
-/// max timestamp, DESIGN §4.10); that needs the topic to be a mirror topic of `gate`, found by
-/// name, by a learned topic id, or by the destination topic id in the mirror's partition
-/// states. Returns whether anything changed.
-fn replace_placeholders(resp: &mut FetchResponse, gate: Option<&MirrorGate>) -> bool {
-    let mut changed = false;
-    for t in &mut resp.responses {
-        let log_append_time = gate.is_some_and(|g| {
-            g.control.any_source_log_append_time() && {
-                let name = if t.topic.0.is_empty() {
-                    g.known_topic_name(t.topic_id.as_bytes())
-                        .or_else(|| g.control.mirror_topic_by_destination_id(&base64_uuid(t.topic_id.as_bytes())))
-                } else {
-                    Some(t.topic.0.to_string())
-                };
-                name.is_some_and(|n| g.control.source_log_append_time(&n))
-            }
-        });
-        for p in &mut t.partitions {
-            let Some(records) = &p.records else { continue };
-            if let Some(restored) = restore_mirror_records(records, log_append_time) {
-                p.records = Some(restored);
-                changed = true;
-            }
-        }
-    }
-    changed
-}
-
 /// The `records` of one partition of a Fetch or ShareFetch response as the client must see
-/// them ([`replace_placeholders`]): each placeholder batch replaced by a COMMIT control batch
+/// them ([`super::fetch_pass`]): each placeholder batch replaced by a COMMIT control batch
 /// for the same offsets, and, with `log_append_time` (the source stamps LogAppendTime), each
 /// data batch marked LogAppendTime. Batches after the first malformed one, and a trailing
 /// partial batch, are kept as they are. `None` when nothing needs changing. Never panics on
@@ -272,7 +234,7 @@ pub fn restore_mirror_records(records: &Bytes, log_append_time: bool) -> Option<
 mod tests {
     use std::collections::HashMap;
 
-    use kafka_protocol::messages::ApiVersionsResponse;
+    use kafka_protocol::messages::{ApiVersionsResponse, FetchResponse};
     use kafka_protocol::protocol::Decodable;
 
     use super::*;
@@ -421,6 +383,41 @@ mod tests {
         let frame = frame.freeze();
         let out = apply(ResponseAction::Fetch, 1, 13, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
         assert_eq!(out.as_ptr(), frame.as_ptr(), "forwarded as it came");
+    }
+
+    /// At every Fetch version the proxy forwards (v4 and up), a response with nothing to
+    /// change is the broker's own `Bytes` (walked, not decoded); one with a placeholder is
+    /// decoded and edited.
+    #[test]
+    fn fetch_responses_pass_as_the_brokers_bytes_unless_an_edit_is_due() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let (with_placeholder, data) = placeholder_and_data();
+        for version in 4..=ApiKey::Fetch.valid_versions().max {
+            let frame = |records: Bytes| {
+                let mut t = FetchableTopicResponse::default().with_partitions(vec![PartitionData::default()
+                    .with_partition_index(2)
+                    .with_records(Some(records))]);
+                if version >= 13 {
+                    t.topic_id = uuid::Uuid::from_bytes([7; 16]);
+                } else {
+                    t.topic =
+                        kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_static_str("t"));
+                }
+                let mut out = BytesMut::new();
+                let header_version = ApiKey::Fetch.response_header_version(version);
+                header::put_response_header(&mut out, 21, header_version);
+                FetchResponse::default().with_responses(vec![t]).encode(&mut out, version).unwrap();
+                out.freeze()
+            };
+            let plain = frame(data.clone());
+            let out = apply(ResponseAction::Fetch, 1, version, plain.clone(), &NoMap, &directory(), &[], None).unwrap();
+            assert_eq!((out.as_ptr(), out.len()), (plain.as_ptr(), plain.len()), "v{version}: forwarded as it came");
+            let edited = frame(with_placeholder.clone());
+            let out =
+                apply(ResponseAction::Fetch, 1, version, edited.clone(), &NoMap, &directory(), &[], None).unwrap();
+            assert_ne!(out.as_ptr(), edited.as_ptr(), "v{version}");
+            assert_ne!(out, edited, "v{version}: the placeholder became a control batch");
+        }
     }
 
     /// ShareFetch (KIP-932): placeholder batches become control batches, which the share

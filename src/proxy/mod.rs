@@ -6,6 +6,7 @@ pub mod authz;
 pub mod brokers;
 pub mod conn_log;
 pub mod connection;
+pub mod fetch_pass;
 pub mod fetch_sessions;
 pub mod intercept;
 pub mod limits;

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod coalesce;
+pub mod fetch_scan;
 pub mod frame;
 pub mod header;
 pub mod mirror;

@@ -74,7 +74,8 @@ fn share_group_refusal(key: ApiKey) -> String {
 /// The request as it goes upstream and what to do with its answer: offsets in the request
 /// mapped source → destination, and the response action wrapped in
 /// [`ResponseAction::Present`] when the answer carries offsets of a shifted partition.
-/// Fetch answers are handled by the Fetch action itself ([`fetch::response`]).
+/// Fetch answers are handled by the Fetch action itself ([`fetch::response`] through
+/// [`super::fetch_pass`]).
 ///
 /// # Errors
 /// A request naming a shifted topic that cannot be decoded or re-encoded, or a share-group
@@ -262,19 +263,6 @@ fn edit<T: Decodable + Encodable>(
     out.extend_from_slice(&frame[..start]);
     resp.encode(&mut out, v).map_err(|e| why(e.to_string()))?;
     Ok(out.freeze())
-}
-
-/// The offsets of a Fetch response (decoded by the Fetch action) destination → source, for
-/// the shifted partitions; whether anything changed.
-pub fn fetch_response(resp: &mut kafka_protocol::messages::FetchResponse, gate: &MirrorGate) -> bool {
-    // Caps before maps, as in [`response`].
-    let caps = gate.control.read_caps();
-    let maps: std::sync::Arc<OffsetMaps> = gate.control.offset_maps();
-    let resolve = |id: &[u8; 16]| {
-        gate.known_topic_name(id)
-            .or_else(|| gate.control.mirror_topic_by_destination_id(&crate::mirror::topics::base64_uuid(id)))
-    };
-    fetch::response(resp, &maps, &resolve, !caps.is_empty(), &|t, p| caps.get(&(t.to_owned(), p)).copied())
 }
 
 /// Read caps by destination topic and partition (`ControlPlane::hold_reads`).

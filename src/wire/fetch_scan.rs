@@ -1,0 +1,558 @@
+//! A validating walk over a Fetch response body (api key 1, versions 4–18), in the manner of
+//! [`super::scan`]: it reads the body field by field, checks every length and count against the
+//! bytes that remain, requires the walk to end exactly at the end of the body, and returns only
+//! what the proxy needs to decide whether the response can go to the client as the broker's
+//! own bytes: each topic's `topic` name (v4–12) or `topic_id` (v13+), each partition's
+//! `partition_index` and the byte range of its `records`, and whether the KIP-951
+//! `node_endpoints` (top-level tagged field 0, v16+) are present and non-empty. It never reads
+//! inside `records`, never copies a string, never allocates from a count it has not checked
+//! (at most [`super::scan::PREALLOC_MAX`] elements are reserved up front), never panics, and
+//! never touches a socket or a clock.
+//!
+//! The walk is at least as strict as kafka-protocol's `FetchResponse` decoder: a body it
+//! accepts decodes (the tests check this on mutated bodies), and a known tagged field
+//! (`diverging_epoch`, `current_leader`, `snapshot_id`, `node_endpoints`) must fill exactly
+//! the size its tag announces, so the walk and the decoder never disagree on where a field
+//! ends. Field order: Apache Kafka's `FetchResponse.json` (kafka-protocol's generated
+//! `fetch_response.rs`).
+
+use std::ops::Range;
+
+use super::mirror::codec;
+use super::mirror::{WireError, MAX_STRING_BYTES};
+use super::scan::{ScanError, PREALLOC_MAX};
+
+/// Lowest Fetch response version walked (the proxy refuses Fetch below v4).
+pub const MIN_VERSION: i16 = 4;
+/// Highest Fetch response version walked (kafka-protocol 0.18's maximum).
+pub const MAX_VERSION: i16 = 18;
+
+const NAME: &str = "FetchResponse";
+
+/// How a Fetch response names a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchTopic<'a> {
+    /// `topic` (v4–12), borrowed from the body, checked UTF-8.
+    Name(&'a str),
+    /// `topic_id` (v13+, KIP-516).
+    Id([u8; 16]),
+}
+
+impl<'a> FetchTopic<'a> {
+    /// The `(name, id)` pair kafka-protocol's decoded `FetchableTopicResponse` carries:
+    /// an empty name for a topic named by id, the zero id for a topic named by name.
+    pub fn name_and_id(&self) -> (&'a str, [u8; 16]) {
+        match *self {
+            FetchTopic::Name(n) => (n, [0; 16]),
+            FetchTopic::Id(id) => ("", id),
+        }
+    }
+}
+
+/// One `responses` entry of a Fetch response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchTopicScan<'a> {
+    /// The topic's name or id.
+    pub topic: FetchTopic<'a>,
+    /// Indices of its partitions in [`FetchResponseScan::partitions`].
+    pub partitions: Range<usize>,
+}
+
+/// One `partitions` entry of a Fetch response topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartitionScan {
+    /// `partition_index`.
+    pub partition_index: i32,
+    /// Byte range of the `records` payload (record batches, not parsed) within the walked
+    /// body; `None` for null records.
+    pub records: Option<Range<usize>>,
+}
+
+/// The result of walking a Fetch response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResponseScan<'a> {
+    /// `responses`, in response order.
+    pub topics: Vec<FetchTopicScan<'a>>,
+    /// Every partition of every topic, in response order.
+    pub partitions: Vec<FetchPartitionScan>,
+    /// Whether `node_endpoints` (KIP-951, v16+) holds at least one broker.
+    pub node_endpoints: bool,
+}
+
+impl FetchResponseScan<'_> {
+    /// The partitions of `topic` (an element of [`FetchResponseScan::topics`]).
+    pub fn partitions_of(&self, topic: &FetchTopicScan<'_>) -> &[FetchPartitionScan] {
+        self.partitions.get(topic.partitions.clone()).unwrap_or_default()
+    }
+}
+
+/// A cursor over one body; `rest` is always a suffix of the `len` bytes walked.
+struct Cursor<'a> {
+    rest: &'a [u8],
+    len: usize,
+    flexible: bool,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(bytes: &'a [u8], flexible: bool) -> Self {
+        Self { rest: bytes, len: bytes.len(), flexible }
+    }
+
+    fn pos(&self) -> usize {
+        self.len - self.rest.len()
+    }
+
+    fn skip(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ScanError> {
+        if self.rest.len() < n {
+            return Err(WireError::Truncated { what, needed: n, remaining: self.rest.len() }.into());
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    fn i32(&mut self, what: &'static str) -> Result<i32, ScanError> {
+        Ok(codec::get_i32(&mut self.rest, what)?)
+    }
+
+    fn uvarint(&mut self, what: &'static str) -> Result<u32, ScanError> {
+        Ok(codec::get_uvarint(&mut self.rest, what)?)
+    }
+
+    /// A string (compact when flexible), UTF-8 checked, borrowed; `None` for null.
+    fn str(&mut self, what: &'static str) -> Result<Option<&'a str>, ScanError> {
+        let len = if self.flexible {
+            match self.uvarint(what)? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match codec::get_i16(&mut self.rest, what)? {
+                -1 => return Ok(None),
+                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
+                n => n as usize,
+            }
+        };
+        if len > MAX_STRING_BYTES {
+            return Err(WireError::StringTooLong { what, len }.into());
+        }
+        let raw = self.skip(len, what)?;
+        std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
+    }
+
+    /// A nullable array's count (compact when flexible), refused unless `count × min_elem`
+    /// bytes remain.
+    fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
+        if self.flexible {
+            return Ok(codec::get_compact_nullable_array_len(&mut self.rest, min_elem, what)?);
+        }
+        let count = match self.i32(what)? {
+            -1 => return Ok(None),
+            n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
+            n => n as usize,
+        };
+        if count.saturating_mul(min_elem.max(1)) > self.rest.len() {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.rest.len() }.into());
+        }
+        Ok(Some(count))
+    }
+
+    fn array_len(&mut self, min_elem: usize, what: &'static str) -> Result<usize, ScanError> {
+        Ok(self.nullable_array_len(min_elem, what)?.ok_or(WireError::UnexpectedNull { what })?)
+    }
+
+    /// Nullable `bytes` (compact when flexible): the byte range of the payload, `None` for null.
+    fn nullable_bytes(&mut self, what: &'static str) -> Result<Option<Range<usize>>, ScanError> {
+        let len = if self.flexible {
+            match self.uvarint(what)? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match self.i32(what)? {
+                -1 => return Ok(None),
+                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
+                n => n as usize,
+            }
+        };
+        let start = self.pos();
+        self.skip(len, what)?;
+        Ok(Some(start..start + len))
+    }
+
+    /// A tagged-field section (flexible only): each field's tag and value are handed to
+    /// `field`, which checks the tags it knows and ignores the others (opaque).
+    fn tagged_fields(
+        &mut self,
+        what: &'static str,
+        mut field: impl FnMut(u32, &'a [u8]) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.uvarint(what)? as usize;
+        // Each field takes at least two bytes: its tag and its size.
+        if count.saturating_mul(2) > self.rest.len() {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.rest.len() }.into());
+        }
+        for _ in 0..count {
+            let tag = self.uvarint(what)?;
+            if i32::try_from(tag).is_err() {
+                return Err(WireError::InvalidTag { what, tag }.into());
+            }
+            let size = self.uvarint(what)? as usize;
+            let value = self.skip(size, what)?;
+            field(tag, value)?;
+        }
+        Ok(())
+    }
+
+    /// A tagged-field section with no known field.
+    fn opaque_tagged_fields(&mut self, what: &'static str) -> Result<(), ScanError> {
+        self.tagged_fields(what, |_, _| Ok(()))
+    }
+
+    /// Requires every byte to have been read.
+    fn end(&self, what: &'static str) -> Result<(), ScanError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(WireError::TrailingBytes { what, remaining: self.rest.len() }.into())
+        }
+    }
+}
+
+/// Walks a flexible tagged struct `value` made of `fixed` bytes of fixed-width fields and
+/// its own tagged fields, which must end exactly at the end of `value`.
+fn fixed_tagged_struct(value: &[u8], fixed: usize, what: &'static str) -> Result<(), ScanError> {
+    let mut c = Cursor::new(value, true);
+    c.skip(fixed, what)?;
+    c.opaque_tagged_fields(what)?;
+    c.end(what)
+}
+
+/// Walks the `node_endpoints` tagged field (a compact array of `NodeEndpoint`: `node_id`,
+/// `host`, `port`, `rack`, tagged fields) filling exactly `value`; whether it has an entry.
+fn node_endpoints(value: &[u8]) -> Result<bool, ScanError> {
+    const WHAT: &str = "node_endpoints";
+    let mut c = Cursor::new(value, true);
+    // node_id, host (≥ 1), port, rack (≥ 1), tags (≥ 1)
+    let n = c.array_len(4 + 1 + 4 + 1 + 1, WHAT)?;
+    for _ in 0..n {
+        c.skip(4, "node_endpoints.node_id")?;
+        c.str("node_endpoints.host")?.ok_or(WireError::UnexpectedNull { what: "node_endpoints.host" })?;
+        c.skip(4, "node_endpoints.port")?;
+        c.str("node_endpoints.rack")?;
+        c.opaque_tagged_fields(WHAT)?;
+    }
+    c.end(WHAT)?;
+    Ok(n > 0)
+}
+
+/// Walks a Fetch response body (after the response header) of `version` 4–18 and returns its
+/// topics, partitions and `records` byte ranges (relative to `body`), and whether
+/// `node_endpoints` is non-empty. Record batches are skipped, never parsed or copied.
+///
+/// # Errors
+/// [`ScanError::UnsupportedVersion`] outside v4–18; any other [`ScanError`] for a truncated or
+/// malformed body: a length or count beyond the bytes left, a negative length, invalid UTF-8,
+/// a null topic name or array, a tag number above `i32::MAX`, a known tagged field whose value
+/// does not fill its announced size, `node_endpoints` below v16, bytes after the body.
+pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>, ScanError> {
+    if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
+        return Err(ScanError::UnsupportedVersion { api: NAME, version });
+    }
+    let flexible = version >= 12;
+    let by_id = version >= 13;
+    let mut c = Cursor::new(body, flexible);
+    let (min_str, min_array, min_tags) = if flexible { (1, 1, 1) } else { (2, 4, 0) };
+    c.skip(4, "throttle_time_ms")?;
+    if version >= 7 {
+        c.skip(2 + 4, "error_code, session_id")?;
+    }
+    let topic_min = if by_id { 16 } else { min_str } + min_array + min_tags;
+    let log_start = if version >= 5 { 8 } else { 0 };
+    let preferred = if version >= 11 { 4 } else { 0 };
+    // index, error code, high watermark, LSO, log start, aborted, replica, records, tags
+    let fixed_head = 4 + 2 + 8 + 8 + log_start;
+    let partition_min = fixed_head + min_array + preferred + min_array + min_tags;
+    let aborted_min = 8 + 8 + min_tags;
+
+    let n = c.array_len(topic_min, "responses")?;
+    let mut topics = Vec::with_capacity(n.min(PREALLOC_MAX));
+    let mut partitions = Vec::new();
+    for _ in 0..n {
+        let topic = if by_id {
+            let raw = c.skip(16, "responses.topic_id")?;
+            let mut id = [0u8; 16];
+            id.copy_from_slice(raw);
+            FetchTopic::Id(id)
+        } else {
+            FetchTopic::Name(c.str("responses.topic")?.ok_or(WireError::UnexpectedNull { what: "responses.topic" })?)
+        };
+        let pn = c.array_len(partition_min, "responses.partitions")?;
+        let first = partitions.len();
+        partitions.reserve(pn.min(PREALLOC_MAX));
+        for _ in 0..pn {
+            let partition_index = c.i32("partitions.partition_index")?;
+            c.skip(fixed_head - 4, "partitions.error_code..log_start_offset")?;
+            if let Some(an) = c.nullable_array_len(aborted_min, "partitions.aborted_transactions")? {
+                for _ in 0..an {
+                    c.skip(16, "aborted_transactions.producer_id, first_offset")?;
+                    c.opaque_tagged_fields("aborted_transactions")?;
+                }
+            }
+            c.skip(preferred, "partitions.preferred_read_replica")?;
+            let records = c.nullable_bytes("partitions.records")?;
+            c.tagged_fields("partitions", |tag, value| match tag {
+                // diverging_epoch: epoch, end_offset
+                0 => fixed_tagged_struct(value, 4 + 8, "partitions.diverging_epoch"),
+                // current_leader: leader_id, leader_epoch
+                1 => fixed_tagged_struct(value, 4 + 4, "partitions.current_leader"),
+                // snapshot_id: end_offset, epoch
+                2 => fixed_tagged_struct(value, 8 + 4, "partitions.snapshot_id"),
+                _ => Ok(()),
+            })?;
+            partitions.push(FetchPartitionScan { partition_index, records });
+        }
+        c.opaque_tagged_fields("responses")?;
+        topics.push(FetchTopicScan { topic, partitions: first..partitions.len() });
+    }
+    let mut endpoints = false;
+    c.tagged_fields(NAME, |tag, value| {
+        if tag != 0 {
+            return Ok(());
+        }
+        if version < 16 {
+            // kafka-protocol refuses tag 0 before `node_endpoints` exists.
+            return Err(WireError::InvalidTag { what: NAME, tag }.into());
+        }
+        endpoints |= node_endpoints(value)?;
+        Ok(())
+    })?;
+    c.end(NAME)?;
+    Ok(FetchResponseScan { topics, partitions, node_endpoints: endpoints })
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+        SnapshotId,
+    };
+    use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    use super::*;
+
+    fn records(seed: u8, len: usize) -> Bytes {
+        Bytes::from((0..len).map(|i| seed.wrapping_add(i as u8)).collect::<Vec<u8>>())
+    }
+
+    /// A response using every field of `version`: two topics, aborted transactions, preferred
+    /// read replica, the three partition tagged fields and an unknown one, null, empty and
+    /// non-empty records, node endpoints (v16+) and an unknown top-level tagged field.
+    fn rich(version: i16, endpoints: bool) -> FetchResponse {
+        let topic = |name: &'static str, id: u8, partitions: Vec<PartitionData>| {
+            let t = FetchableTopicResponse::default().with_partitions(partitions);
+            if version >= 13 {
+                t.with_topic_id(uuid::Uuid::from_bytes([id; 16]))
+            } else {
+                t.with_topic(TopicName(StrBytes::from_static_str(name)))
+            }
+        };
+        let aborted = |pid: i64, first: i64| {
+            AbortedTransaction::default().with_producer_id(ProducerId(pid)).with_first_offset(first)
+        };
+        let mut p0 = PartitionData::default()
+            .with_partition_index(0)
+            .with_high_watermark(1000)
+            .with_last_stable_offset(990)
+            .with_log_start_offset(if version >= 5 { 10 } else { -1 })
+            .with_aborted_transactions(Some(vec![aborted(7, 100), aborted(8, 200)]))
+            .with_records(Some(records(1, 300)));
+        if version >= 11 {
+            p0.preferred_read_replica = BrokerId(2);
+        }
+        if version >= 12 {
+            p0.diverging_epoch = EpochEndOffset::default().with_epoch(3).with_end_offset(100);
+            p0.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(1)).with_leader_epoch(5);
+            p0.snapshot_id = SnapshotId::default().with_end_offset(200).with_epoch(4);
+            p0.unknown_tagged_fields.insert(7, Bytes::from_static(b"xyz"));
+        }
+        let p1 = PartitionData::default().with_partition_index(3).with_error_code(6).with_records(None);
+        let p2 = PartitionData::default().with_partition_index(1).with_records(Some(Bytes::new()));
+        let mut resp = FetchResponse::default()
+            .with_throttle_time_ms(7)
+            .with_session_id(if version >= 7 { 99 } else { 0 })
+            .with_responses(vec![
+                topic("alpha", 1, vec![p0, p1]),
+                topic("beta", 2, vec![p2]),
+                topic("gamma", 3, vec![]),
+            ]);
+        if version >= 12 {
+            resp.unknown_tagged_fields.insert(5, Bytes::from_static(b"future"));
+        }
+        if version >= 16 && endpoints {
+            resp.node_endpoints = vec![
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(StrBytes::from_static_str("broker-1"))
+                    .with_port(9092),
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(2))
+                    .with_host(StrBytes::from_static_str("broker-2"))
+                    .with_port(9093)
+                    .with_rack(Some(StrBytes::from_static_str("rack-b"))),
+            ];
+        }
+        resp
+    }
+
+    fn encode(resp: &FetchResponse, version: i16) -> Bytes {
+        let mut out = BytesMut::new();
+        resp.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    /// What the walk saw equals what kafka-protocol decodes from the same bytes.
+    fn assert_agrees(scan: &FetchResponseScan<'_>, body: &Bytes, resp: &FetchResponse, version: i16) {
+        assert_eq!(scan.topics.len(), resp.responses.len(), "v{version}");
+        for (t, d) in scan.topics.iter().zip(&resp.responses) {
+            let (name, id) = t.topic.name_and_id();
+            assert_eq!((name, &id), (d.topic.0.as_str(), d.topic_id.as_bytes()), "v{version}");
+            let parts = scan.partitions_of(t);
+            assert_eq!(parts.len(), d.partitions.len(), "v{version}");
+            for (p, dp) in parts.iter().zip(&d.partitions) {
+                assert_eq!(p.partition_index, dp.partition_index, "v{version}");
+                assert_eq!(p.records.as_ref().map(|r| &body[r.clone()]), dp.records.as_deref(), "v{version}");
+            }
+        }
+        assert_eq!(scan.node_endpoints, !resp.node_endpoints.is_empty(), "v{version}");
+    }
+
+    #[test]
+    fn agrees_with_kafka_protocol_at_every_version() {
+        for version in MIN_VERSION..=MAX_VERSION {
+            for endpoints in [true, false] {
+                let resp = rich(version, endpoints);
+                let body = encode(&resp, version);
+                let scan = fetch_response(&body, version).unwrap_or_else(|e| panic!("v{version}: {e}"));
+                assert_eq!(scan.topics.len(), 3);
+                assert_eq!(scan.partitions.len(), 3);
+                assert_eq!(scan.node_endpoints, endpoints && version >= 16, "v{version}");
+                let alpha = if version >= 13 { FetchTopic::Id([1; 16]) } else { FetchTopic::Name("alpha") };
+                assert_eq!(scan.topics[0].topic, alpha);
+                assert!(scan.partitions_of(&scan.topics[2]).is_empty());
+                let decoded = FetchResponse::decode(&mut body.clone(), version).unwrap();
+                assert_agrees(&scan, &body, &decoded, version);
+                assert_eq!(&body[scan.partitions[0].records.clone().unwrap()], &records(1, 300)[..]);
+                assert_eq!(scan.partitions[1].records, None);
+                assert_eq!(scan.partitions[2].records.as_ref().map(|r| r.len()), Some(0));
+            }
+        }
+    }
+
+    /// Fetch responses of real Kafka 4.1.1 brokers (the fuzz seed corpus, captured by
+    /// tests/fuzz_corpus.rs: flags, api key, api version, then header v1 and body).
+    #[test]
+    fn captured_broker_responses_walk() {
+        let corpus: [&[u8]; 4] = [
+            include_bytes!("../../fuzz/corpus/responses/resp-1-v16-0"),
+            include_bytes!("../../fuzz/corpus/responses/resp-1-v16-1"),
+            include_bytes!("../../fuzz/corpus/responses/resp-1-v18-0"),
+            include_bytes!("../../fuzz/corpus/responses/resp-1-v18-1"),
+        ];
+        for input in corpus {
+            assert_eq!(i16::from_be_bytes([input[1], input[2]]), 1, "a Fetch response");
+            let version = i16::from_be_bytes([input[3], input[4]]);
+            let frame = Bytes::copy_from_slice(&input[5..]);
+            let start = crate::wire::header::response_header_len(&frame, 1).unwrap();
+            let body = frame.slice(start..);
+            let scan = fetch_response(&body, version).unwrap_or_else(|e| panic!("v{version}: {e}"));
+            let decoded = FetchResponse::decode(&mut body.clone(), version).unwrap();
+            assert_agrees(&scan, &body, &decoded, version);
+        }
+    }
+
+    #[test]
+    fn versions_outside_4_to_18_are_refused() {
+        let body = encode(&rich(4, false), 4);
+        for version in [-1, 0, 3, 19] {
+            assert!(matches!(fetch_response(&body, version), Err(ScanError::UnsupportedVersion { .. })));
+        }
+    }
+
+    /// Every cut of a valid body is an error, so is a trailing byte; a byte changed anywhere
+    /// never panics, and whatever the walk accepts kafka-protocol decodes to the same topics,
+    /// partitions and records.
+    #[test]
+    fn truncated_and_mutated_bodies() {
+        for version in MIN_VERSION..=MAX_VERSION {
+            let body = encode(&rich(version, true), version);
+            for cut in 0..body.len() {
+                assert!(fetch_response(&body[..cut], version).is_err(), "v{version} cut at {cut}");
+            }
+            let mut longer = body.to_vec();
+            longer.push(0);
+            assert!(fetch_response(&longer, version).is_err(), "v{version} trailing byte");
+            for i in 0..body.len() {
+                for m in [0x00, 0xff, body[i] ^ 0x01, body[i] ^ 0x80, body[i].wrapping_add(1)] {
+                    let mut bytes = body.to_vec();
+                    bytes[i] = m;
+                    let bytes = Bytes::from(bytes);
+                    let Ok(scan) = fetch_response(&bytes, version) else { continue };
+                    let decoded = FetchResponse::decode(&mut bytes.clone(), version)
+                        .unwrap_or_else(|e| panic!("v{version} byte {i} = {m:#x}: walked but not decoded: {e}"));
+                    assert_agrees(&scan, &bytes, &decoded, version);
+                }
+            }
+        }
+    }
+
+    /// Counts far beyond the bytes left are refused before anything is reserved.
+    #[test]
+    fn huge_counts_are_errors() {
+        // v16: throttle, error code, session id, then `responses` with 2^32 - 2 entries.
+        let mut body = vec![0u8; 10];
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        assert!(matches!(fetch_response(&body, 16), Err(ScanError::Wire(WireError::CountExceedsRemaining { .. }))));
+        // v4: throttle, then i32::MAX topics.
+        let mut body = vec![0u8; 4];
+        body.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert!(fetch_response(&body, 4).is_err());
+        // v16, no topics, then a tagged-field count of 2^31.
+        let body = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x08];
+        assert!(fetch_response(&body, 16).is_err());
+    }
+
+    /// kafka-protocol refuses tag 0 at the top level before v16, and so does the walk; a
+    /// partition's known tagged field that does not fill its size is refused.
+    #[test]
+    fn tagged_fields_must_match_the_decoder() {
+        // v12, no topics, one top-level tagged field 0 of size 1 holding an empty array.
+        let body = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1];
+        assert!(fetch_response(&body, 12).is_err());
+        assert!(FetchResponse::decode(&mut Bytes::copy_from_slice(&body), 12).is_err());
+        // The same at v16 is an empty node_endpoints.
+        let scan = fetch_response(&body, 16).unwrap();
+        assert!(!scan.node_endpoints);
+        // diverging_epoch announced with one byte more than it holds.
+        let mut resp = rich(12, false);
+        resp.responses.truncate(1);
+        resp.responses[0].partitions.truncate(1);
+        let p = &mut resp.responses[0].partitions[0];
+        p.current_leader = Default::default();
+        p.snapshot_id = Default::default();
+        p.unknown_tagged_fields.clear();
+        resp.unknown_tagged_fields.clear();
+        let body = encode(&resp, 12).to_vec();
+        // ... records, then the partition's tags: count 1, tag 0, size 13 (12 + 1 tag byte).
+        let at = body.windows(3).rposition(|w| w == [1, 0, 13]).expect("diverging_epoch tag");
+        let mut bad = body.clone();
+        bad[at + 2] = 14;
+        bad.insert(at + 3 + 13, 0);
+        assert!(fetch_response(&bad, 12).is_err());
+    }
+}
