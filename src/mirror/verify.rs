@@ -66,6 +66,8 @@ impl Summary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RecordRow {
     offset: i64,
+    /// The record's own attributes byte (unused by Kafka today; merging keeps it as it is).
+    attributes: i8,
     timestamp: i64,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
@@ -87,6 +89,7 @@ fn records(whole: &Bytes, shift: i64, log_append_time: bool) -> Result<Vec<Recor
     Ok(views
         .iter()
         .map(|r| RecordRow {
+            attributes: r.attributes,
             offset: b.base_offset().saturating_add(i64::from(r.offset_delta)).saturating_sub(shift),
             timestamp: if lat { b.max_timestamp() } else { b.base_timestamp().saturating_add(r.timestamp_delta) },
             key: r.key.map(<[u8]>::to_vec),
@@ -106,6 +109,8 @@ fn record_difference(want: &RecordRow, got: &RecordRow) -> &'static str {
         "key"
     } else if want.value != got.value {
         "value"
+    } else if want.attributes != got.attributes {
+        "record attributes"
     } else {
         "headers"
     }

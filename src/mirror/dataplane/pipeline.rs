@@ -259,19 +259,30 @@ impl PartitionTask {
         while rest.len() > 1 {
             let producer =
                 RunHeader { producer_id: w.producer_id, producer_epoch: w.producer_epoch, base_sequence: w.next_seq };
-            // Decompression and compression run inline on the tokio worker (no
-            // spawn_blocking), as the split of compacted batches does: at most
-            // `mirror.coalesce.max.bytes` (256 KiB by default) of records per merged batch,
-            // which lz4 compresses in well under a millisecond; gzip can hold the worker for
-            // several ms per merged batch, zstd for about one.
-            match coalesce::recompress(rest, &producer, w.coalesce_max) {
+            // The merged batch's memory is taken from the in-flight budget before any work
+            // (about the compressed size of what it merges, at most `mirror.coalesce.max.bytes`),
+            // so a mirror out of budget spends no CPU on merges it could not send.
+            let estimate = rest.iter().map(|b| b.bytes().len()).sum::<usize>().min(w.coalesce_max);
+            let Some(own) = self.fetcher.try_take_budget(estimate) else { break };
+            // Decompression and compression run on tokio's blocking pool, not on the workers
+            // that also serve the proxy and heartbeats: at most `mirror.coalesce.max.bytes`
+            // (256 KiB by default) of records per merged batch, which lz4 compresses in well
+            // under a millisecond but gzip in several.
+            let (batches, max) = (rest.to_vec(), w.coalesce_max);
+            let merged = match tokio::task::spawn_blocking(move || coalesce::recompress(&batches, &producer, max)).await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, error = %e, "recompression task failed: batches appended one by one");
+                    break;
+                }
+            };
+            match merged {
                 Ok(r) if w.max_message_bytes.is_some_and(|max| r.batch.len() > max) => {
                     tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, bytes = r.batch.len(), "recompressed batch over the destination's max.message.bytes: appended one by one");
                     break;
                 }
                 Ok(r) => {
-                    // The merged batch's own memory; the decompressed records are gone.
-                    let Some(own) = self.fetcher.try_take_budget(r.batch.len()) else { break };
                     let group = &rest[..r.merged];
                     let (first, last) = (&group[0], &group[r.merged - 1]);
                     let expected = first.base_offset() - w.shift;
