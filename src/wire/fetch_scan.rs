@@ -327,7 +327,8 @@ pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>
             // kafka-protocol refuses tag 0 before `node_endpoints` exists.
             return Err(WireError::InvalidTag { what: NAME, tag }.into());
         }
-        endpoints |= node_endpoints(value)?;
+        // The last tag 0 wins, as in kafka-protocol's decoder (Kafka writes each tag once).
+        endpoints = node_endpoints(value)?;
         Ok(())
     })?;
     c.end(NAME)?;
@@ -430,6 +431,20 @@ mod tests {
             }
         }
         assert_eq!(scan.node_endpoints, !resp.node_endpoints.is_empty(), "v{version}");
+    }
+
+    #[test]
+    fn a_repeated_node_endpoints_tag_counts_as_the_decoder_reads_it() {
+        // v16: no topics, then tag 0 with one endpoint and tag 0 again with none; the decoder
+        // keeps the last one.
+        let mut b = vec![0u8; 10];
+        b.extend_from_slice(&[0x01, 0x02, 0x00, 0x0d, 0x02, 0, 0, 0, 1, 0x02, b'h', 0, 0, 0, 1, 0x00, 0x00]);
+        b.extend_from_slice(&[0x00, 0x01, 0x01]);
+        let body = Bytes::from(b);
+        let scan = fetch_response(&body, 16).unwrap();
+        let resp = FetchResponse::decode(&mut body.clone(), 16).unwrap();
+        assert!(resp.node_endpoints.is_empty());
+        assert_agrees(&scan, &body, &resp, 16);
     }
 
     #[test]
