@@ -526,6 +526,15 @@ where
                 Ok(None) => {}
                 Err(e) => return format!("bad frame from destination broker: {e}"),
             }
+            // Once a response's length prefix is in, room for all of it at once (at most
+            // `max_frame_bytes`, checked by the decoder): a large Fetch response is then read
+            // straight into place instead of being copied each time the buffer grows.
+            if let Ok(Some(length)) = decoder.peek_length(&buf) {
+                let total = length + 4;
+                if buf.len() < total {
+                    buf.reserve(total - buf.len());
+                }
+            }
             match read_more(up_r, &mut buf).await {
                 Ok(0) => return "destination broker closed the connection".into(),
                 Ok(_) => {}
