@@ -215,21 +215,9 @@ impl PartitionTask {
                     tracing::debug!(mirror = %self.mirror, topic = %self.topic, partition = self.partition, bytes = merged.len(), "merged batch over the destination's max.message.bytes: appended one by one");
                 }
                 Ok(merged) => {
-                    let (first, last) = (&run.batches[0], &run.batches[n - 1]);
-                    let expected = first.base_offset() - w.shift;
-                    if expected != w.dest_next {
-                        return Ok(Some(self.mismatch(first, expected, w.dest_next)));
-                    }
-                    let sent = Sent {
-                        expected,
-                        count: last.next_offset() - first.base_offset(),
-                        source_next: last.next_offset(),
-                        bytes: run.bytes,
-                        records: run.batches.iter().map(|b| i64::from(b.record_count())).sum(),
-                        behind: false,
-                        merged: n,
-                        recompressed: false,
-                        max_ts: run.batches.iter().map(Batch::max_timestamp).max().unwrap_or(0),
+                    let sent = match self.merged_sent(w, &run.batches, false) {
+                        Ok(sent) => sent,
+                        Err(o) => return Ok(Some(o)),
                     };
                     return self.submit(w, vec![merged], sent, Hold { _chunk: None, _own: own }).await;
                 }
@@ -244,6 +232,28 @@ impl PartitionTask {
             }
         }
         Ok(None)
+    }
+
+    /// What is due for one merged append of `group` (consecutive source batches, at least
+    /// one): its destination offset, offsets, bytes and records; or the failure when it would
+    /// not start at the destination's next offset.
+    fn merged_sent(&self, w: &Writer<'_>, group: &[Batch], recompressed: bool) -> Result<Sent, Outcome> {
+        let (first, last) = (&group[0], &group[group.len() - 1]);
+        let expected = first.base_offset() - w.shift;
+        if expected != w.dest_next {
+            return Err(self.mismatch(first, expected, w.dest_next));
+        }
+        Ok(Sent {
+            expected,
+            count: last.next_offset() - first.base_offset(),
+            source_next: last.next_offset(),
+            bytes: group.iter().map(|b| b.bytes().len()).sum(),
+            records: group.iter().map(|b| i64::from(b.record_count())).sum(),
+            behind: false,
+            merged: group.len(),
+            recompressed,
+            max_ts: group.iter().map(Batch::max_timestamp).max().unwrap_or(0),
+        })
     }
 
     /// Submits a run of at least two batches compressed with one codec
@@ -283,22 +293,9 @@ impl PartitionTask {
                     break;
                 }
                 Ok(r) => {
-                    let group = &rest[..r.merged];
-                    let (first, last) = (&group[0], &group[r.merged - 1]);
-                    let expected = first.base_offset() - w.shift;
-                    if expected != w.dest_next {
-                        return Ok(Some(self.mismatch(first, expected, w.dest_next)));
-                    }
-                    let sent = Sent {
-                        expected,
-                        count: last.next_offset() - first.base_offset(),
-                        source_next: last.next_offset(),
-                        bytes: group.iter().map(|b| b.bytes().len()).sum(),
-                        records: group.iter().map(|b| i64::from(b.record_count())).sum(),
-                        behind: false,
-                        merged: r.merged,
-                        recompressed: true,
-                        max_ts: group.iter().map(Batch::max_timestamp).max().unwrap_or(0),
+                    let sent = match self.merged_sent(w, &rest[..r.merged], true) {
+                        Ok(sent) => sent,
+                        Err(o) => return Ok(Some(o)),
                     };
                     if let Some(o) = self.submit(w, vec![r.batch], sent, Hold { _chunk: None, _own: Some(own) }).await?
                     {
