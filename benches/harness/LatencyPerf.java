@@ -2,12 +2,14 @@
 // issue 13 item 4). Kafka's producer-perf prints its percentiles in whole milliseconds, too
 // coarse for a proxy whose cost is a fraction of one; this tool uses the same Java producer.
 //
-// Usage: java -cp <kafka libs> LatencyPerf.java BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP]
+// Usage: java -cp <kafka libs> LatencyPerf.java BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP [DUMP]]
 //   Sends RECORDS records of RECORD_SIZE bytes to TOPIC (partition 0) at RATE records/s
 //   (acks=all, linger.ms=0, idempotent producer as by default), timing each one from send() to
 //   its acknowledgement with System.nanoTime(); the first WARMUP (default RECORDS / 10) are
 //   left out of the figures. Prints one line:
 //     records=N p50_us=.. p99_us=.. p999_us=.. max_us=.. avg_us=.. rate=..
+//   With DUMP, also writes the kept latencies to that file, one per line in send order, in
+//   microseconds (integers), so that rounds can be pooled (bench_util.py latency-pooled).
 // Exit code 1 when a send fails.
 import java.util.Arrays;
 import java.util.Properties;
@@ -31,6 +33,7 @@ public class LatencyPerf {
         int size = Integer.parseInt(args[3]);
         double rate = Double.parseDouble(args[4]);
         int warmup = args.length > 5 ? Integer.parseInt(args[5]) : n / 10;
+        String dump = args.length > 6 ? args[6] : null;
 
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
@@ -73,6 +76,11 @@ public class LatencyPerf {
             System.exit(1);
         }
         long[] kept = Arrays.copyOfRange(latency, Math.min(warmup, n - 1), n);
+        if (dump != null) {
+            StringBuilder sb = new StringBuilder(kept.length * 6);
+            for (long l : kept) sb.append(l / 1000).append('\n');
+            java.nio.file.Files.writeString(java.nio.file.Path.of(dump), sb);
+        }
         Arrays.sort(kept);
         double sum = 0;
         for (long l : kept) sum += l;

@@ -9,10 +9,14 @@
 #               percentiles (50th, 99th, 99.9th) of the send-to-acknowledgement time, which
 #               it prints in whole milliseconds; and the same load from LatencyPerf.java (the
 #               same Java producer, timed with System.nanoTime) at BENCH_US_RATE (2000)
-#               records/s, BENCH_US_RECORDS (20000) records: percentiles in microseconds;
+#               records/s, BENCH_US_RECORDS (20000) records, BENCH_US_ROUNDS (10) rounds a
+#               side: percentiles in microseconds over every round's samples pooled, with a
+#               bootstrap interval of the added p99 (a single round's p99 moves by ±0.5 ms
+#               on a 2-vCPU machine);
 #   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
 #               linger.ms=5, batch.size=131072): MB/s;
-# then consumer-perf reading the throughput topic, directly and through mirrorgate: MB/s.
+# then consumer-perf reading the throughput topic, directly and through mirrorgate: its
+# fetch.MB.sec (the group join left out).
 # Reports medians over the rounds, the proxy's added latency (through − direct) and its
 # throughput ratio, and writes the table with machine facts and load to
 # benches/harness/proxy-results-<date>.md (BENCH_OUT).
@@ -31,6 +35,7 @@ SIZE="${BENCH_RECORD_SIZE:-100}"
 LAT_N="${BENCH_LATENCY_RECORDS:-100000}"
 US_RATE="${BENCH_US_RATE:-2000}"
 US_N="${BENCH_US_RECORDS:-20000}"
+US_ROUNDS="${BENCH_US_ROUNDS:-10}"
 TP_N="${BENCH_TP_RECORDS:-1000000}"
 HEAP="${BENCH_HEAP:-1g}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -133,8 +138,10 @@ consume_run() {   # bootstrap label round
   local f="$WORK/cons-$2-$3.log"
   tool consumer-perf --bootstrap-server "$1" --topic tp --messages "$TP_N" --group "bench-proxy-$2-$3-$$" \
     --timeout 60000 >"$f" 2>&1 || { tail -n 5 "$f" >&2; die "consumer-perf ($2) failed"; }
-  # data line: start, end, data.consumed.in.MB, MB.sec, ...
-  grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $4}'
+  # data line: start, end, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+  # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, ...: fetch.MB.sec leaves out the group
+  # join, which is the same broker round trips either way and would dilute the difference.
+  grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $9}'
 }
 
 # The same load timed in microseconds (LatencyPerf.java: Kafka's Java producer, System.nanoTime
@@ -142,7 +149,8 @@ consume_run() {   # bootstrap label round
 KAFKA_CP="$(scripts/kafka.sh classpath "$KAFKA_VERSION")"
 latency_us_run() {   # bootstrap label round
   local f="$WORK/latus-$2-$3.log"
-  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java "$1" lat "$US_N" "$SIZE" "$US_RATE" >"$f" 2>&1 ||
+  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java "$1" lat "$US_N" "$SIZE" "$US_RATE" \
+    "$((US_N / 10))" "$WORK/latus-$2-$3.us" >"$f" 2>&1 ||
     { tail -n 5 "$f" >&2; die "LatencyPerf ($2) failed"; }
   local l; l="$(grep -E '^records=' "$f" | tail -n 1)"
   sed -E 's/.*p50_us=([0-9.]+) p99_us=([0-9.]+) p999_us=([0-9.]+).*/\1 \2 \3/' <<<"$l"
@@ -162,7 +170,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 latency_us_run "$DIRECT" warmup-direct 0 >/dev/null
 latency_us_run "$PROXY" warmup-proxy 0 >/dev/null
-for r in $(seq 1 "$ROUNDS"); do
+for r in $(seq 1 "$US_ROUNDS"); do
   for side in direct proxy; do
     b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
     LATUS[$side,$r]="$(latency_us_run "$b" "$side" "$r")"
@@ -188,8 +196,15 @@ col() {   # side index(1..3) [array name, default LAT]
 vals() { local out="" r; for r in $(seq 1 "$ROUNDS"); do out+="$(eval "echo \${$1[$2,$r]}") "; done; median <<<"$out"; }
 d50=$(col direct 1); d99=$(col direct 2); d999=$(col direct 3)
 p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
-u_d50=$(col direct 1 LATUS); u_d99=$(col direct 2 LATUS); u_d999=$(col direct 3 LATUS)
-u_p50=$(col proxy 1 LATUS); u_p99=$(col proxy 2 LATUS); u_p999=$(col proxy 3 LATUS)
+# The µs rounds pooled: every sample of a side's rounds together (a round's own p99 rests on
+# its 200 slowest sends and moves with the machine's bursts; see bench_util.py latency-pooled).
+declare -A POOL
+while IFS='=' read -r k v; do POOL[$k]="$v"; done < <(
+  "$PY" benches/harness/bench_util.py latency-pooled \
+    $(for r in $(seq 1 "$US_ROUNDS"); do echo "$WORK/latus-direct-$r.us"; done) -- \
+    $(for r in $(seq 1 "$US_ROUNDS"); do echo "$WORK/latus-proxy-$r.us"; done))
+u_d50=${POOL[direct_p50_us]}; u_d99=${POOL[direct_p99_us]}; u_d999=${POOL[direct_p999_us]}
+u_p50=${POOL[proxy_p50_us]}; u_p99=${POOL[proxy_p99_us]}; u_p999=${POOL[proxy_p999_us]}
 dtp=$(vals TP direct); ptp=$(vals TP proxy); dc=$(vals CONS direct); pc=$(vals CONS proxy)
 add() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%+.1f", a - b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}'; }
@@ -201,7 +216,8 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "# Proxy pass-through: direct vs through mirrorgate ($DATE)"
   echo
   echo "mirrorgate $COMMIT, Kafka $KAFKA_VERSION (one KRaft node, full JIT, heap $HEAP), $CPUS CPUs ($MODEL), $MEM;"
-  echo "load average at start $LOAD_START, at end $LOAD_END. Medians of $ROUNDS alternating rounds."
+  echo "load average at start $LOAD_START, at end $LOAD_END. Medians of $ROUNDS alternating rounds; the µs latency rows"
+  echo "pool every sample of $US_ROUNDS alternating rounds of $US_N records per side (${POOL[samples_per_side]} samples after warm-up)."
   echo "Command: \`make bench-proxy\` (benches/harness/proxy.sh)."
   echo
   echo "| Measure | direct | through mirrorgate | mirrorgate's cost |"
@@ -209,10 +225,11 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "| produce latency p50, ms ($RATE rec/s × $SIZE B, acks=all) | $d50 | $p50 | $(add "$p50" "$d50") ms |"
   echo "| produce latency p99, ms | $d99 | $p99 | $(add "$p99" "$d99") ms |"
   echo "| produce latency p99.9, ms | $d999 | $p999 | $(add "$p999" "$d999") ms |"
-  echo "| produce latency p50, µs (LatencyPerf.java: $US_RATE rec/s × $SIZE B, acks=all) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs |"
-  echo "| produce latency p99, µs | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs |"
-  echo "| produce latency p99.9, µs | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs |"
+  echo "| produce latency p50, µs (LatencyPerf.java: $US_RATE rec/s × $SIZE B, acks=all; pooled) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs |"
+  echo "| produce latency p99, µs (pooled) | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs |"
+  echo "| produce latency p99.9, µs (pooled) | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs |"
+  echo "| added p99, µs: 90 % bootstrap interval over round pairs; per-pair median (min, max) | | | ${POOL[added_p99_boot90_low_us]} to ${POOL[added_p99_boot90_high_us]} µs; ${POOL[pair_p99_added_median_us]} (${POOL[pair_p99_added_min_us]}, ${POOL[pair_p99_added_max_us]}) µs |"
   echo "| produce throughput, MB/s (1 KiB records, acks=1) | $dtp | $ptp | × $(ratio "$ptp" "$dtp") |"
-  echo "| consume throughput, MB/s | $dc | $pc | × $(ratio "$pc" "$dc") |"
+  echo "| consume throughput, MB/s (consumer-perf fetch.MB.sec, group join left out) | $dc | $pc | × $(ratio "$pc" "$dc") |"
 } | tee "$OUT"
 log "written to $OUT"
