@@ -67,8 +67,9 @@ impl FrameDecoder {
     /// Takes the next whole frame (without its length prefix) off the front of `buf`.
     ///
     /// Returns `Ok(None)` when more bytes are needed; in that case it reserves at most what the
-    /// (already checked) length prefix announced, capped at 64 KiB per call so a slow sender of
-    /// a large frame grows the buffer gradually.
+    /// (already checked) length prefix announced, capped at 64 KiB per call. The proxy's reader
+    /// (`proxy::connection::read_more`) then makes room for the whole frame, after a large
+    /// request's memory permit has been granted.
     ///
     /// # Errors
     /// [`FrameError::NegativeLength`] or [`FrameError::TooLarge`] for a bad length prefix.
