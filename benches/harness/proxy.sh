@@ -11,8 +11,8 @@
 #               same Java producer, timed with System.nanoTime) at BENCH_US_RATE (2000)
 #               records/s, BENCH_US_RECORDS (20000) records, BENCH_US_ROUNDS (10) rounds a
 #               side: percentiles in microseconds over every round's samples pooled, with a
-#               bootstrap interval of the added p99 (a single round's p99 moves by ±0.5 ms
-#               on a 2-vCPU machine);
+#               bootstrap interval of the added p99 (a single round's p99 moves by
+#               milliseconds on a 2-vCPU machine);
 #   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
 #               linger.ms=5, batch.size=131072): MB/s;
 # then consumer-perf reading the throughput topic, directly and through mirrorgate: its
@@ -187,17 +187,17 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
-col() {   # side index(1..3) [array name, default LAT]
-  local -n arr="${3:-LAT}"
+col() {   # side index(1..3): median over the rounds of one producer-perf latency percentile
   local out="" r
-  for r in $(seq 1 "$ROUNDS"); do out+="$(cut -d' ' -f"$2" <<<"${arr[$1,$r]}") "; done
+  for r in $(seq 1 "$ROUNDS"); do out+="$(cut -d' ' -f"$2" <<<"${LAT[$1,$r]}") "; done
   median <<<"$out"
 }
 vals() { local out="" r; for r in $(seq 1 "$ROUNDS"); do out+="$(eval "echo \${$1[$2,$r]}") "; done; median <<<"$out"; }
 d50=$(col direct 1); d99=$(col direct 2); d999=$(col direct 3)
 p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
 # The µs rounds pooled: every sample of a side's rounds together (a round's own p99 rests on
-# its 200 slowest sends and moves with the machine's bursts; see bench_util.py latency-pooled).
+# its 1 % slowest sends, 180 by default, and moves with the machine's bursts; see
+# bench_util.py latency-pooled).
 declare -A POOL
 while IFS='=' read -r k v; do POOL[$k]="$v"; done < <(
   "$PY" benches/harness/bench_util.py latency-pooled \
