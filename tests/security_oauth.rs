@@ -282,10 +282,11 @@ async fn mirror_from_an_oauthbearer_source_refreshes_its_token_and_copies_identi
     let requests = server().requests("mirror-refresh");
     let span = requests.last().unwrap().at.saturating_sub(first_at).as_secs_f64();
     assert!(requests.iter().all(|r| r.issued), "a token request failed: {requests:?}");
-    // The refresh came before the first token expired: at 0.8-0.85 of its 20 s lifetime
-    // (16-17 s), never after it (20 s).
+    // The refresh came before the first token expired: at 0.8-0.85 of its 20 s lifetime,
+    // never after it (20 s). `exp` is in whole seconds, so the lifetime mirrorgate sees is
+    // 19-20 s from the request: 0.8 × 19 s = 15.2 s is the earliest on time.
     let gap = requests[1].at.saturating_sub(requests[0].at).as_secs_f64();
-    assert!((15.5..20.0).contains(&gap), "the first refresh came {gap:.1} s after the first token (lifetime 20 s)");
+    assert!((15.1..20.0).contains(&gap), "the first refresh came {gap:.1} s after the first token (lifetime 20 s)");
     // One token per refresh (every ~16-17 s), not one per connection: 3 partitions' loops,
     // metadata and the restart's reconnects share it.
     assert!(
