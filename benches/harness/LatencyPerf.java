@@ -2,14 +2,24 @@
 // issue 13 item 4). Kafka's producer-perf prints its percentiles in whole milliseconds, too
 // coarse for a proxy whose cost is a fraction of one; this tool uses the same Java producer.
 //
-// Usage: java -cp <kafka libs> LatencyPerf.java BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP [DUMP]]
-//   Sends RECORDS records of RECORD_SIZE bytes to TOPIC (partition 0) at RATE records/s
-//   (acks=all, linger.ms=0, idempotent producer as by default), timing each one from send() to
-//   its acknowledgement with System.nanoTime(); the first WARMUP (default RECORDS / 10) are
-//   left out of the figures. Prints one line:
-//     records=N p50_us=.. p99_us=.. p999_us=.. max_us=.. avg_us=.. rate=..
-//   With DUMP, also writes the kept latencies to that file, one per line in send order, in
-//   microseconds (integers), so that rounds can be pooled (bench_util.py latency-pooled).
+// Usage:
+//   java -cp <kafka libs> LatencyPerf.java BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP [DUMP]]
+//     Sends RECORDS records of RECORD_SIZE bytes to TOPIC (partition 0) at RATE records/s
+//     (acks=all, linger.ms=0, idempotent producer as by default), timing each one from send()
+//     to its acknowledgement with System.nanoTime(); the first WARMUP (default RECORDS / 10)
+//     are left out of the figures. Prints one line:
+//       records=N p50_us=.. p99_us=.. p999_us=.. max_us=.. avg_us=.. rate=..
+//     With DUMP, also writes the kept latencies to that file, one per line in send order, in
+//     microseconds (integers).
+//   java -cp <kafka libs> LatencyPerf.java --paired BOOTSTRAP_A BOOTSTRAP_B TOPIC RECORDS RECORD_SIZE RATE WARMUP DUMP_A DUMP_B
+//     Two producers in one process, one per bootstrap (direct and through the proxy), sending
+//     in turn on one clock: a send every 1/RATE s, alternately A and B, so each side sends
+//     RECORDS records at RATE/2 records/s and a pair's two sends are 1/RATE s apart. Both sides
+//     meet the same bursts of the machine (the broker's GC, other processes, this JVM's GC),
+//     which separate rounds of one side at a time do not: the difference of the two sides'
+//     percentiles then measures the proxy, not the moment. Prints the line above per side
+//     (prefixed "A " and "B ") and writes each side's kept latencies (µs, send order) to
+//     DUMP_A and DUMP_B.
 // Exit code 1 when a send fails.
 import java.util.Arrays;
 import java.util.Properties;
@@ -23,36 +33,50 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class LatencyPerf {
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("--paired")) {
+            if (args.length != 10) {
+                System.err.println("usage: LatencyPerf --paired BOOTSTRAP_A BOOTSTRAP_B TOPIC RECORDS RECORD_SIZE RATE WARMUP DUMP_A DUMP_B");
+                System.exit(2);
+            }
+            run(new String[] {args[1], args[2]}, args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]),
+                    Double.parseDouble(args[6]), Integer.parseInt(args[7]), new String[] {args[8], args[9]});
+            return;
+        }
         if (args.length < 5) {
-            System.err.println("usage: LatencyPerf BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP]");
+            System.err.println("usage: LatencyPerf BOOTSTRAP TOPIC RECORDS RECORD_SIZE RATE [WARMUP [DUMP]]");
             System.exit(2);
         }
-        String bootstrap = args[0];
-        String topic = args[1];
         int n = Integer.parseInt(args[2]);
-        int size = Integer.parseInt(args[3]);
-        double rate = Double.parseDouble(args[4]);
-        int warmup = args.length > 5 ? Integer.parseInt(args[5]) : n / 10;
-        String dump = args.length > 6 ? args[6] : null;
+        run(new String[] {args[0]}, args[1], n, Integer.parseInt(args[3]), Double.parseDouble(args[4]),
+                args.length > 5 ? Integer.parseInt(args[5]) : n / 10, new String[] {args.length > 6 ? args[6] : null});
+    }
 
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("acks", "all");
-        p.put("linger.ms", "0");
-        p.put("key.serializer", ByteArraySerializer.class.getName());
-        p.put("value.serializer", ByteArraySerializer.class.getName());
+    /** Sends `n` records per bootstrap, in turn on one clock of `rate` sends/s in all. */
+    static void run(String[] bootstraps, String topic, int n, int size, double rate, int warmup, String[] dumps)
+            throws Exception {
+        int sides = bootstraps.length;
         byte[] value = new byte[size];
         Arrays.fill(value, (byte) 'x');
-
-        long[] latency = new long[n];
-        CountDownLatch done = new CountDownLatch(n);
+        @SuppressWarnings("unchecked")
+        KafkaProducer<byte[], byte[]>[] producers = new KafkaProducer[sides];
+        long[][] latency = new long[sides][n];
+        CountDownLatch done = new CountDownLatch(n * sides);
         AtomicReference<Exception> failure = new AtomicReference<>();
         long intervalNs = (long) (1e9 / rate);
         long t0;
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
-            producer.partitionsFor(topic); // metadata before the clock starts
+        try {
+            for (int s = 0; s < sides; s++) {
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstraps[s]);
+                p.put("acks", "all");
+                p.put("linger.ms", "0");
+                p.put("key.serializer", ByteArraySerializer.class.getName());
+                p.put("value.serializer", ByteArraySerializer.class.getName());
+                producers[s] = new KafkaProducer<>(p);
+                producers[s].partitionsFor(topic); // metadata before the clock starts
+            }
             t0 = System.nanoTime();
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < n * sides; i++) {
                 long due = t0 + i * intervalNs;
                 // Park (never spin: a spinning sender would take a core from the broker and
                 // the proxy on a small machine); a late send goes out at once.
@@ -60,33 +84,40 @@ public class LatencyPerf {
                 while ((now = System.nanoTime()) < due) {
                     LockSupport.parkNanos(due - now);
                 }
-                final int idx = i;
+                final int side = i % sides;
+                final int idx = i / sides;
                 final long sent = System.nanoTime();
-                producer.send(new ProducerRecord<>(topic, 0, null, value), (md, e) -> {
-                    latency[idx] = System.nanoTime() - sent;
+                producers[side].send(new ProducerRecord<>(topic, 0, null, value), (md, e) -> {
+                    latency[side][idx] = System.nanoTime() - sent;
                     if (e != null) failure.compareAndSet(null, e);
                     done.countDown();
                 });
             }
             done.await();
+        } finally {
+            for (KafkaProducer<byte[], byte[]> producer : producers) {
+                if (producer != null) producer.close();
+            }
         }
         long elapsed = System.nanoTime() - t0;
         if (failure.get() != null) {
             System.err.println("send failed: " + failure.get());
             System.exit(1);
         }
-        long[] kept = Arrays.copyOfRange(latency, Math.min(warmup, n - 1), n);
-        if (dump != null) {
-            StringBuilder sb = new StringBuilder(kept.length * 6);
-            for (long l : kept) sb.append(l / 1000).append('\n');
-            java.nio.file.Files.writeString(java.nio.file.Path.of(dump), sb);
+        for (int s = 0; s < sides; s++) {
+            long[] kept = Arrays.copyOfRange(latency[s], Math.min(warmup, n - 1), n);
+            if (dumps[s] != null) {
+                StringBuilder sb = new StringBuilder(kept.length * 6);
+                for (long l : kept) sb.append(l / 1000).append('\n');
+                java.nio.file.Files.writeString(java.nio.file.Path.of(dumps[s]), sb);
+            }
+            Arrays.sort(kept);
+            double sum = 0;
+            for (long l : kept) sum += l;
+            System.out.printf("%srecords=%d p50_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f avg_us=%.0f rate=%.0f%n",
+                    sides > 1 ? (char) ('A' + s) + " " : "", kept.length, pct(kept, 50), pct(kept, 99),
+                    pct(kept, 99.9), kept[kept.length - 1] / 1e3, sum / kept.length / 1e3, n / (elapsed / 1e9));
         }
-        Arrays.sort(kept);
-        double sum = 0;
-        for (long l : kept) sum += l;
-        System.out.printf("records=%d p50_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f avg_us=%.0f rate=%.0f%n",
-                kept.length, pct(kept, 50), pct(kept, 99), pct(kept, 99.9), kept[kept.length - 1] / 1e3,
-                sum / kept.length / 1e3, n / (elapsed / 1e9));
     }
 
     /** Nearest-rank percentile, in microseconds. */

@@ -42,13 +42,12 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       partitions not MIRRORING, destination offsets summed.
   bench_util.py soak-summary CSV WARMUP_S
       key=value lines summarising the samples taken at or after WARMUP_S.
-  bench_util.py latency-pooled DIRECT_FILE... -- PROXY_FILE...
-      latencies in µs (LatencyPerf.java's dumps, one file per round; the files of the two
-      sides are rounds run alternately, paired in order). Pools each side's rounds and prints
-      key=value lines: each side's p50/p99/p99.9 over all its samples (nearest rank), the
-      pooled differences, the median and range of the per-round-pair p99 differences, and a
-      90 % bootstrap interval of the pooled p99 difference from resampling round pairs (the
-      rounds, not the samples, are the independent units: machine noise comes in bursts).
+  bench_util.py latency-paired DIRECT_FILE PROXY_FILE [BLOCK]
+      latencies in µs from one `LatencyPerf.java --paired` run (one file per side, send order;
+      line i of both files are sends 1/RATE s apart). Prints key=value lines: each side's
+      p50/p99/p99.9 (nearest rank), the differences (proxy − direct), and for each a 90 %
+      bootstrap interval from resampling blocks of BLOCK (2000) consecutive pairs, the same
+      blocks on both sides (the machine's noise comes in bursts that a block shares).
 """
 
 import glob
@@ -510,50 +509,45 @@ def _pct(sorted_vals, q):
     return sorted_vals[max(0, min(len(sorted_vals) - 1, rank - 1))]
 
 
-def cmd_latency_pooled(*args):
+def cmd_latency_paired(direct_file, proxy_file, block="2000"):
     import random
 
-    if "--" not in args:
-        sys.exit("latency-pooled: DIRECT_FILE... -- PROXY_FILE...")
-    i = args.index("--")
-    sides = {"direct": args[:i], "proxy": args[i + 1 :]}
-    if not sides["direct"] or len(sides["direct"]) != len(sides["proxy"]):
-        sys.exit("latency-pooled: the same number (> 0) of rounds on each side")
-    rounds = {}
-    for side, files in sides.items():
-        rounds[side] = []
-        for f in files:
-            with open(f) as fh:
-                vals = [int(line) for line in fh if line.strip()]
-            if not vals:
-                sys.exit(f"latency-pooled: no samples in {f}")
-            rounds[side].append(vals)
+    sides = {}
+    for side, f in (("direct", direct_file), ("proxy", proxy_file)):
+        with open(f) as fh:
+            sides[side] = [int(line) for line in fh if line.strip()]
+    n = min(len(sides["direct"]), len(sides["proxy"]))
+    block = int(block)
+    if n < block:
+        sys.exit(f"latency-paired: {n} pairs, fewer than one block of {block}")
+    # Blocks of consecutive pairs: the unit the bootstrap resamples (the machine's noise comes
+    # in bursts longer than one send, and hits both sides of a block alike).
+    blocks = [(k, min(k + block, n)) for k in range(0, n - block + 1, block)]
+    qs = (("p50", 50), ("p99", 99), ("p999", 99.9))
 
-    def pooled(side, idx):
-        vals = sorted(v for k in idx for v in rounds[side][k])
-        return {q: _pct(vals, q) for q in (50, 99, 99.9)}
+    def pct(side, idx):
+        vals = sorted(v for k in idx for v in sides[side][blocks[k][0] : blocks[k][1]])
+        return {q: _pct(vals, q) for _, q in qs}
 
-    n = len(rounds["direct"])
-    every = list(range(n))
-    d, p = pooled("direct", every), pooled("proxy", every)
-    for name, q in (("p50", 50), ("p99", 99), ("p999", 99.9)):
+    every = range(len(blocks))
+    d, p = pct("direct", every), pct("proxy", every)
+    for name, q in qs:
         print(f"direct_{name}_us={d[q]}")
         print(f"proxy_{name}_us={p[q]}")
         print(f"added_{name}_us={p[q] - d[q]}")
-    pair = sorted(_pct(sorted(rounds["proxy"][k]), 99) - _pct(sorted(rounds["direct"][k]), 99) for k in every)
-    print(f"rounds={n}")
-    print(f"samples_per_side={sum(len(r) for r in rounds['direct'])}")
-    print(f"pair_p99_added_median_us={statistics.median(pair)}")
-    print(f"pair_p99_added_min_us={pair[0]}")
-    print(f"pair_p99_added_max_us={pair[-1]}")
+    print(f"pairs={blocks[-1][1]}")
+    print(f"blocks={len(blocks)}")
     rng = random.Random(1279)
-    boot = []
+    boot = {q: [] for _, q in qs}
     for _ in range(200):
-        idx = [rng.randrange(n) for _ in range(n)]
-        boot.append(pooled("proxy", idx)[99] - pooled("direct", idx)[99])
-    boot.sort()
-    print(f"added_p99_boot90_low_us={_pct(boot, 5)}")
-    print(f"added_p99_boot90_high_us={_pct(boot, 95)}")
+        idx = [rng.randrange(len(blocks)) for _ in blocks]
+        bd, bp = pct("direct", idx), pct("proxy", idx)
+        for _, q in qs:
+            boot[q].append(bp[q] - bd[q])
+    for name, q in qs:
+        b = sorted(boot[q])
+        print(f"added_{name}_boot90_low_us={_pct(b, 5)}")
+        print(f"added_{name}_boot90_high_us={_pct(b, 95)}")
 
 
 if __name__ == "__main__":
@@ -573,5 +567,5 @@ if __name__ == "__main__":
         "wait-lag0": cmd_wait_lag0,
         "sample": cmd_sample,
         "soak-summary": cmd_soak_summary,
-        "latency-pooled": cmd_latency_pooled,
+        "latency-paired": cmd_latency_paired,
     }[cmd](*args)

@@ -7,12 +7,13 @@
 #   latency     BENCH_RATE (10000) records/s of BENCH_RECORD_SIZE (100) B, acks=all,
 #               linger.ms=0, BENCH_LATENCY_RECORDS (100000) records: producer-perf's
 #               percentiles (50th, 99th, 99.9th) of the send-to-acknowledgement time, which
-#               it prints in whole milliseconds; and the same load from LatencyPerf.java (the
-#               same Java producer, timed with System.nanoTime) at BENCH_US_RATE (2000)
-#               records/s, BENCH_US_RECORDS (20000) records, BENCH_US_ROUNDS (10) rounds a
-#               side: percentiles in microseconds over every round's samples pooled, with a
-#               bootstrap interval of the added p99 (a single round's p99 moves by
-#               milliseconds on a 2-vCPU machine);
+#               it prints in whole milliseconds; and, in microseconds, LatencyPerf.java
+#               --paired (the same Java producer, timed with System.nanoTime): one direct and
+#               one proxied producer sending in turn on one clock, BENCH_US_RATE (2000) sends/s
+#               in all, BENCH_US_RECORDS (200000) records a side, the first tenth left out;
+#               each side's percentiles, their differences and 90 % bootstrap intervals over
+#               blocks of 2,000 pairs (rounds of one side at a time moved by milliseconds at
+#               p99 on a 2-vCPU machine: each met other bursts of the broker and the machine);
 #   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
 #               linger.ms=5, batch.size=131072): MB/s;
 # then consumer-perf reading the throughput topic, directly and through mirrorgate: its
@@ -34,8 +35,7 @@ RATE="${BENCH_RATE:-10000}"
 SIZE="${BENCH_RECORD_SIZE:-100}"
 LAT_N="${BENCH_LATENCY_RECORDS:-100000}"
 US_RATE="${BENCH_US_RATE:-2000}"
-US_N="${BENCH_US_RECORDS:-20000}"
-US_ROUNDS="${BENCH_US_ROUNDS:-10}"
+US_N="${BENCH_US_RECORDS:-200000}"
 TP_N="${BENCH_TP_RECORDS:-1000000}"
 HEAP="${BENCH_HEAP:-1g}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -144,19 +144,18 @@ consume_run() {   # bootstrap label round
   grep -E '^[0-9]{4}-' "$f" | tail -n 1 | awk -F', *' '{print $9}'
 }
 
-# The same load timed in microseconds (LatencyPerf.java: Kafka's Java producer, System.nanoTime
-# around each send → acknowledgement; the first tenth left out as warm-up).
+# Latency in microseconds: LatencyPerf.java --paired, both sides in one process on one clock
+# (Kafka's Java producer, System.nanoTime around each send → acknowledgement).
 KAFKA_CP="$(scripts/kafka.sh classpath "$KAFKA_VERSION")"
-latency_us_run() {   # bootstrap label round
-  local f="$WORK/latus-$2-$3.log"
-  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java "$1" lat "$US_N" "$SIZE" "$US_RATE" \
-    "$((US_N / 10))" "$WORK/latus-$2-$3.us" >"$f" 2>&1 ||
-    { tail -n 5 "$f" >&2; die "LatencyPerf ($2) failed"; }
-  local l; l="$(grep -E '^records=' "$f" | tail -n 1)"
-  sed -E 's/.*p50_us=([0-9.]+) p99_us=([0-9.]+) p999_us=([0-9.]+).*/\1 \2 \3/' <<<"$l"
+latency_paired_run() {
+  local f="$WORK/latus.log"
+  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java --paired "$DIRECT" "$PROXY" lat "$US_N" "$SIZE" \
+    "$US_RATE" "$((US_N / 10))" "$WORK/latus-direct.us" "$WORK/latus-proxy.us" >"$f" 2>&1 ||
+    { tail -n 5 "$f" >&2; die "LatencyPerf --paired failed"; }
+  grep -E '^[AB] records=' "$f" >&2
 }
 
-declare -A LAT LATUS TP CONS
+declare -A LAT TP CONS
 # Warm-up, not counted: the broker's JIT and both paths' connections (the first rounds ran
 # markedly slower than the later ones, whichever side went first).
 latency_run "$DIRECT" warmup-direct 0 >/dev/null
@@ -168,15 +167,8 @@ for r in $(seq 1 "$ROUNDS"); do
     log "round $r $side latency p50/p99/p99.9 ms: ${LAT[$side,$r]}"
   done
 done
-latency_us_run "$DIRECT" warmup-direct 0 >/dev/null
-latency_us_run "$PROXY" warmup-proxy 0 >/dev/null
-for r in $(seq 1 "$US_ROUNDS"); do
-  for side in direct proxy; do
-    b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
-    LATUS[$side,$r]="$(latency_us_run "$b" "$side" "$r")"
-    log "round $r $side latency p50/p99/p99.9 µs: ${LATUS[$side,$r]}"
-  done
-done
+log "paired latency run: $US_N records a side, $US_RATE sends/s in all"
+latency_paired_run
 for r in $(seq 1 "$ROUNDS"); do
   for side in direct proxy; do
     b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
@@ -195,14 +187,10 @@ col() {   # side index(1..3): median over the rounds of one producer-perf latenc
 vals() { local out="" r; for r in $(seq 1 "$ROUNDS"); do out+="$(eval "echo \${$1[$2,$r]}") "; done; median <<<"$out"; }
 d50=$(col direct 1); d99=$(col direct 2); d999=$(col direct 3)
 p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
-# The µs rounds pooled: every sample of a side's rounds together (a round's own p99 rests on
-# its 1 % slowest sends, 180 by default, and moves with the machine's bursts; see
-# bench_util.py latency-pooled).
+# The paired run: percentiles of each side, differences, bootstrap intervals over blocks of pairs.
 declare -A POOL
 while IFS='=' read -r k v; do POOL[$k]="$v"; done < <(
-  "$PY" benches/harness/bench_util.py latency-pooled \
-    $(for r in $(seq 1 "$US_ROUNDS"); do echo "$WORK/latus-direct-$r.us"; done) -- \
-    $(for r in $(seq 1 "$US_ROUNDS"); do echo "$WORK/latus-proxy-$r.us"; done))
+  "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-direct.us" "$WORK/latus-proxy.us")
 u_d50=${POOL[direct_p50_us]}; u_d99=${POOL[direct_p99_us]}; u_d999=${POOL[direct_p999_us]}
 u_p50=${POOL[proxy_p50_us]}; u_p99=${POOL[proxy_p99_us]}; u_p999=${POOL[proxy_p999_us]}
 dtp=$(vals TP direct); ptp=$(vals TP proxy); dc=$(vals CONS direct); pc=$(vals CONS proxy)
@@ -217,7 +205,8 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo
   echo "mirrorgate $COMMIT, Kafka $KAFKA_VERSION (one KRaft node, full JIT, heap $HEAP), $CPUS CPUs ($MODEL), $MEM;"
   echo "load average at start $LOAD_START, at end $LOAD_END. Medians of $ROUNDS alternating rounds; the µs latency rows"
-  echo "pool every sample of $US_ROUNDS alternating rounds of $US_N records per side (${POOL[samples_per_side]} samples after warm-up)."
+  echo "come from one paired run (LatencyPerf.java --paired: a direct and a proxied producer sending in turn on one clock,"
+  echo "$US_RATE sends/s in all, ${POOL[pairs]} pairs after warm-up; intervals: 90 % bootstrap over ${POOL[blocks]} blocks of 2,000 pairs)."
   echo "Command: \`make bench-proxy\` (benches/harness/proxy.sh)."
   echo
   echo "| Measure | direct | through mirrorgate | mirrorgate's cost |"
@@ -225,10 +214,9 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "| produce latency p50, ms ($RATE rec/s × $SIZE B, acks=all) | $d50 | $p50 | $(add "$p50" "$d50") ms |"
   echo "| produce latency p99, ms | $d99 | $p99 | $(add "$p99" "$d99") ms |"
   echo "| produce latency p99.9, ms | $d999 | $p999 | $(add "$p999" "$d999") ms |"
-  echo "| produce latency p50, µs (LatencyPerf.java: $US_RATE rec/s × $SIZE B, acks=all; pooled) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs |"
-  echo "| produce latency p99, µs (pooled) | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs |"
-  echo "| produce latency p99.9, µs (pooled) | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs |"
-  echo "| added p99, µs: 90 % bootstrap interval over round pairs; per-pair median (min, max) | | | ${POOL[added_p99_boot90_low_us]} to ${POOL[added_p99_boot90_high_us]} µs; ${POOL[pair_p99_added_median_us]} (${POOL[pair_p99_added_min_us]}, ${POOL[pair_p99_added_max_us]}) µs |"
+  echo "| produce latency p50, µs (LatencyPerf.java --paired: $((US_RATE / 2)) rec/s a side × $SIZE B, acks=all) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs (90 %: ${POOL[added_p50_boot90_low_us]} to ${POOL[added_p50_boot90_high_us]}) |"
+  echo "| produce latency p99, µs (paired) | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs (90 %: ${POOL[added_p99_boot90_low_us]} to ${POOL[added_p99_boot90_high_us]}) |"
+  echo "| produce latency p99.9, µs (paired) | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs (90 %: ${POOL[added_p999_boot90_low_us]} to ${POOL[added_p999_boot90_high_us]}) |"
   echo "| produce throughput, MB/s (1 KiB records, acks=1) | $dtp | $ptp | × $(ratio "$ptp" "$dtp") |"
   echo "| consume throughput, MB/s (consumer-perf fetch.MB.sec, group join left out) | $dc | $pc | × $(ratio "$pc" "$dc") |"
 } | tee "$OUT"
