@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
@@ -602,9 +602,12 @@ fn looks_like_tls(buf: &[u8]) -> bool {
     matches!(buf, [0x16, 0x03, minor, ..] if *minor <= 4)
 }
 
+/// Writes `frame` with its length prefix. One vectored write: a frame larger than the
+/// buffer goes straight to the socket together with its prefix (two writes sent the 4-byte
+/// prefix in a TCP segment of its own, TCP_NODELAY being on); a small one is buffered.
 async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, frame: &Bytes) -> std::io::Result<()> {
-    w.write_all(&length_prefix(frame.len())).await?;
-    w.write_all(frame).await
+    let prefix = length_prefix(frame.len());
+    w.write_all_buf(&mut Buf::chain(prefix.as_slice(), frame.clone())).await
 }
 
 #[cfg(test)]
@@ -669,5 +672,94 @@ mod tests {
         read_more(&mut r, &mut buf, &decoder).await.unwrap();
         assert!(buf.capacity() < 1 << 20, "reserved {} bytes for a refused length", buf.capacity());
         assert!(decoder.decode(&mut buf).is_err());
+    }
+
+    /// A writer that records the size of each write it gets and takes at most `max` bytes of
+    /// one (a socket's send buffer), vectored or not.
+    struct Recording {
+        out: Vec<u8>,
+        writes: Vec<usize>,
+        vectored: bool,
+        max: usize,
+    }
+
+    impl AsyncWrite for Recording {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = data.len().min(self.max);
+            self.out.extend_from_slice(&data[..n]);
+            self.writes.push(n);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            slices: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let mut n = 0;
+            for s in slices {
+                let take = s.len().min(self.max - n);
+                self.out.extend_from_slice(&s[..take]);
+                n += take;
+            }
+            self.writes.push(n);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.vectored
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn written(vectored: bool, max: usize, frames: &[Bytes]) -> Recording {
+        let mut w = BufWriter::with_capacity(64 * 1024, Recording { out: vec![], writes: vec![], vectored, max });
+        for f in frames {
+            write_frame(&mut w, f).await.unwrap();
+        }
+        w.flush().await.unwrap();
+        w.into_inner()
+    }
+
+    fn wire_of(frames: &[Bytes]) -> Vec<u8> {
+        frames.iter().flat_map(|f| length_prefix(f.len()).into_iter().chain(f.iter().copied())).collect()
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_goes_out_with_its_prefix_in_one_write() {
+        let frame = Bytes::from((0..300_000u32).map(|i| i as u8).collect::<Vec<_>>());
+        let w = written(true, usize::MAX, std::slice::from_ref(&frame)).await;
+        assert_eq!(w.writes, vec![frame.len() + LENGTH_PREFIX_BYTES], "prefix and body in one write");
+        assert_eq!(w.out, wire_of(&[frame]));
+    }
+
+    #[tokio::test]
+    async fn frames_are_written_whole_in_order_whatever_the_writer_takes() {
+        let frames: Vec<Bytes> = [10usize, 70_000, 3, 200_000, 65_532, 1]
+            .iter()
+            .enumerate()
+            .map(|(k, n)| Bytes::from(vec![k as u8 + 1; *n]))
+            .collect();
+        for (vectored, max) in [(true, usize::MAX), (true, 1000), (true, 3), (false, usize::MAX), (false, 4099)] {
+            let w = written(vectored, max, &frames).await;
+            assert_eq!(w.out, wire_of(&frames), "vectored {vectored}, {max} bytes a write");
+        }
     }
 }
