@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
@@ -34,6 +35,11 @@ use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 /// Api keys SaslHandshake (17) and SaslAuthenticate (36): watched for the client's principal.
 const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
+/// Api key Fetch (1): large responses are forwarded while they arrive.
+const FETCH: i16 = 1;
+
+use super::fetch_pass::FetchContext;
+use super::fetch_stream::{FetchStream, DENIAL_TTL};
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
 use super::request_span::RequestSpan;
@@ -537,7 +543,42 @@ where
         let Some(up_r) = up_r.as_mut() else {
             return "response due from a destination broker that was never connected".into();
         };
+        // A large Fetch response goes to the client while it arrives (fetch_stream).
+        let streamable = api_key == FETCH
+            && matches!(action, ResponseAction::Fetch)
+            && !shared.fetch_stream_denials.denied(identity.host);
+        let mut stream: Option<FetchStream<'_>> = None;
+        let mut stream_decided = !streamable;
         let frame = loop {
+            if !stream_decided {
+                if let Ok(Some(len)) = decoder.peek_length(&buf) {
+                    stream_decided = true;
+                    // Already whole (read with the previous response): nothing to gain.
+                    if buf.len() < LENGTH_PREFIX_BYTES + len {
+                        let ctx = shared.gate.as_deref().map(FetchContext::of);
+                        stream = FetchStream::start(
+                            api_version,
+                            fetch_header_version(api_version),
+                            correlation_id,
+                            len,
+                            ctx,
+                        );
+                    }
+                }
+            }
+            if let Some(s) = stream.as_mut() {
+                let ready = s.ready(&buf);
+                if !ready.is_empty() {
+                    let end = ready.end;
+                    if let Err(e) = client_w.write_all(&buf[ready]).await {
+                        return format!("write to client failed: {e}");
+                    }
+                    if let Err(e) = client_w.flush().await {
+                        return format!("write to client failed: {e}");
+                    }
+                    s.wrote(end);
+                }
+            }
             match decoder.decode(&mut buf) {
                 Ok(Some(f)) => break f,
                 Ok(None) => {}
@@ -562,6 +603,7 @@ where
         let answered = span
             .as_ref()
             .map(|_| (std::time::SystemTime::now(), header::response_error_code(api_key, api_version, &frame)));
+        let original = (frame.as_ptr() as usize, frame.len());
         let frame = match intercept::apply(
             action,
             api_key,
@@ -575,7 +617,31 @@ where
             Ok(f) => f,
             Err(e) => return format!("cannot rewrite response: {e}"),
         };
-        if let Err(e) = write_frame(&mut client_w, &frame).await {
+        let sent = stream.as_ref().map_or(0, FetchStream::sent);
+        let written = if sent == 0 {
+            write_frame(&mut client_w, &frame).await
+        } else if (frame.as_ptr() as usize, frame.len()) == original {
+            // The rest of the broker's bytes, the held-back last byte among them.
+            client_w.write_all(&frame[sent - LENGTH_PREFIX_BYTES..]).await
+        } else {
+            // An edit was due after part of the response went out: the client never gets
+            // its last byte, so it never parses it; it fetches again, served whole.
+            shared.fetch_stream_denials.deny(identity.host);
+            let why =
+                stream.as_ref().and_then(FetchStream::stopped).unwrap_or("node_endpoints or a mirror state change");
+            tracing::warn!(
+                client = %identity.peer,
+                correlation_id,
+                sent_bytes = sent,
+                reason = why,
+                "a Fetch response forwarded while it arrived needed an edit after part of it went out; closing the client connection so that the client fetches again (store-and-forward for this client address for {} s)",
+                DENIAL_TTL.as_secs()
+            );
+            return format!(
+                "Fetch response {correlation_id} needed an edit after {sent} bytes of it were forwarded ({why})"
+            );
+        };
+        if let Err(e) = written {
             return format!("write to client failed: {e}");
         }
         metrics.sent.increment(frame.len() as u64 + 4);
@@ -594,6 +660,11 @@ where
             }
         }
     }
+}
+
+/// The response header version of Fetch `api_version` (flexible from v12).
+fn fetch_header_version(api_version: i16) -> i16 {
+    ApiKey::Fetch.response_header_version(api_version)
 }
 
 /// A TLS record header for a handshake (`0x16 0x03 0x0[0-4]`) where a Kafka length prefix

@@ -55,7 +55,7 @@ pub struct FetchContext<'a> {
     /// Whether any mirror topic's source stamps LogAppendTime.
     pub any_log_append_time: bool,
     /// Topic names and LogAppendTime sources.
-    pub topics: &'a dyn MirrorTopics,
+    pub topics: &'a (dyn MirrorTopics + Sync),
 }
 
 impl<'a> FetchContext<'a> {
@@ -101,6 +101,16 @@ impl<'a> FetchContext<'a> {
         }
     }
 
+    /// Whether a response topic (`name` v4–12, else `topic_id`) needs an edit for the mirror
+    /// state whatever its records hold: its source stamps LogAppendTime, one of its partitions
+    /// has a read cap, or one of `partitions` is shifted.
+    pub fn topic_needs_edit(&self, name: &str, topic_id: &[u8; 16], partitions: impl Iterator<Item = i32>) -> bool {
+        if !self.any_log_append_time && self.caps.is_empty() && self.maps.is_empty() {
+            return false;
+        }
+        self.log_append_time(name, topic_id) || self.capped(name, topic_id) || self.shifted(name, topic_id, partitions)
+    }
+
     /// [`present::fetch::response`] with this state.
     fn present(&self, resp: &mut FetchResponse) -> bool {
         let resolve = |id: &[u8; 16]| self.topics.topic_name(id);
@@ -125,14 +135,9 @@ pub fn needs_edit(scan: &FetchResponseScan<'_>, body: &[u8], ctx: Option<&FetchC
         return true;
     }
     let Some(ctx) = ctx else { return false };
-    if !ctx.any_log_append_time && ctx.caps.is_empty() && ctx.maps.is_empty() {
-        return false;
-    }
     scan.topics.iter().any(|t| {
         let (name, id) = t.topic.name_and_id();
-        ctx.log_append_time(name, &id)
-            || ctx.capped(name, &id)
-            || ctx.shifted(name, &id, scan.partitions_of(t).iter().map(|p| p.partition_index))
+        ctx.topic_needs_edit(name, &id, scan.partitions_of(t).iter().map(|p| p.partition_index))
     })
 }
 

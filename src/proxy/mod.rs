@@ -8,6 +8,7 @@ pub mod conn_log;
 pub mod connection;
 pub mod fetch_pass;
 pub mod fetch_sessions;
+pub mod fetch_stream;
 pub mod intercept;
 pub mod limits;
 pub mod listener;
@@ -56,6 +57,9 @@ pub struct Shared {
     pub connections: std::sync::atomic::AtomicUsize,
     /// Label names of api keys for the request metrics (mirror RPCs on their configured keys).
     pub api_names: request_metrics::ApiNames,
+    /// Client addresses whose Fetch responses are not forwarded while they arrive, for a while
+    /// ([`fetch_stream`]).
+    pub fetch_stream_denials: fetch_stream::Denials,
 }
 
 /// How long a shutdown waits for client connections to send their in-flight responses.
@@ -371,6 +375,7 @@ pub async fn run(
         drain: drain.clone(),
         connections: Default::default(),
         api_names,
+        fetch_stream_denials: fetch_stream::Denials::default(),
     });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())

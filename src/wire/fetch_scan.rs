@@ -86,20 +86,28 @@ impl FetchResponseScan<'_> {
     }
 }
 
-/// A cursor over one body; `rest` is always a suffix of the `len` bytes walked.
+/// A cursor over one body; `rest` is always a suffix of the `len` bytes walked. `total` is
+/// the body's whole length: `len` itself, or more when only a prefix of the body has arrived
+/// ([`fetch_response_prefix`]); counts are checked against what the whole body has left.
 struct Cursor<'a> {
     rest: &'a [u8],
     len: usize,
+    total: usize,
     flexible: bool,
 }
 
 impl<'a> Cursor<'a> {
     fn new(bytes: &'a [u8], flexible: bool) -> Self {
-        Self { rest: bytes, len: bytes.len(), flexible }
+        Self { rest: bytes, len: bytes.len(), total: bytes.len(), flexible }
     }
 
     fn pos(&self) -> usize {
         self.len - self.rest.len()
+    }
+
+    /// Bytes the whole body has left after the cursor (those arrived and those to come).
+    fn remaining(&self) -> usize {
+        self.total.saturating_sub(self.pos())
     }
 
     fn skip(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ScanError> {
@@ -143,16 +151,20 @@ impl<'a> Cursor<'a> {
     /// A nullable array's count (compact when flexible), refused unless `count × min_elem`
     /// bytes remain.
     fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
-        if self.flexible {
-            return Ok(codec::get_compact_nullable_array_len(&mut self.rest, min_elem, what)?);
-        }
-        let count = match self.i32(what)? {
-            -1 => return Ok(None),
-            n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
-            n => n as usize,
+        let count = if self.flexible {
+            match self.uvarint(what)? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match self.i32(what)? {
+                -1 => return Ok(None),
+                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
+                n => n as usize,
+            }
         };
-        if count.saturating_mul(min_elem.max(1)) > self.rest.len() {
-            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.rest.len() }.into());
+        if count.saturating_mul(min_elem.max(1)) > self.remaining() {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
         }
         Ok(Some(count))
     }
@@ -192,8 +204,8 @@ impl<'a> Cursor<'a> {
         }
         let count = self.uvarint(what)? as usize;
         // Each field takes at least two bytes: its tag and its size.
-        if count.saturating_mul(2) > self.rest.len() {
-            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.rest.len() }.into());
+        if count.saturating_mul(2) > self.remaining() {
+            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
         }
         for _ in 0..count {
             let tag = self.uvarint(what)?;
@@ -259,12 +271,73 @@ fn node_endpoints(value: &[u8]) -> Result<bool, ScanError> {
 /// a null topic name or array, a tag number above `i32::MAX`, a known tagged field whose value
 /// does not fill its announced size, `node_endpoints` below v16, bytes after the body.
 pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>, ScanError> {
+    let mut scan = FetchResponseScan { topics: Vec::new(), partitions: Vec::new(), node_endpoints: false };
+    let mut c = Cursor::new(body, version >= 12);
+    walk(&mut c, version, &mut scan, &mut 0)?;
+    Ok(scan)
+}
+
+/// What [`fetch_response_prefix`] found in the part of a body that has arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPrefixScan<'a> {
+    /// The topics begun and the partitions completed so far, as [`fetch_response`] gives them
+    /// for a whole body (a topic's `partitions` range covers its completed partitions only;
+    /// `node_endpoints` is set only once the body is complete).
+    pub scan: FetchResponseScan<'a>,
+    /// Bytes of the body up to the end of the last completed partition (its tagged fields
+    /// included): everything before it has been walked. 0 before the first partition ends.
+    pub walked: usize,
+    /// The walk met bytes it refuses (not merely bytes still to come); `walked` stays where
+    /// it was before them.
+    pub refused: bool,
+}
+
+/// Walks the first `body.len()` bytes of a Fetch response body whose whole length is
+/// `total` bytes (`total ≥ body.len()`), as far as they go: the same walk and checks as
+/// [`fetch_response`], with counts checked against the `total` bytes, stopping where the
+/// bytes run out. Used to forward a large response while it is still arriving
+/// (`proxy::fetch_stream`). When `body.len() == total` the result is [`fetch_response`]'s,
+/// with `walked` at the end of the last partition.
+///
+/// # Errors
+/// [`ScanError::UnsupportedVersion`] outside v4–18. A malformed prefix is not an error: the
+/// result says `refused`.
+pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<FetchPrefixScan<'_>, ScanError> {
+    if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
+        return Err(ScanError::UnsupportedVersion { api: NAME, version });
+    }
+    let mut scan = FetchResponseScan { topics: Vec::new(), partitions: Vec::new(), node_endpoints: false };
+    let mut c = Cursor::new(body, version >= 12);
+    c.total = total.max(body.len());
+    let mut walked = 0;
+    let refused = match walk(&mut c, version, &mut scan, &mut walked) {
+        Ok(()) => false,
+        // Bytes still to come, not a malformed body: a read past what has arrived that the
+        // whole body still has room for.
+        Err(ScanError::Wire(WireError::Truncated { needed, .. }))
+            if body.len() < c.total && c.pos() + needed <= c.total =>
+        {
+            false
+        }
+        Err(_) => true,
+    };
+    Ok(FetchPrefixScan { scan, walked, refused })
+}
+
+/// The walk of [`fetch_response`] over `c`, into `scan`; `walked` is set to the position after
+/// each completed partition. A topic enters `scan.topics` when its header is read and its
+/// `partitions` range grows as its partitions complete.
+fn walk<'a>(
+    c: &mut Cursor<'a>,
+    version: i16,
+    scan: &mut FetchResponseScan<'a>,
+    walked: &mut usize,
+) -> Result<(), ScanError> {
     if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
         return Err(ScanError::UnsupportedVersion { api: NAME, version });
     }
     let flexible = version >= 12;
     let by_id = version >= 13;
-    let mut c = Cursor::new(body, flexible);
     let (min_str, min_array, min_tags) = if flexible { (1, 1, 1) } else { (2, 4, 0) };
     c.skip(4, "throttle_time_ms")?;
     if version >= 7 {
@@ -279,8 +352,7 @@ pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>
     let aborted_min = 8 + 8 + min_tags;
 
     let n = c.array_len(topic_min, "responses")?;
-    let mut topics = Vec::with_capacity(n.min(PREALLOC_MAX));
-    let mut partitions = Vec::new();
+    scan.topics.reserve(n.min(PREALLOC_MAX));
     for _ in 0..n {
         let topic = if by_id {
             let raw = c.skip(16, "responses.topic_id")?;
@@ -291,8 +363,9 @@ pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>
             FetchTopic::Name(c.str("responses.topic")?.ok_or(WireError::UnexpectedNull { what: "responses.topic" })?)
         };
         let pn = c.array_len(partition_min, "responses.partitions")?;
-        let first = partitions.len();
-        partitions.reserve(pn.min(PREALLOC_MAX));
+        let first = scan.partitions.len();
+        scan.topics.push(FetchTopicScan { topic, partitions: first..first });
+        scan.partitions.reserve(pn.min(PREALLOC_MAX));
         for _ in 0..pn {
             let partition_index = c.i32("partitions.partition_index")?;
             c.skip(fixed_head - 4, "partitions.error_code..log_start_offset")?;
@@ -313,10 +386,13 @@ pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>
                 2 => fixed_tagged_struct(value, 8 + 4, "partitions.snapshot_id"),
                 _ => Ok(()),
             })?;
-            partitions.push(FetchPartitionScan { partition_index, records });
+            scan.partitions.push(FetchPartitionScan { partition_index, records });
+            if let Some(t) = scan.topics.last_mut() {
+                t.partitions.end = scan.partitions.len();
+            }
+            *walked = c.pos();
         }
         c.opaque_tagged_fields("responses")?;
-        topics.push(FetchTopicScan { topic, partitions: first..partitions.len() });
     }
     let mut endpoints = false;
     c.tagged_fields(NAME, |tag, value| {
@@ -332,7 +408,8 @@ pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>
         Ok(())
     })?;
     c.end(NAME)?;
-    Ok(FetchResponseScan { topics, partitions, node_endpoints: endpoints })
+    scan.node_endpoints = endpoints;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -524,6 +601,86 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The end of each partition in a whole body, by walking growing prefixes' `walked`.
+    fn partition_ends(body: &[u8], version: i16) -> Vec<usize> {
+        let mut ends = Vec::new();
+        for cut in 0..=body.len() {
+            let p = fetch_response_prefix(&body[..cut], body.len(), version).unwrap();
+            if p.scan.partitions.len() > ends.len() {
+                ends.push(p.walked);
+            }
+        }
+        ends
+    }
+
+    /// Every prefix of a valid body walks as far as it goes: not refused, the partitions it
+    /// completed are the whole walk's first ones with the same records ranges, each counted
+    /// once its last byte (tagged fields included) is in and not before, and the whole body
+    /// gives `fetch_response`'s result.
+    #[test]
+    fn every_prefix_of_a_body_walks_as_far_as_it_goes() {
+        for version in MIN_VERSION..=MAX_VERSION {
+            for endpoints in [true, false] {
+                let body = encode(&rich(version, endpoints), version);
+                let whole = fetch_response(&body, version).unwrap();
+                let ends = partition_ends(&body, version);
+                assert_eq!(ends.len(), whole.partitions.len(), "v{version}");
+                for cut in 0..=body.len() {
+                    let p = fetch_response_prefix(&body[..cut], body.len(), version).unwrap();
+                    assert!(!p.refused, "v{version}: the prefix of {cut} bytes was refused");
+                    let done = ends.iter().filter(|e| **e <= cut).count();
+                    assert_eq!(p.scan.partitions, whole.partitions[..done], "v{version} cut {cut}");
+                    assert_eq!(p.walked, if done == 0 { 0 } else { ends[done - 1] }, "v{version} cut {cut}");
+                    assert!(p.scan.partitions.iter().all(|q| q.records.as_ref().is_none_or(|r| r.end <= p.walked)));
+                    for t in &p.scan.topics {
+                        assert_eq!(
+                            whole.topics.iter().find(|w| w.topic == t.topic).map(|w| w.partitions.start),
+                            Some(t.partitions.start)
+                        );
+                    }
+                    if cut < body.len() {
+                        assert!(!p.scan.node_endpoints);
+                    } else {
+                        assert_eq!(p.scan, whole, "v{version}: the whole body");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A prefix that holds an impossible length or count is refused, not waited on: the walk
+    /// stops before it, and `walked` never passes a byte the whole walk would refuse.
+    #[test]
+    fn a_malformed_prefix_is_refused() {
+        // v16: throttle, error code, session id, then `responses` with 2^32 - 2 entries, in a
+        // body announced as 1 MiB long.
+        let mut body = vec![0u8; 10];
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let p = fetch_response_prefix(&body, 1 << 20, 16).unwrap();
+        assert!(p.refused && p.walked == 0 && p.scan.partitions.is_empty());
+        // A records length beyond the announced total.
+        let version = 16;
+        let good = encode(&rich(version, false), version);
+        let ends = partition_ends(&good, version);
+        let whole = fetch_response(&good, version).unwrap();
+        let records = whole.partitions.iter().find_map(|q| q.records.clone().filter(|r| !r.is_empty())).unwrap();
+        let mut bad = good.to_vec();
+        // The compact length varint sits right before the records: make it claim 2^21 bytes.
+        let at = records.start - 1;
+        assert!(bad[at] < 0x80, "a one-byte length in this fixture");
+        bad.splice(at..at + 1, [0x80, 0x80, 0x80, 0x01]);
+        let cut = at + 10;
+        let p = fetch_response_prefix(&bad[..cut], bad.len(), version).unwrap();
+        assert!(p.refused, "a records length past the end of the body");
+        assert!(p.walked <= at && ends.iter().filter(|e| **e <= at).count() == p.scan.partitions.len());
+        // Other errors than running out of bytes are refusals too.
+        assert!(fetch_response_prefix(&good, good.len(), 3).is_err());
+        let mut utf8 = encode(&rich(4, false), 4).to_vec();
+        let name_at = 4 + 4 + 2; // throttle, topic count, name length
+        utf8[name_at] = 0xff;
+        assert!(fetch_response_prefix(&utf8, utf8.len() + 100, 4).unwrap().refused);
     }
 
     /// Counts far beyond the bytes left are refused before anything is reserved.

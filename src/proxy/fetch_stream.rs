@@ -1,0 +1,186 @@
+//! Cut-through forwarding of large Fetch responses (issue 13, item 4): the client gets a
+//! Fetch response's bytes while the rest of it is still arriving from the destination broker,
+//! instead of after mirrorgate has read all of it (store-and-forward made consume through
+//! mirrorgate ×0.82 of direct, docs/performance.md).
+//!
+//! A Fetch response's edits ([`super::fetch_pass`]) can change its length, and its length
+//! prefix goes first, so a byte may go out only once it is known that no edit will touch the
+//! response. The walk over the part that has arrived ([`fetch_scan::fetch_response_prefix`])
+//! settles that partition by partition: a completed partition may go when its `records` hold
+//! no placeholder batch and its topic is not one the mirror state edits (LogAppendTime source,
+//! read cap, shifted partition; [`FetchContext::topic_needs_edit`]). The moment one may not,
+//! forwarding stops and the response is finished the usual way. **The response's last byte
+//! is always held back** until the whole response has been read and looked at exactly as
+//! before (`intercept::apply`): a Kafka client parses a response only once it has all of it
+//! (Java's `NetworkReceive`, librdkafka's `rd_kafka_transport` read the whole size first), so
+//! if that look finds an edit after part of the response went out (`node_endpoints` in the
+//! trailing tagged fields after a leader change, or a placeholder in a later partition),
+//! mirrorgate closes the client connection instead of sending the last byte. The client
+//! never sees the unedited response; it reconnects and fetches again from the same offsets,
+//! and its address gets store-and-forward only for [`DENIAL_TTL`], so the retry is served
+//! edited.
+//!
+//! Only responses of at least [`STREAM_MIN_BYTES`] stream (a small one costs little to hold);
+//! never a response whose request was rewritten (`ResponseAction::Present`/`Merged`).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::wire::batch;
+use crate::wire::fetch_scan;
+use crate::wire::frame::LENGTH_PREFIX_BYTES;
+use crate::wire::header;
+
+use super::fetch_pass::FetchContext;
+
+/// Smallest Fetch response (bytes after the length prefix) forwarded while it arrives.
+pub const STREAM_MIN_BYTES: usize = 256 * 1024;
+/// How long a client address gets store-and-forward after a streamed response to it had to
+/// be cut off (its retry must get the edited response).
+pub const DENIAL_TTL: Duration = Duration::from_secs(600);
+/// Most client addresses remembered in [`Denials`]; when full, expired ones are dropped, and
+/// if none is, the oldest.
+pub const MAX_DENIALS: usize = 4096;
+
+/// Client addresses whose Fetch responses are not streamed, each until its instant.
+#[derive(Debug, Default)]
+pub struct Denials {
+    until: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+impl Denials {
+    /// Whether responses to `host` must not stream now.
+    pub fn denied(&self, host: IpAddr) -> bool {
+        let until = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        until.get(&host).is_some_and(|t| *t > Instant::now())
+    }
+
+    /// Responses to `host` do not stream for [`DENIAL_TTL`].
+    pub fn deny(&self, host: IpAddr) {
+        let now = Instant::now();
+        let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        if until.len() >= MAX_DENIALS && !until.contains_key(&host) {
+            until.retain(|_, t| *t > now);
+            if until.len() >= MAX_DENIALS {
+                if let Some(oldest) = until.iter().min_by_key(|(_, t)| **t).map(|(h, _)| *h) {
+                    until.remove(&oldest);
+                }
+            }
+        }
+        until.insert(host, now + DENIAL_TTL);
+    }
+}
+
+/// One Fetch response being forwarded while it arrives.
+pub struct FetchStream<'a> {
+    version: i16,
+    header_version: i16,
+    correlation_id: i32,
+    /// The frame's length after the prefix.
+    frame_len: usize,
+    /// Bytes of the frame (length prefix included) written to the client so far.
+    sent: usize,
+    /// Partitions of the walk checked so far.
+    checked: usize,
+    /// Why forwarding stopped, once it has.
+    stopped: Option<&'static str>,
+    ctx: Option<FetchContext<'a>>,
+}
+
+impl<'a> FetchStream<'a> {
+    /// A stream for the Fetch response of `version` to the request with `correlation_id`,
+    /// whose length prefix announced `frame_len` bytes; `None` when it is too small to gain
+    /// from it. `ctx` is the mirror state its topics are checked against.
+    pub fn start(
+        version: i16,
+        header_version: i16,
+        correlation_id: i32,
+        frame_len: usize,
+        ctx: Option<FetchContext<'a>>,
+    ) -> Option<Self> {
+        if frame_len < STREAM_MIN_BYTES || !(fetch_scan::MIN_VERSION..=fetch_scan::MAX_VERSION).contains(&version) {
+            return None;
+        }
+        Some(Self { version, header_version, correlation_id, frame_len, sent: 0, checked: 0, stopped: None, ctx })
+    }
+
+    /// Bytes of the frame written to the client (length prefix included).
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// Why forwarding stopped early, if it did.
+    pub fn stopped(&self) -> Option<&'static str> {
+        self.stopped
+    }
+
+    /// The range of `buf` (the frame as read so far, length prefix first; it may hold bytes
+    /// of the next frame after it) that may be written to the client now. The caller writes
+    /// it and then calls [`FetchStream::wrote`]. Empty when nothing more may go.
+    pub fn ready(&mut self, buf: &[u8]) -> Range<usize> {
+        if self.stopped.is_some() {
+            return self.sent..self.sent;
+        }
+        let end = (LENGTH_PREFIX_BYTES + self.frame_len).min(buf.len());
+        let frame = &buf[LENGTH_PREFIX_BYTES.min(end)..end];
+        match header::response_correlation_id(frame) {
+            Ok(id) if id == self.correlation_id => {}
+            Ok(_) => return self.stop("correlation id"),
+            Err(_) => return self.sent..self.sent,
+        }
+        let Ok(header_len) = header::response_header_len(frame, self.header_version) else {
+            // Not all of the header yet (or a malformed one, which the whole look refuses).
+            return self.sent..self.sent;
+        };
+        let body_total = self.frame_len.saturating_sub(header_len);
+        let Some(body) = frame.get(header_len..) else { return self.sent..self.sent };
+        let prefix = match fetch_scan::fetch_response_prefix(body, body_total, self.version) {
+            Ok(p) if !p.refused => p,
+            _ => return self.stop("refused by the walk"),
+        };
+        let scan = &prefix.scan;
+        for t in &scan.topics {
+            // This topic's partitions not checked yet.
+            let from = t.partitions.start.max(self.checked);
+            let Some(parts) = scan.partitions.get(from..t.partitions.end.max(from)) else { continue };
+            if parts.is_empty() {
+                continue;
+            }
+            if parts
+                .iter()
+                .any(|p| p.records.as_ref().is_some_and(|r| body.get(r.clone()).is_none_or(batch::has_placeholder)))
+            {
+                return self.stop("placeholder batch");
+            }
+            if let Some(ctx) = &self.ctx {
+                let (name, id) = t.topic.name_and_id();
+                if ctx.topic_needs_edit(name, &id, parts.iter().map(|p| p.partition_index)) {
+                    return self.stop("mirror topic edit");
+                }
+            }
+        }
+        self.checked = scan.partitions.len();
+        // Everything up to the end of the last checked partition, never the frame's last byte.
+        let may = (LENGTH_PREFIX_BYTES + header_len + prefix.walked).min(LENGTH_PREFIX_BYTES + self.frame_len - 1);
+        if prefix.walked == 0 || may <= self.sent {
+            return self.sent..self.sent;
+        }
+        self.sent..may
+    }
+
+    /// `upto` bytes of the frame (prefix included) have been written to the client.
+    pub fn wrote(&mut self, upto: usize) {
+        self.sent = self.sent.max(upto);
+    }
+
+    fn stop(&mut self, why: &'static str) -> Range<usize> {
+        self.stopped = Some(why);
+        self.sent..self.sent
+    }
+}
+
+#[cfg(test)]
+mod tests;

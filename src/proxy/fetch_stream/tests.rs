@@ -1,0 +1,278 @@
+//! What a [`FetchStream`] lets go while a response arrives: a prefix of the broker's frame
+//! ending at a checked partition, never its last byte, nothing from a partition with a
+//! placeholder or a topic the mirror state edits; and the client addresses it holds back.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::FetchResponse;
+use kafka_protocol::protocol::Encodable;
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+use super::*;
+use crate::mirror::offset_maps::OffsetMaps;
+use crate::proxy::fetch_pass::MirrorTopics;
+use crate::proxy::present::ReadCaps;
+use crate::wire::batch::OwnBatch;
+use crate::wire::frame::length_prefix;
+
+const CORRELATION_ID: i32 = 77;
+const T_ID: [u8; 16] = [9; 16];
+const U_ID: [u8; 16] = [4; 16];
+
+/// Topic `t` is a mirror topic whose source stamps LogAppendTime; `u` is not.
+struct Topics;
+
+impl MirrorTopics for Topics {
+    fn topic_name(&self, topic_id: &[u8; 16]) -> Option<String> {
+        match *topic_id {
+            T_ID => Some("t".into()),
+            U_ID => Some("u".into()),
+            _ => None,
+        }
+    }
+    fn source_log_append_time(&self, topic: &str) -> bool {
+        topic == "t"
+    }
+}
+
+fn ctx(lat: bool) -> FetchContext<'static> {
+    FetchContext {
+        caps: ReadCaps::new(),
+        maps: Arc::new(OffsetMaps::default()),
+        any_log_append_time: lat,
+        topics: &Topics,
+    }
+}
+
+/// Uncompressed data batches of `count` records of `value_len` bytes each from `base`.
+fn data(base: i64, count: i64, value_len: usize) -> Bytes {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: base + i,
+            sequence: -1,
+            timestamp: 1_700_000_000_000 + i,
+            key: None,
+            value: Some(Bytes::from(vec![b'v'; value_len])),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .unwrap();
+    out.freeze()
+}
+
+fn placeholder(base: i64) -> Bytes {
+    let own =
+        OwnBatch { base_offset: base, count: 2, timestamp: 5, producer_id: 9, producer_epoch: 0, base_sequence: 0 };
+    crate::wire::batch::placeholder_batch(&own, 1, base)
+}
+
+/// A v16 Fetch response frame (length prefix, header, body) of `topics`: (topic id,
+/// partitions' records), each partition about 100 KiB of data unless given.
+fn frame(topics: &[([u8; 16], Vec<Bytes>)]) -> (Vec<u8>, usize) {
+    frame_at(16, topics)
+}
+
+/// [`frame`] at `version` (topics named `u` and `t` by id before v13).
+fn frame_at(version: i16, topics: &[([u8; 16], Vec<Bytes>)]) -> (Vec<u8>, usize) {
+    let resp = FetchResponse::default().with_responses(
+        topics
+            .iter()
+            .map(|(id, parts)| {
+                let mut t = FetchableTopicResponse::default().with_partitions(
+                    parts
+                        .iter()
+                        .enumerate()
+                        .map(|(p, r)| {
+                            PartitionData::default()
+                                .with_partition_index(p as i32)
+                                .with_high_watermark(1000)
+                                .with_last_stable_offset(1000)
+                                .with_records(Some(r.clone()))
+                        })
+                        .collect(),
+                );
+                if version >= 13 {
+                    t.topic_id = uuid::Uuid::from_bytes(*id);
+                } else {
+                    let name = if *id == T_ID { "t" } else { "u" };
+                    t.topic =
+                        kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_static_str(name));
+                }
+                t
+            })
+            .collect(),
+    );
+    let mut body = BytesMut::new();
+    body.put_i32(CORRELATION_ID);
+    if version >= 12 {
+        body.put_u8(0); // response header v1: no tagged fields
+    }
+    resp.encode(&mut body, version).unwrap();
+    let mut wire = length_prefix(body.len()).to_vec();
+    wire.extend_from_slice(&body);
+    (wire, body.len())
+}
+
+/// Feeds `wire` to a stream `chunk` bytes at a time; the ranges it let go.
+fn feed(
+    wire: &[u8],
+    frame_len: usize,
+    chunk: usize,
+    ctx: Option<FetchContext<'_>>,
+) -> (Vec<std::ops::Range<usize>>, Option<&'static str>) {
+    let mut s = FetchStream::start(16, 1, CORRELATION_ID, frame_len, ctx).expect("large enough to stream");
+    let mut sent = Vec::new();
+    let mut have = 0;
+    while have < wire.len() {
+        have = (have + chunk).min(wire.len());
+        let r = s.ready(&wire[..have]);
+        if !r.is_empty() {
+            assert_eq!(r.start, s.sent(), "ranges follow each other");
+            s.wrote(r.end);
+            sent.push(r);
+        }
+    }
+    (sent, s.stopped())
+}
+
+fn hundred_k(base: i64) -> Bytes {
+    data(base, 100, 1000)
+}
+
+#[test]
+fn a_large_response_goes_out_partition_by_partition_but_its_last_byte() {
+    let (wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)]), (T_ID, vec![hundred_k(0)])]);
+    for chunk in [1000, 64 * 1024, 300_000, wire.len()] {
+        let (sent, stopped) = feed(&wire, len, chunk, None);
+        assert_eq!(stopped, None);
+        let end = sent.last().map_or(0, |r| r.end);
+        assert!(end < wire.len(), "chunk {chunk}: the last byte was let go");
+        // The rest held back is the last partition's tail at most: its tagged fields, the
+        // topic's and the response's.
+        assert!(wire.len() - end <= 8, "chunk {chunk}: {} bytes held at the end", wire.len() - end);
+        if chunk < 300_000 {
+            assert!(sent.len() >= 3, "chunk {chunk}: sent in {} pieces", sent.len());
+        }
+        // Every piece ends where a partition does: right after some records.
+        let body = &wire[9..];
+        assert_eq!(body.len(), len - 5, "correlation id and header tags before the body");
+        let whole = fetch_scan::fetch_response(body, 16).unwrap();
+        for r in &sent[..sent.len() - 1] {
+            let at = r.end - 9;
+            assert!(
+                whole.partitions.iter().any(|p| p.records.as_ref().is_some_and(|rr| rr.end < at && at <= rr.end + 2)),
+                "chunk {chunk}: a piece ends at body byte {at}, not after a partition"
+            );
+        }
+    }
+}
+
+/// Before v12 the body ends with the last partition's records: the walk reaches the end of
+/// the frame, and its last byte still waits.
+#[test]
+fn the_last_byte_waits_when_the_last_partition_ends_the_frame() {
+    let (wire, len) = frame_at(11, &[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
+    let mut s = FetchStream::start(11, 0, CORRELATION_ID, len, None).unwrap();
+    let r = s.ready(&wire);
+    assert_eq!(r, 0..wire.len() - 1);
+    s.wrote(r.end);
+    assert!(s.ready(&wire).is_empty());
+    assert_eq!(s.stopped(), None);
+}
+
+#[test]
+fn nothing_goes_from_a_partition_with_a_placeholder_on() {
+    let with_placeholder = Bytes::from([placeholder(0), hundred_k(2)].concat());
+    // In the first partition: nothing at all goes.
+    let (wire, len) = frame(&[(U_ID, vec![with_placeholder.clone(), hundred_k(0), hundred_k(0)])]);
+    let (sent, stopped) = feed(&wire, len, 16 * 1024, None);
+    assert_eq!((sent.len(), stopped), (0, Some("placeholder batch")));
+    // In the third: the first two partitions go, then nothing.
+    let (wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), with_placeholder])]);
+    let body = &wire[9..];
+    let whole = fetch_scan::fetch_response(body, 16).unwrap();
+    let second_end = whole.partitions[1].records.as_ref().unwrap().end + 9;
+    let third_start = whole.partitions[2].records.as_ref().unwrap().start + 9;
+    let (sent, stopped) = feed(&wire, len, 16 * 1024, None);
+    assert_eq!(stopped, Some("placeholder batch"));
+    let end = sent.last().unwrap().end;
+    assert!(end > second_end && end < third_start, "sent up to {end}, partition 2 ends at {second_end}");
+}
+
+#[test]
+fn nothing_goes_from_a_topic_the_mirror_state_edits() {
+    // `t`'s source stamps LogAppendTime: its batches get their timestamp type back.
+    let (wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0)]), (T_ID, vec![hundred_k(0), hundred_k(0)])]);
+    let body = &wire[9..];
+    let whole = fetch_scan::fetch_response(body, 16).unwrap();
+    let t_start = whole.partitions[2].records.as_ref().unwrap().start + 9;
+    let (sent, stopped) = feed(&wire, len, 32 * 1024, Some(ctx(true)));
+    assert_eq!(stopped, Some("mirror topic edit"));
+    assert!(sent.last().unwrap().end < t_start);
+    // Without that state the whole response goes.
+    let (sent, stopped) = feed(&wire, len, 32 * 1024, Some(ctx(false)));
+    assert_eq!(stopped, None);
+    assert!(sent.last().unwrap().end > t_start);
+    // A read cap on `t` stops it too.
+    let mut capped = ctx(false);
+    capped.caps = HashMap::from([(("t".to_string(), 1), 5)]);
+    assert_eq!(feed(&wire, len, 32 * 1024, Some(capped)).1, Some("mirror topic edit"));
+}
+
+#[test]
+fn small_responses_other_correlation_ids_and_old_versions_do_not_stream() {
+    let (wire, len) = frame(&[(U_ID, vec![data(0, 10, 100)])]);
+    assert!(len < STREAM_MIN_BYTES);
+    assert!(FetchStream::start(16, 1, CORRELATION_ID, len, None).is_none());
+    assert!(FetchStream::start(3, 0, CORRELATION_ID, 1 << 20, None).is_none());
+    let (wire2, len2) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
+    let mut s = FetchStream::start(16, 1, CORRELATION_ID + 1, len2, None).unwrap();
+    assert!(s.ready(&wire2).is_empty());
+    assert_eq!(s.stopped(), Some("correlation id"));
+    // Bytes of the next frame after this one are never let go.
+    let mut two = wire2.clone();
+    two.extend_from_slice(&wire);
+    let mut s = FetchStream::start(16, 1, CORRELATION_ID, len2, None).unwrap();
+    assert!(s.ready(&two).end < wire2.len());
+}
+
+#[test]
+fn a_malformed_body_stops_the_stream() {
+    let (mut wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
+    // The topic count (after throttle, error code, session id) made huge.
+    let at = 4 + 5 + 4 + 2 + 4;
+    wire[at] = 0xff;
+    wire.splice(at + 1..at + 1, [0xff, 0xff, 0x0f]);
+    let mut s = FetchStream::start(16, 1, CORRELATION_ID, len + 3, None).unwrap();
+    assert!(s.ready(&wire).is_empty());
+    assert_eq!(s.stopped(), Some("refused by the walk"));
+}
+
+#[test]
+fn denials_hold_an_address_and_stay_bounded() {
+    let d = Denials::default();
+    let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    assert!(!d.denied(a));
+    d.deny(a);
+    assert!(d.denied(a));
+    assert!(!d.denied(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))));
+    for i in 0..(MAX_DENIALS as u32 + 10) {
+        d.deny(IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + i)));
+    }
+    assert!(d.until.lock().unwrap().len() <= MAX_DENIALS);
+    // The newest are kept.
+    assert!(d.denied(IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + MAX_DENIALS as u32 + 9))));
+}
