@@ -405,3 +405,270 @@ fn junk_connections_write_a_handful_of_log_lines() {
     assert!(log.lines().skip(before).any(|l| l.contains("DEBUG") && l.contains("client connection opened")));
     assert!(new.len() <= 10, "{} new log lines for 600 junk connections:\n{}", new.len(), tail(&log, 20));
 }
+
+/// `GET path` on `addr`: the raw HTTP response.
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of counter `series` (name and labels exactly as scraped) on `/metrics`; 0 when
+/// it is not there yet.
+fn counter(metrics: &str, series: &str) -> f64 {
+    http_get(metrics, "/metrics")
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// mirrorgate in front of `dest` serving `/metrics` on the address returned.
+fn with_metrics(dest: &Cluster) -> (Mirrorgate, String) {
+    let metrics = format!("127.0.0.1:{}", free_port_range(1));
+    let yaml = format!("metrics:\n  listen: {metrics}\n");
+    let mg = Mirrorgate::start_in_front_of(
+        &dest.bootstrap,
+        FrontOptions::default(),
+        MirrorgateOptions { extra_yaml: &yaml, ..Default::default() },
+    );
+    (mg, metrics)
+}
+
+fn produce_mixed(bootstrap: &str, topic: &str, count: usize, big: usize) {
+    let (count, big) = (count.to_string(), big.to_string());
+    let args = ["produce-mixed", "--bootstrap", bootstrap, "--topic", topic, "--count", &count, "--big", &big];
+    ok(python_client(&args), "produce-mixed");
+}
+
+const STREAMED_WHOLE: &str = "mirrorgate_client_fetch_streamed_total{outcome=\"whole\"}";
+const STREAMED_CLOSED: &str = "mirrorgate_client_fetch_streamed_total{outcome=\"closed\"}";
+
+/// Fetch responses of 256 KiB and more go to the client while they arrive (issue 13 item 4):
+/// librdkafka and the Java consumer read through mirrorgate exactly what they read from the
+/// broker directly (every partition, offset, key, value, header and timestamp), and mirrorgate
+/// counts the responses it streamed.
+#[test]
+fn large_fetch_responses_are_forwarded_while_they_arrive_and_read_as_direct() {
+    let dest = cluster("dest");
+    let (mg, metrics) = with_metrics(&dest);
+    let topic = unique_name("streamed");
+    let p = "3";
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            &dest.bootstrap,
+            "--create",
+            "--topic",
+            &topic,
+            "--partitions",
+            p,
+            "--replication-factor",
+            "1",
+            "--config",
+            "max.message.bytes=4000000",
+        ],
+        None,
+    );
+    // Varied records with three values of 1.5 MB: responses of up to 1 MiB a partition, and
+    // larger ones for the big records.
+    produce_mixed(&dest.bootstrap, &topic, 6000, 3);
+    let n = 6003;
+    let direct = consume_all(&dest.bootstrap, &topic, n, "read_uncommitted");
+    assert_eq!(direct.len(), n);
+    let via = consume_all(&mg.bootstrap, &topic, n, "read_uncommitted");
+    assert_eq!(via, direct, "librdkafka through mirrorgate vs directly");
+    let librdkafka_streamed = counter(&metrics, STREAMED_WHOLE);
+    assert!(librdkafka_streamed >= 3.0, "{librdkafka_streamed} Fetch responses streamed to librdkafka");
+
+    let java = |bootstrap: &str| {
+        let out = kafka_tool_ok(
+            V,
+            "console-consumer",
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                &topic,
+                "--from-beginning",
+                "--max-messages",
+                &n.to_string(),
+                "--timeout-ms",
+                "60000",
+                "--property",
+                "print.partition=true",
+                "--property",
+                "print.offset=true",
+                "--property",
+                "print.key=true",
+            ],
+            None,
+        );
+        values(&out)
+    };
+    let (direct, via) = (java(&dest.bootstrap), java(&mg.bootstrap));
+    // One line per record, more where a value holds line breaks.
+    assert_eq!(direct.iter().filter(|l| l.starts_with("Partition:")).count(), n);
+    assert!(via == direct, "the Java consumer read other records through mirrorgate");
+    let java_streamed = counter(&metrics, STREAMED_WHOLE) - librdkafka_streamed;
+    assert!(java_streamed >= 3.0, "{java_streamed} Fetch responses streamed to the Java consumer");
+    assert_eq!(counter(&metrics, STREAMED_CLOSED), 0.0, "no streamed response was cut off");
+}
+
+/// A streamed Fetch response that turns out to need an edit after part of it went out (a
+/// placeholder batch at the end of its second partition, found after the first partition's
+/// 1 MB was forwarded) is never completed: mirrorgate closes the connection before its last
+/// byte. The retry gets the edited response (the placeholder as a COMMIT control batch, the
+/// first partition's batches as the broker wrote them), and a consumer reads every record.
+/// Whether the first partition goes out before the placeholder arrives depends on how the
+/// broker's bytes come in, so the Fetch is repeated (each answer must be the edited one) until
+/// one is cut off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_response_that_needs_a_late_edit_is_cut_off_and_the_retry_is_edited() {
+    use bytes::Bytes;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, InitProducerIdRequest, ProducerId};
+    use mirrorgate::client::cluster::{Acks, ClusterClient, ClusterOptions};
+    use mirrorgate::wire::batch::{placeholder_batch, BatchIter, OwnBatch};
+
+    let dest = cluster("dest");
+    let (mg, metrics) = with_metrics(&dest);
+    let topic = unique_name("late-edit");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &[
+            "--bootstrap-server",
+            &dest.bootstrap,
+            "--create",
+            "--topic",
+            &topic,
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
+    let produce = |partition: &str, count: &str, prefix: &str| {
+        let args = [
+            "produce",
+            "--bootstrap",
+            &dest.bootstrap,
+            "--topic",
+            &topic,
+            "--partition",
+            partition,
+            "--count",
+            count,
+            "--prefix",
+            prefix,
+        ];
+        ok(python_client(&args), "produce");
+    };
+    produce("0", "40000", "partition-zero-record-value");
+    produce("1", "40000", "partition-one-record-value");
+    let dst = ClusterClient::connect(ClusterOptions::new(vec![dest.bootstrap.clone()])).await.unwrap();
+    // A placeholder is written by an idempotent producer, as a mirror writes it.
+    let mut conn = BrokerConnection::connect(&dest.bootstrap, Duration::from_secs(5), Duration::from_secs(30), 1 << 20)
+        .await
+        .unwrap();
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(-1)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let pid = eventually(Duration::from_secs(30), || {
+        let resp = futures_lite_block(conn.send(&init, 4)).map_err(|e| e.to_string())?;
+        match resp.error_code {
+            0 => Ok(resp),
+            code => Err(format!("InitProducerId error {code}")),
+        }
+    });
+    let own = OwnBatch {
+        base_offset: 0,
+        count: 2,
+        timestamp: 0,
+        producer_id: pid.producer_id.0,
+        producer_epoch: pid.producer_epoch,
+        base_sequence: 0,
+    };
+    assert_eq!(dst.produce_segments(&topic, 1, vec![placeholder_batch(&own, 7, 0)], Acks::All).await.unwrap(), 40_000);
+    produce("1", "10", "after");
+
+    let id = dst.topic(&topic).await.unwrap().topic_id.0;
+    let partition = |p: i32| {
+        FetchPartition::default()
+            .with_partition(p)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(4 << 20)
+            .with_current_leader_epoch(-1)
+            .with_last_fetched_epoch(-1)
+            .with_log_start_offset(-1)
+    };
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(8 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(uuid::Uuid::from_bytes(id))
+            .with_partitions(vec![partition(0), partition(1)])]);
+    let fetch = |addr: String, req: FetchRequest| async move {
+        let mut conn =
+            BrokerConnection::connect(&addr, Duration::from_secs(5), Duration::from_secs(30), 1 << 26).await?;
+        conn.send(&req, 16).await
+    };
+    let direct = fetch(dest.bootstrap.clone(), req.clone()).await.unwrap();
+    let p0_direct: Bytes = direct.responses[0].partitions[0].records.clone().unwrap();
+    assert!(p0_direct.len() > 512 * 1024, "partition 0 answers {} bytes", p0_direct.len());
+    let edited_right = |resp: &FetchResponse| {
+        assert_eq!(
+            resp.responses[0].partitions[0].records.clone().unwrap(),
+            p0_direct,
+            "partition 0 as the broker wrote it"
+        );
+        let p1: Vec<_> =
+            BatchIter::new(resp.responses[0].partitions[1].records.clone().unwrap()).map_while(Result::ok).collect();
+        assert!(p1.iter().all(|b| !b.is_placeholder()), "a placeholder reached the client");
+        let shape: Vec<_> = p1.iter().map(|b| (b.base_offset(), b.next_offset(), b.is_control())).collect();
+        assert!(
+            p1.iter().any(|b| b.is_control() && b.base_offset() == 40_000),
+            "offsets 40000-1 as a control batch: (base, next, control) {:?}",
+            &shape[shape.len().saturating_sub(5)..]
+        );
+        assert_eq!(p1.last().unwrap().next_offset(), 40_012);
+    };
+    // mirrorgate's port for broker 1 (the bootstrap port + 1 + node id).
+    let (host, bootstrap_port) = mg.bootstrap.rsplit_once(':').unwrap();
+    let broker = format!("{host}:{}", bootstrap_port.parse::<u16>().unwrap() + 2);
+
+    let mut answered = 0;
+    let cut = loop {
+        match fetch(broker.clone(), req.clone()).await {
+            Ok(resp) => edited_right(&resp),
+            Err(e) => break e,
+        }
+        answered += 1;
+        assert!(answered < 10, "10 Fetches answered whole, none streamed and cut off");
+    };
+    assert_eq!(counter(&metrics, STREAMED_CLOSED), 1.0, "cut off ({cut}) after {answered} whole answers");
+    assert!(mg.log().contains("needed an edit after part of it went out"), "no log line for the cut-off response");
+    // The retry: this client address gets store-and-forward for a while.
+    edited_right(&fetch(broker, req).await.unwrap());
+
+    // A consumer through mirrorgate reads every record, no placeholder among them.
+    let got = consume_all(&mg.bootstrap, &topic, 80_010, "read_committed");
+    assert_eq!(got.len(), 80_010);
+    let odd: Vec<_> = got
+        .iter()
+        .filter(|r| !r["value"].as_str().is_some_and(|v| v.starts_with("partition-") || v.starts_with("after")))
+        .take(5)
+        .collect();
+    assert!(odd.is_empty(), "records that were not produced: {odd:?}");
+    assert_eq!(counter(&metrics, STREAMED_CLOSED), 1.0, "the retries were not streamed");
+}

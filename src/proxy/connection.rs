@@ -39,7 +39,7 @@ const SASL_AUTHENTICATE: i16 = 36;
 const FETCH: i16 = 1;
 
 use super::fetch_pass::FetchContext;
-use super::fetch_stream::{FetchStream, DENIAL_TTL};
+use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_STREAMED};
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
 use super::request_span::RequestSpan;
@@ -622,8 +622,10 @@ where
             write_frame(&mut client_w, &frame).await
         } else if (frame.as_ptr() as usize, frame.len()) == original {
             // The rest of the broker's bytes, the held-back last byte among them.
+            metrics::counter!(FETCH_STREAMED, "outcome" => "whole").increment(1);
             client_w.write_all(&frame[sent - LENGTH_PREFIX_BYTES..]).await
         } else {
+            metrics::counter!(FETCH_STREAMED, "outcome" => "closed").increment(1);
             // An edit was due after part of the response went out: the client never gets
             // its last byte, so it never parses it; it fetches again, served whole.
             shared.fetch_stream_denials.deny(identity.host);

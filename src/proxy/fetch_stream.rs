@@ -36,6 +36,10 @@ use crate::wire::header;
 
 use super::fetch_pass::FetchContext;
 
+/// `mirrorgate_client_fetch_streamed_total{outcome}`: Fetch responses forwarded while they
+/// arrived; `outcome` = `whole` (sent complete, as the broker wrote it) or `closed` (an edit
+/// was due after part of it went out: the connection was closed before its last byte).
+pub const FETCH_STREAMED: &str = "mirrorgate_client_fetch_streamed_total";
 /// Smallest Fetch response (bytes after the length prefix) forwarded while it arrives.
 pub const STREAM_MIN_BYTES: usize = 256 * 1024;
 /// How long a client address gets store-and-forward after a streamed response to it had to
