@@ -37,6 +37,11 @@ pub struct ProxyConfig {
     /// wait.
     #[serde(default = "default_queued_max_request_bytes")]
     pub queued_max_request_bytes: usize,
+    /// A Fetch response at least this large, in bytes, goes to the client while it arrives
+    /// from the destination broker instead of after all of it has (default 262144 = 256 KiB;
+    /// 0 = never). See `proxy::fetch_stream`.
+    #[serde(default = "default_fetch_stream_min_bytes")]
+    pub fetch_stream_min_bytes: usize,
     /// A client connection with no request bytes and no response due for this long is
     /// closed, in ms (the broker's `connections.max.idle.ms`; default 600000).
     #[serde(default = "default_connections_max_idle_ms")]
@@ -452,6 +457,9 @@ fn default_max_in_flight() -> usize {
 fn default_queued_max_request_bytes() -> usize {
     256 * 1024 * 1024
 }
+fn default_fetch_stream_min_bytes() -> usize {
+    crate::proxy::fetch_stream::DEFAULT_STREAM_MIN_BYTES
+}
 fn default_connections_max_idle_ms() -> u64 {
     600_000
 }
@@ -564,6 +572,8 @@ pub struct Settings {
     pub max_in_flight_requests: usize,
     /// Global request memory budget, bytes.
     pub queued_max_request_bytes: usize,
+    /// Smallest Fetch response forwarded while it arrives, bytes (0: never).
+    pub fetch_stream_min_bytes: usize,
     /// Idle and partial-frame timeouts of client connections.
     pub read_timeouts: crate::proxy::limits::ReadTimeouts,
     /// Logging.
@@ -759,6 +769,7 @@ impl ProxyConfig {
             max_frame_bytes: self.max_frame_bytes,
             max_in_flight_requests: self.max_in_flight_requests,
             queued_max_request_bytes: self.queued_max_request_bytes,
+            fetch_stream_min_bytes: self.fetch_stream_min_bytes,
             read_timeouts: crate::proxy::limits::ReadTimeouts {
                 idle: Duration::from_millis(self.connections_max_idle_ms),
                 frame: Duration::from_millis(self.client_frame_timeout_ms),

@@ -557,6 +557,7 @@ where
                     if buf.len() < LENGTH_PREFIX_BYTES + len {
                         let ctx = shared.gate.as_deref().map(FetchContext::of);
                         stream = FetchStream::start(
+                            shared.settings.fetch_stream_min_bytes,
                             api_version,
                             fetch_header_version(api_version),
                             correlation_id,

@@ -20,7 +20,8 @@
 //! and its address gets store-and-forward only for [`DENIAL_TTL`], so the retry is served
 //! edited.
 //!
-//! Only responses of at least [`STREAM_MIN_BYTES`] stream (a small one costs little to hold);
+//! Only responses of at least `fetch_stream_min_bytes` stream (default
+//! [`DEFAULT_STREAM_MIN_BYTES`]; a small one costs little to hold; 0 turns streaming off);
 //! never a response whose request was rewritten (`ResponseAction::Present`/`Merged`).
 
 use std::collections::HashMap;
@@ -40,8 +41,9 @@ use super::fetch_pass::FetchContext;
 /// arrived; `outcome` = `whole` (sent complete, as the broker wrote it) or `closed` (an edit
 /// was due after part of it went out: the connection was closed before its last byte).
 pub const FETCH_STREAMED: &str = "mirrorgate_client_fetch_streamed_total";
-/// Smallest Fetch response (bytes after the length prefix) forwarded while it arrives.
-pub const STREAM_MIN_BYTES: usize = 256 * 1024;
+/// Default smallest Fetch response (bytes after the length prefix) forwarded while it arrives
+/// (`fetch_stream_min_bytes`).
+pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
 /// How long a client address gets store-and-forward after a streamed response to it had to
 /// be cut off (its retry must get the edited response).
 pub const DENIAL_TTL: Duration = Duration::from_secs(600);
@@ -96,16 +98,21 @@ pub struct FetchStream<'a> {
 
 impl<'a> FetchStream<'a> {
     /// A stream for the Fetch response of `version` to the request with `correlation_id`,
-    /// whose length prefix announced `frame_len` bytes; `None` when it is too small to gain
-    /// from it. `ctx` is the mirror state its topics are checked against.
+    /// whose length prefix announced `frame_len` bytes; `None` when it is smaller than
+    /// `min_bytes` (or `min_bytes` is 0: streaming off). `ctx` is the mirror state its topics
+    /// are checked against.
     pub fn start(
+        min_bytes: usize,
         version: i16,
         header_version: i16,
         correlation_id: i32,
         frame_len: usize,
         ctx: Option<FetchContext<'a>>,
     ) -> Option<Self> {
-        if frame_len < STREAM_MIN_BYTES || !(fetch_scan::MIN_VERSION..=fetch_scan::MAX_VERSION).contains(&version) {
+        if min_bytes == 0
+            || frame_len < min_bytes
+            || !(fetch_scan::MIN_VERSION..=fetch_scan::MAX_VERSION).contains(&version)
+        {
             return None;
         }
         Some(Self { version, header_version, correlation_id, frame_len, sent: 0, checked: 0, stopped: None, ctx })

@@ -133,7 +133,8 @@ fn feed(
     chunk: usize,
     ctx: Option<FetchContext<'_>>,
 ) -> (Vec<std::ops::Range<usize>>, Option<&'static str>) {
-    let mut s = FetchStream::start(16, 1, CORRELATION_ID, frame_len, ctx).expect("large enough to stream");
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, frame_len, ctx)
+        .expect("large enough to stream");
     let mut sent = Vec::new();
     let mut have = 0;
     while have < wire.len() {
@@ -185,7 +186,7 @@ fn a_large_response_goes_out_partition_by_partition_but_its_last_byte() {
 #[test]
 fn the_last_byte_waits_when_the_last_partition_ends_the_frame() {
     let (wire, len) = frame_at(11, &[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
-    let mut s = FetchStream::start(11, 0, CORRELATION_ID, len, None).unwrap();
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 11, 0, CORRELATION_ID, len, None).unwrap();
     let r = s.ready(&wire);
     assert_eq!(r, 0..wire.len() - 1);
     s.wrote(r.end);
@@ -235,17 +236,19 @@ fn nothing_goes_from_a_topic_the_mirror_state_edits() {
 #[test]
 fn small_responses_other_correlation_ids_and_old_versions_do_not_stream() {
     let (wire, len) = frame(&[(U_ID, vec![data(0, 10, 100)])]);
-    assert!(len < STREAM_MIN_BYTES);
-    assert!(FetchStream::start(16, 1, CORRELATION_ID, len, None).is_none());
-    assert!(FetchStream::start(3, 0, CORRELATION_ID, 1 << 20, None).is_none());
+    assert!(len < DEFAULT_STREAM_MIN_BYTES);
+    assert!(FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len, None).is_none());
+    assert!(FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 3, 0, CORRELATION_ID, 1 << 20, None).is_none());
+    assert!(FetchStream::start(0, 16, 1, CORRELATION_ID, 1 << 20, None).is_none(), "0: off");
+    assert!(FetchStream::start(1 << 20, 16, 1, CORRELATION_ID, (1 << 20) - 1, None).is_none());
     let (wire2, len2) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
-    let mut s = FetchStream::start(16, 1, CORRELATION_ID + 1, len2, None).unwrap();
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID + 1, len2, None).unwrap();
     assert!(s.ready(&wire2).is_empty());
     assert_eq!(s.stopped(), Some("correlation id"));
     // Bytes of the next frame after this one are never let go.
     let mut two = wire2.clone();
     two.extend_from_slice(&wire);
-    let mut s = FetchStream::start(16, 1, CORRELATION_ID, len2, None).unwrap();
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len2, None).unwrap();
     assert!(s.ready(&two).end < wire2.len());
 }
 
@@ -256,7 +259,7 @@ fn a_malformed_body_stops_the_stream() {
     let at = 4 + 5 + 4 + 2 + 4;
     wire[at] = 0xff;
     wire.splice(at + 1..at + 1, [0xff, 0xff, 0x0f]);
-    let mut s = FetchStream::start(16, 1, CORRELATION_ID, len + 3, None).unwrap();
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len + 3, None).unwrap();
     assert!(s.ready(&wire).is_empty());
     assert_eq!(s.stopped(), Some("refused by the walk"));
 }
