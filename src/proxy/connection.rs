@@ -623,8 +623,11 @@ where
             write_frame(&mut client_w, &frame).await
         } else if (frame.as_ptr() as usize, frame.len()) == original {
             // The rest of the broker's bytes, the held-back last byte among them.
-            metrics::counter!(FETCH_STREAMED, "outcome" => "whole").increment(1);
-            client_w.write_all(&frame[sent - LENGTH_PREFIX_BYTES..]).await
+            let rest = client_w.write_all(&frame[sent - LENGTH_PREFIX_BYTES..]).await;
+            if rest.is_ok() {
+                metrics::counter!(FETCH_STREAMED, "outcome" => "whole").increment(1);
+            }
+            rest
         } else {
             metrics::counter!(FETCH_STREAMED, "outcome" => "closed").increment(1);
             // An edit was due after part of the response went out: the client never gets

@@ -44,6 +44,8 @@ pub const FETCH_STREAMED: &str = "mirrorgate_client_fetch_streamed_total";
 /// Default smallest Fetch response (bytes after the length prefix) forwarded while it arrives
 /// (`fetch_stream_min_bytes`).
 pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
+/// Fewest new body bytes between two walks of a response being streamed.
+const WALK_STEP_BYTES: usize = 64 * 1024;
 /// How long a client address gets store-and-forward after a streamed response to it had to
 /// be cut off (its retry must get the edited response).
 pub const DENIAL_TTL: Duration = Duration::from_secs(600);
@@ -91,6 +93,8 @@ pub struct FetchStream<'a> {
     sent: usize,
     /// Partitions of the walk checked so far.
     checked: usize,
+    /// Body bytes that must have arrived before the next walk ([`FetchStream::ready`]).
+    next_walk: usize,
     /// Why forwarding stopped, once it has.
     stopped: Option<&'static str>,
     ctx: Option<FetchContext<'a>>,
@@ -115,7 +119,17 @@ impl<'a> FetchStream<'a> {
         {
             return None;
         }
-        Some(Self { version, header_version, correlation_id, frame_len, sent: 0, checked: 0, stopped: None, ctx })
+        Some(Self {
+            version,
+            header_version,
+            correlation_id,
+            frame_len,
+            sent: 0,
+            checked: 0,
+            next_walk: 0,
+            stopped: None,
+            ctx,
+        })
     }
 
     /// Bytes of the frame written to the client (length prefix included).
@@ -148,10 +162,17 @@ impl<'a> FetchStream<'a> {
         };
         let body_total = self.frame_len.saturating_sub(header_len);
         let Some(body) = frame.get(header_len..) else { return self.sent..self.sent };
+        if body.len() < self.next_walk {
+            return self.sent..self.sent;
+        }
         let prefix = match fetch_scan::fetch_response_prefix(body, body_total, self.version) {
             Ok(p) if !p.refused => p,
             _ => return self.stop("refused by the walk"),
         };
+        // Each walk starts at the body's first byte: walk again once the read this one stopped
+        // at has arrived and the body has grown by a quarter (at least 64 KiB), so that a
+        // response of many small partitions costs a few walks, not one per socket read.
+        self.next_walk = prefix.needed.max(body.len() + (body.len() / 4).max(WALK_STEP_BYTES));
         let scan = &prefix.scan;
         for t in &scan.topics {
             // This topic's partitions not checked yet.
@@ -166,12 +187,21 @@ impl<'a> FetchStream<'a> {
             {
                 return self.stop("placeholder batch");
             }
+            // KIP-951: the broker adds `node_endpoints` (which mirrorgate rewrites) for a
+            // partition that answers NOT_LEADER_OR_FOLLOWER (6) or FENCED_LEADER_EPOCH (74) with
+            // its new leader (Kafka's `KafkaApis.handleFetchRequest`, Fetch v16+).
+            if self.version >= 16 && parts.iter().any(|p| matches!(p.error_code, 6 | 74)) {
+                return self.stop("leader change");
+            }
             if let Some(ctx) = &self.ctx {
                 let (name, id) = t.topic.name_and_id();
                 if ctx.topic_needs_edit(name, &id, parts.iter().map(|p| p.partition_index)) {
                     return self.stop("mirror topic edit");
                 }
             }
+        }
+        if scan.node_endpoints {
+            return self.stop("node_endpoints");
         }
         self.checked = scan.partitions.len();
         // Everything up to the end of the last checked partition, never the frame's last byte.

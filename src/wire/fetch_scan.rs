@@ -63,6 +63,8 @@ pub struct FetchTopicScan<'a> {
 pub struct FetchPartitionScan {
     /// `partition_index`.
     pub partition_index: i32,
+    /// `error_code`.
+    pub error_code: i16,
     /// Byte range of the `records` payload (record batches, not parsed) within the walked
     /// body; `None` for null records.
     pub records: Option<Range<usize>>,
@@ -290,6 +292,9 @@ pub struct FetchPrefixScan<'a> {
     /// The walk met bytes it refuses (not merely bytes still to come); `walked` stays where
     /// it was before them.
     pub refused: bool,
+    /// Bytes of the body that must have arrived before a new walk can get further (the end of
+    /// the read it stopped at); the body's length when the walk ended.
+    pub needed: usize,
 }
 
 /// Walks the first `body.len()` bytes of a Fetch response body whose whole length is
@@ -310,18 +315,18 @@ pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<
     let mut c = Cursor::new(body, version >= 12);
     c.total = total.max(body.len());
     let mut walked = 0;
-    let refused = match walk(&mut c, version, &mut scan, &mut walked) {
-        Ok(()) => false,
+    let (refused, needed) = match walk(&mut c, version, &mut scan, &mut walked) {
+        Ok(()) => (false, body.len()),
         // Bytes still to come, not a malformed body: a read past what has arrived that the
         // whole body still has room for.
         Err(ScanError::Wire(WireError::Truncated { needed, .. }))
             if body.len() < c.total && c.pos() + needed <= c.total =>
         {
-            false
+            (false, c.pos() + needed)
         }
-        Err(_) => true,
+        Err(_) => (true, body.len()),
     };
-    Ok(FetchPrefixScan { scan, walked, refused })
+    Ok(FetchPrefixScan { scan, walked, refused, needed })
 }
 
 /// The walk of [`fetch_response`] over `c`, into `scan`; `walked` is set to the position after
@@ -368,7 +373,8 @@ fn walk<'a>(
         scan.partitions.reserve(pn.min(PREALLOC_MAX));
         for _ in 0..pn {
             let partition_index = c.i32("partitions.partition_index")?;
-            c.skip(fixed_head - 4, "partitions.error_code..log_start_offset")?;
+            let error_code = codec::get_i16(&mut c.rest, "partitions.error_code")?;
+            c.skip(fixed_head - 6, "partitions.high_watermark..log_start_offset")?;
             if let Some(an) = c.nullable_array_len(aborted_min, "partitions.aborted_transactions")? {
                 for _ in 0..an {
                     c.skip(16, "aborted_transactions.producer_id, first_offset")?;
@@ -386,7 +392,7 @@ fn walk<'a>(
                 2 => fixed_tagged_struct(value, 8 + 4, "partitions.snapshot_id"),
                 _ => Ok(()),
             })?;
-            scan.partitions.push(FetchPartitionScan { partition_index, records });
+            scan.partitions.push(FetchPartitionScan { partition_index, error_code, records });
             if let Some(t) = scan.topics.last_mut() {
                 t.partitions.end = scan.partitions.len();
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::FetchResponse;
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 use super::*;
@@ -249,7 +249,8 @@ fn small_responses_other_correlation_ids_and_old_versions_do_not_stream() {
     let mut two = wire2.clone();
     two.extend_from_slice(&wire);
     let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len2, None).unwrap();
-    assert!(s.ready(&two).end < wire2.len());
+    // Up to the end of the last partition: the topic's and the response's tagged fields wait.
+    assert_eq!(s.ready(&two).end, wire2.len() - 2);
 }
 
 #[test]
@@ -278,4 +279,66 @@ fn denials_hold_an_address_and_stay_bounded() {
     assert!(d.until.lock().unwrap().len() <= MAX_DENIALS);
     // The newest are kept.
     assert!(d.denied(IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + MAX_DENIALS as u32 + 9))));
+}
+
+/// A partition answering NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (v16+: the broker then
+/// adds `node_endpoints`, which mirrorgate rewrites) stops the stream before it goes, and so
+/// do `node_endpoints` themselves when the whole body came in one read.
+#[test]
+fn a_leader_change_stops_the_stream() {
+    use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, NodeEndpoint};
+    use kafka_protocol::messages::BrokerId;
+    for error in [6i16, 74] {
+        let (wire, _) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0), hundred_k(0)])]);
+        // The same response with partition 3 moved: error, new leader, its endpoint.
+        let mut resp = FetchResponse::decode(&mut Bytes::copy_from_slice(&wire[9..]), 16).unwrap();
+        let p = &mut resp.responses[0].partitions[3];
+        p.error_code = error;
+        p.records = Some(Bytes::new());
+        p.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5);
+        resp.node_endpoints = vec![NodeEndpoint::default()
+            .with_node_id(BrokerId(2))
+            .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker-2.internal"))
+            .with_port(9092)];
+        let mut body = BytesMut::new();
+        body.put_i32(CORRELATION_ID);
+        body.put_u8(0);
+        resp.encode(&mut body, 16).unwrap();
+        let mut moved = length_prefix(body.len()).to_vec();
+        moved.extend_from_slice(&body);
+        let (sent, stopped) = feed(&moved, body.len(), 16 * 1024, None);
+        assert_eq!(stopped, Some("leader change"), "error {error}");
+        let whole = fetch_scan::fetch_response(&moved[9..], 16).unwrap();
+        let third_end = whole.partitions[2].records.as_ref().unwrap().end + 9;
+        // Whatever went before it, never a byte of the moved partition.
+        let moved_start = whole.partitions[3].records.as_ref().unwrap().start + 9;
+        assert!(sent.last().map_or(0, |r| r.end) <= third_end + 1 && third_end < moved_start);
+        // All at once: nothing goes.
+        let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, body.len(), None).unwrap();
+        assert!(s.ready(&moved).is_empty());
+        assert_eq!(s.stopped(), Some("leader change"));
+    }
+}
+
+/// `node_endpoints` without a partition error (not what Kafka sends, but the edit would be
+/// made): the stream stops once the body is complete.
+#[test]
+fn node_endpoints_stop_the_stream() {
+    use kafka_protocol::messages::fetch_response::NodeEndpoint;
+    use kafka_protocol::messages::BrokerId;
+    let (wire, _) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
+    let mut resp = FetchResponse::decode(&mut Bytes::copy_from_slice(&wire[9..]), 16).unwrap();
+    resp.node_endpoints = vec![NodeEndpoint::default()
+        .with_node_id(BrokerId(1))
+        .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker-1.internal"))
+        .with_port(9092)];
+    let mut body = BytesMut::new();
+    body.put_i32(CORRELATION_ID);
+    body.put_u8(0);
+    resp.encode(&mut body, 16).unwrap();
+    let mut with_endpoints = length_prefix(body.len()).to_vec();
+    with_endpoints.extend_from_slice(&body);
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, body.len(), None).unwrap();
+    assert!(s.ready(&with_endpoints).is_empty());
+    assert_eq!(s.stopped(), Some("node_endpoints"));
 }
