@@ -162,17 +162,22 @@ impl<'a> FetchStream<'a> {
         };
         let body_total = self.frame_len.saturating_sub(header_len);
         let Some(body) = frame.get(header_len..) else { return self.sent..self.sent };
-        if body.len() < self.next_walk {
+        // (Walked once more when complete: a stop is then known, and named in the log.)
+        if body.len() < self.next_walk && body.len() < body_total {
             return self.sent..self.sent;
         }
         let prefix = match fetch_scan::fetch_response_prefix(body, body_total, self.version) {
             Ok(p) if !p.refused => p,
             _ => return self.stop("refused by the walk"),
         };
-        // Each walk starts at the body's first byte: walk again once the read this one stopped
-        // at has arrived and the body has grown by a quarter (at least 64 KiB), so that a
-        // response of many small partitions costs a few walks, not one per socket read.
-        self.next_walk = prefix.needed.max(body.len() + (body.len() / 4).max(WALK_STEP_BYTES));
+        // Each walk starts at the body's first byte: walk again once the body has grown by 64
+        // KiB, and by 1 KiB more per partition walked, so that the walks of a response cost at
+        // most one partition header per KiB of it, however many partitions it has. (Inside a
+        // partition's records the walk cannot get further before they are complete, but the
+        // whole batches that arrived meanwhile can go.)
+        let step = WALK_STEP_BYTES + prefix.scan.partitions.len() * 1024;
+        let next = if prefix.partial.is_some() { body.len() } else { prefix.needed };
+        self.next_walk = next.max(body.len() + step);
         let scan = &prefix.scan;
         for t in &scan.topics {
             // This topic's partitions not checked yet.
@@ -204,9 +209,28 @@ impl<'a> FetchStream<'a> {
             return self.stop("node_endpoints");
         }
         self.checked = scan.partitions.len();
-        // Everything up to the end of the last checked partition, never the frame's last byte.
-        let may = (LENGTH_PREFIX_BYTES + header_len + prefix.walked).min(LENGTH_PREFIX_BYTES + self.frame_len - 1);
-        if prefix.walked == 0 || may <= self.sent {
+        // Everything up to the end of the last checked partition, and of the partition in
+        // progress its whole batches once checked; never the frame's last byte.
+        let mut upto = prefix.walked;
+        if let (Some(partial), Some(topic)) = (&prefix.partial, scan.topics.last()) {
+            if self.version >= 16 && matches!(partial.error_code, 6 | 74) {
+                return self.stop("leader change");
+            }
+            if let Some(ctx) = &self.ctx {
+                let (name, id) = topic.topic.name_and_id();
+                if ctx.topic_needs_edit(name, &id, std::iter::once(partial.partition_index)) {
+                    return self.stop("mirror topic edit");
+                }
+            }
+            let arrived = body.get(partial.records.start..body.len().min(partial.records.end)).unwrap_or_default();
+            match batch::leading_batches(arrived) {
+                Ok(0) => {}
+                Ok(n) => upto = partial.records.start + n,
+                Err(_) => return self.stop("placeholder batch"),
+            }
+        }
+        let may = (LENGTH_PREFIX_BYTES + header_len + upto).min(LENGTH_PREFIX_BYTES + self.frame_len - 1);
+        if upto == 0 || may <= self.sent {
             return self.sent..self.sent;
         }
         self.sent..may

@@ -253,23 +253,32 @@ pub fn is_placeholder_batch(bytes: &[u8]) -> bool {
 /// message format, or at an impossible length. This is the check the proxy runs on every
 /// partition of every Fetch response (docs/performance.md "Placeholder check").
 pub fn has_placeholder(records: &[u8]) -> bool {
+    leading_batches(records).is_err()
+}
+
+/// The walk of [`has_placeholder`] over `records`, which may be the first part of a
+/// partition's records still arriving: `Ok(n)` when none of the whole v2 batches at the front
+/// is a placeholder batch, `n` being the bytes they take; `Err(at)` at the first placeholder
+/// batch, `at` its offset in `records`. Stops at a partial batch, a batch of another message
+/// format, or an impossible length.
+pub fn leading_batches(records: &[u8]) -> Result<usize, usize> {
     let mut pos = 0usize;
     while records.len() - pos >= HEADER_LEN {
         let rest = &records[pos..];
         let length = be_i32(rest, 8);
         if length < (HEADER_LEN - LOG_OVERHEAD) as i32 || rest[16] != 2 {
-            return false;
+            break;
         }
         let total = LOG_OVERHEAD + length as usize;
         if rest.len() < total {
-            return false;
+            break;
         }
         if is_placeholder_batch(&rest[..total]) {
-            return true;
+            return Err(pos);
         }
         pos += total;
     }
-    false
+    Ok(pos)
 }
 
 /// Iterates the whole batches at the front of a Fetch response's `records` bytes. A partial

@@ -176,7 +176,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Nullable `bytes` (compact when flexible): the byte range of the payload, `None` for null.
-    fn nullable_bytes(&mut self, what: &'static str) -> Result<Option<Range<usize>>, ScanError> {
+    /// `at_length` is told the range once the length has been read, before the payload is.
+    fn nullable_bytes(
+        &mut self,
+        what: &'static str,
+        at_length: impl FnOnce(&Range<usize>),
+    ) -> Result<Option<Range<usize>>, ScanError> {
         let len = if self.flexible {
             match self.uvarint(what)? {
                 0 => return Ok(None),
@@ -190,6 +195,7 @@ impl<'a> Cursor<'a> {
             }
         };
         let start = self.pos();
+        at_length(&(start..start.saturating_add(len)));
         self.skip(len, what)?;
         Ok(Some(start..start + len))
     }
@@ -275,7 +281,7 @@ fn node_endpoints(value: &[u8]) -> Result<bool, ScanError> {
 pub fn fetch_response(body: &[u8], version: i16) -> Result<FetchResponseScan<'_>, ScanError> {
     let mut scan = FetchResponseScan { topics: Vec::new(), partitions: Vec::new(), node_endpoints: false };
     let mut c = Cursor::new(body, version >= 12);
-    walk(&mut c, version, &mut scan, &mut 0)?;
+    walk(&mut c, version, &mut scan, &mut 0, &mut None)?;
     Ok(scan)
 }
 
@@ -295,6 +301,20 @@ pub struct FetchPrefixScan<'a> {
     /// Bytes of the body that must have arrived before a new walk can get further (the end of
     /// the read it stopped at); the body's length when the walk ended.
     pub needed: usize,
+    /// The partition whose `records` the arrived bytes end in, if they do: the next one of
+    /// `scan.partitions` once complete, in the last topic of `scan.topics`.
+    pub partial: Option<PartialPartition>,
+}
+
+/// A partition of a Fetch response whose `records` have partly arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialPartition {
+    /// `partition_index`.
+    pub partition_index: i32,
+    /// `error_code`.
+    pub error_code: i16,
+    /// Byte range its `records` will fill in the body, by their announced length.
+    pub records: Range<usize>,
 }
 
 /// Walks the first `body.len()` bytes of a Fetch response body whose whole length is
@@ -315,7 +335,8 @@ pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<
     let mut c = Cursor::new(body, version >= 12);
     c.total = total.max(body.len());
     let mut walked = 0;
-    let (refused, needed) = match walk(&mut c, version, &mut scan, &mut walked) {
+    let mut partial = None;
+    let (refused, needed) = match walk(&mut c, version, &mut scan, &mut walked, &mut partial) {
         Ok(()) => (false, body.len()),
         // Bytes still to come, not a malformed body: a read past what has arrived that the
         // whole body still has room for.
@@ -326,7 +347,9 @@ pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<
         }
         Err(_) => (true, body.len()),
     };
-    Ok(FetchPrefixScan { scan, walked, refused, needed })
+    // Only a walk that stopped inside the records has a partition in progress.
+    let partial = partial.filter(|p| !refused && c.pos() >= p.records.start && c.pos() < p.records.end);
+    Ok(FetchPrefixScan { scan, walked, refused, needed, partial })
 }
 
 /// The walk of [`fetch_response`] over `c`, into `scan`; `walked` is set to the position after
@@ -337,6 +360,7 @@ fn walk<'a>(
     version: i16,
     scan: &mut FetchResponseScan<'a>,
     walked: &mut usize,
+    partial: &mut Option<PartialPartition>,
 ) -> Result<(), ScanError> {
     if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
         return Err(ScanError::UnsupportedVersion { api: NAME, version });
@@ -382,7 +406,9 @@ fn walk<'a>(
                 }
             }
             c.skip(preferred, "partitions.preferred_read_replica")?;
-            let records = c.nullable_bytes("partitions.records")?;
+            let records = c.nullable_bytes("partitions.records", |r| {
+                *partial = Some(PartialPartition { partition_index, error_code, records: r.clone() });
+            })?;
             c.tagged_fields("partitions", |tag, value| match tag {
                 // diverging_epoch: epoch, end_offset
                 0 => fixed_tagged_struct(value, 4 + 8, "partitions.diverging_epoch"),
@@ -392,6 +418,7 @@ fn walk<'a>(
                 2 => fixed_tagged_struct(value, 8 + 4, "partitions.snapshot_id"),
                 _ => Ok(()),
             })?;
+            *partial = None;
             scan.partitions.push(FetchPartitionScan { partition_index, error_code, records });
             if let Some(t) = scan.topics.last_mut() {
                 t.partitions.end = scan.partitions.len();
@@ -645,6 +672,18 @@ mod tests {
                             whole.topics.iter().find(|w| w.topic == t.topic).map(|w| w.partitions.start),
                             Some(t.partitions.start)
                         );
+                    }
+                    // The partition in progress: exactly when the cut falls inside the next
+                    // partition's (non-empty) records.
+                    let inside = whole
+                        .partitions
+                        .get(done)
+                        .and_then(|q| q.records.clone())
+                        .filter(|r| r.start <= cut && cut < r.end);
+                    assert_eq!(p.partial.as_ref().map(|q| q.records.clone()), inside, "v{version} cut {cut}");
+                    if let Some(q) = &p.partial {
+                        assert_eq!(q.partition_index, whole.partitions[done].partition_index);
+                        assert_eq!(q.error_code, whole.partitions[done].error_code);
                     }
                     if cut < body.len() {
                         assert!(!p.scan.node_endpoints);

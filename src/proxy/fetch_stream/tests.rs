@@ -167,15 +167,25 @@ fn a_large_response_goes_out_partition_by_partition_but_its_last_byte() {
         if chunk < 300_000 {
             assert!(sent.len() >= 3, "chunk {chunk}: sent in {} pieces", sent.len());
         }
-        // Every piece ends where a partition does: right after some records.
+        // Every piece ends where a batch of a partition's records or a partition does.
         let body = &wire[9..];
         assert_eq!(body.len(), len - 5, "correlation id and header tags before the body");
         let whole = fetch_scan::fetch_response(body, 16).unwrap();
+        let mut ends = Vec::new();
+        for p in &whole.partitions {
+            let r = p.records.clone().unwrap();
+            ends.push(r.end + 1); // after its tagged fields
+            let mut at = r.start;
+            for b in crate::wire::batch::BatchIter::new(Bytes::copy_from_slice(&body[r.clone()])) {
+                at += b.unwrap().bytes().len();
+                ends.push(at);
+            }
+        }
         for r in &sent[..sent.len() - 1] {
-            let at = r.end - 9;
             assert!(
-                whole.partitions.iter().any(|p| p.records.as_ref().is_some_and(|rr| rr.end < at && at <= rr.end + 2)),
-                "chunk {chunk}: a piece ends at body byte {at}, not after a partition"
+                ends.contains(&(r.end - 9)),
+                "chunk {chunk}: a piece ends at body byte {}, inside a batch",
+                r.end - 9
             );
         }
     }
@@ -209,8 +219,22 @@ fn nothing_goes_from_a_partition_with_a_placeholder_on() {
     let third_start = whole.partitions[2].records.as_ref().unwrap().start + 9;
     let (sent, stopped) = feed(&wire, len, 16 * 1024, None);
     assert_eq!(stopped, Some("placeholder batch"));
+    // Some of the first two partitions may have gone, nothing of the third's records.
+    let end = sent.last().map_or(0, |r| r.end);
+    assert!(end <= second_end + 1 && end < third_start, "sent up to {end}, partition 2 ends at {second_end}");
+    // A placeholder after whole batches of the partition: those batches may go, not it.
+    let late = Bytes::from([hundred_k(0), placeholder(100)].concat());
+    let (wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), late.clone()])]);
+    let whole = fetch_scan::fetch_response(&wire[9..], 16).unwrap();
+    let second = whole.partitions[2].records.clone().unwrap();
+    let placeholder_at = 9 + second.start + hundred_k(0).len();
+    let (sent, stopped) = feed(&wire, len, 4096, None);
+    assert_eq!(stopped, Some("placeholder batch"));
     let end = sent.last().unwrap().end;
-    assert!(end > second_end && end < third_start, "sent up to {end}, partition 2 ends at {second_end}");
+    assert!(
+        end > 9 + second.start && end <= placeholder_at,
+        "sent up to {end}, the placeholder starts at {placeholder_at}"
+    );
 }
 
 #[test]
