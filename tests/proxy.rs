@@ -436,6 +436,15 @@ fn with_metrics(dest: &Cluster) -> (Mirrorgate, String) {
     (mg, metrics)
 }
 
+/// Creates `topic` with `partitions` on `bootstrap`, replication factor 1, `extra` arguments.
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32, extra: &[&str]) {
+    let partitions = partitions.to_string();
+    let mut args = vec!["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", &partitions];
+    args.extend(["--replication-factor", "1"]);
+    args.extend(extra);
+    kafka_tool_ok(V, "topics", &args, None);
+}
+
 fn produce_mixed(bootstrap: &str, topic: &str, count: usize, big: usize) {
     let (count, big) = (count.to_string(), big.to_string());
     let args = ["produce-mixed", "--bootstrap", bootstrap, "--topic", topic, "--count", &count, "--big", &big];
@@ -454,25 +463,7 @@ fn large_fetch_responses_are_forwarded_while_they_arrive_and_read_as_direct() {
     let dest = cluster("dest");
     let (mg, metrics) = with_metrics(&dest);
     let topic = unique_name("streamed");
-    let p = "3";
-    kafka_tool_ok(
-        V,
-        "topics",
-        &[
-            "--bootstrap-server",
-            &dest.bootstrap,
-            "--create",
-            "--topic",
-            &topic,
-            "--partitions",
-            p,
-            "--replication-factor",
-            "1",
-            "--config",
-            "max.message.bytes=4000000",
-        ],
-        None,
-    );
+    create_topic(&dest.bootstrap, &topic, 3, &["--config", "max.message.bytes=4000000"]);
     // Varied records with three values of 1.5 MB: responses of up to 1 MiB a partition, and
     // larger ones for the big records.
     produce_mixed(&dest.bootstrap, &topic, 6000, 3);
@@ -537,22 +528,7 @@ async fn a_streamed_response_that_needs_a_late_edit_is_cut_off_and_the_retry_is_
     let dest = cluster("dest");
     let (mg, metrics) = with_metrics(&dest);
     let topic = unique_name("late-edit");
-    kafka_tool_ok(
-        V,
-        "topics",
-        &[
-            "--bootstrap-server",
-            &dest.bootstrap,
-            "--create",
-            "--topic",
-            &topic,
-            "--partitions",
-            "2",
-            "--replication-factor",
-            "1",
-        ],
-        None,
-    );
+    create_topic(&dest.bootstrap, &topic, 2, &[]);
     let produce = |partition: &str, count: &str, prefix: &str| {
         let args = [
             "produce",

@@ -126,6 +126,27 @@ fn frame_at(version: i16, topics: &[([u8; 16], Vec<Bytes>)]) -> (Vec<u8>, usize)
     (wire, body.len())
 }
 
+/// `wire` (a v16 frame of [`frame`]) with its response changed by `edit`: the new frame and
+/// its length after the prefix.
+fn edited(wire: &[u8], edit: impl FnOnce(&mut FetchResponse)) -> (Vec<u8>, usize) {
+    let mut resp = FetchResponse::decode(&mut Bytes::copy_from_slice(&wire[9..]), 16).unwrap();
+    edit(&mut resp);
+    let mut body = BytesMut::new();
+    body.put_i32(CORRELATION_ID);
+    body.put_u8(0);
+    resp.encode(&mut body, 16).unwrap();
+    let mut out = length_prefix(body.len()).to_vec();
+    out.extend_from_slice(&body);
+    (out, body.len())
+}
+
+fn endpoint(node: i32, host: &'static str) -> kafka_protocol::messages::fetch_response::NodeEndpoint {
+    kafka_protocol::messages::fetch_response::NodeEndpoint::default()
+        .with_node_id(kafka_protocol::messages::BrokerId(node))
+        .with_host(kafka_protocol::protocol::StrBytes::from_static_str(host))
+        .with_port(9092)
+}
+
 /// Feeds `wire` to a stream `chunk` bytes at a time; the ranges it let go.
 fn feed(
     wire: &[u8],
@@ -310,27 +331,19 @@ fn denials_hold_an_address_and_stay_bounded() {
 /// do `node_endpoints` themselves when the whole body came in one read.
 #[test]
 fn a_leader_change_stops_the_stream() {
-    use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, NodeEndpoint};
+    use kafka_protocol::messages::fetch_response::LeaderIdAndEpoch;
     use kafka_protocol::messages::BrokerId;
     for error in [6i16, 74] {
         let (wire, _) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0), hundred_k(0)])]);
         // The same response with partition 3 moved: error, new leader, its endpoint.
-        let mut resp = FetchResponse::decode(&mut Bytes::copy_from_slice(&wire[9..]), 16).unwrap();
-        let p = &mut resp.responses[0].partitions[3];
-        p.error_code = error;
-        p.records = Some(Bytes::new());
-        p.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5);
-        resp.node_endpoints = vec![NodeEndpoint::default()
-            .with_node_id(BrokerId(2))
-            .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker-2.internal"))
-            .with_port(9092)];
-        let mut body = BytesMut::new();
-        body.put_i32(CORRELATION_ID);
-        body.put_u8(0);
-        resp.encode(&mut body, 16).unwrap();
-        let mut moved = length_prefix(body.len()).to_vec();
-        moved.extend_from_slice(&body);
-        let (sent, stopped) = feed(&moved, body.len(), 16 * 1024, None);
+        let (moved, moved_len) = edited(&wire, |resp| {
+            let p = &mut resp.responses[0].partitions[3];
+            p.error_code = error;
+            p.records = Some(Bytes::new());
+            p.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5);
+            resp.node_endpoints = vec![endpoint(2, "broker-2.internal")];
+        });
+        let (sent, stopped) = feed(&moved, moved_len, 16 * 1024, None);
         assert_eq!(stopped, Some("leader change"), "error {error}");
         let whole = fetch_scan::fetch_response(&moved[9..], 16).unwrap();
         let third_end = whole.partitions[2].records.as_ref().unwrap().end + 9;
@@ -338,7 +351,7 @@ fn a_leader_change_stops_the_stream() {
         let moved_start = whole.partitions[3].records.as_ref().unwrap().start + 9;
         assert!(sent.last().map_or(0, |r| r.end) <= third_end + 1 && third_end < moved_start);
         // All at once: nothing goes.
-        let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, body.len(), None).unwrap();
+        let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, moved_len, None).unwrap();
         assert!(s.ready(&moved).is_empty());
         assert_eq!(s.stopped(), Some("leader change"));
     }
@@ -348,21 +361,9 @@ fn a_leader_change_stops_the_stream() {
 /// made): the stream stops once the body is complete.
 #[test]
 fn node_endpoints_stop_the_stream() {
-    use kafka_protocol::messages::fetch_response::NodeEndpoint;
-    use kafka_protocol::messages::BrokerId;
     let (wire, _) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), hundred_k(0)])]);
-    let mut resp = FetchResponse::decode(&mut Bytes::copy_from_slice(&wire[9..]), 16).unwrap();
-    resp.node_endpoints = vec![NodeEndpoint::default()
-        .with_node_id(BrokerId(1))
-        .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker-1.internal"))
-        .with_port(9092)];
-    let mut body = BytesMut::new();
-    body.put_i32(CORRELATION_ID);
-    body.put_u8(0);
-    resp.encode(&mut body, 16).unwrap();
-    let mut with_endpoints = length_prefix(body.len()).to_vec();
-    with_endpoints.extend_from_slice(&body);
-    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, body.len(), None).unwrap();
+    let (with_endpoints, len) = edited(&wire, |resp| resp.node_endpoints = vec![endpoint(1, "broker-1.internal")]);
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len, None).unwrap();
     assert!(s.ready(&with_endpoints).is_empty());
     assert_eq!(s.stopped(), Some("node_endpoints"));
 }
