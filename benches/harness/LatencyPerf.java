@@ -14,7 +14,9 @@
 //   java -cp <kafka libs> LatencyPerf.java --paired BOOTSTRAP_A BOOTSTRAP_B TOPIC RECORDS RECORD_SIZE RATE WARMUP DUMP_A DUMP_B
 //     Two producers in one process, one per bootstrap (direct and through the proxy), sending
 //     in turn on one clock: a send every 1/RATE s, alternately A and B, so each side sends
-//     RECORDS records at RATE/2 records/s and a pair's two sends are 1/RATE s apart. Both sides
+//     RECORDS records at RATE/2 records/s and a pair's two sends are 1/RATE s apart; A writes
+//     to partition 0 of TOPIC and B to partition 1, so that neither waits on the other's
+//     partition (the broker appends to one partition at a time). Both sides
 //     meet the same bursts of the machine (the broker's GC, other processes, this JVM's GC),
 //     which separate rounds of one side at a time do not: the difference of the two sides'
 //     percentiles then measures the proxy, not the moment. Prints the line above per side
@@ -87,7 +89,9 @@ public class LatencyPerf {
                 final int side = i % sides;
                 final int idx = i / sides;
                 final long sent = System.nanoTime();
-                producers[side].send(new ProducerRecord<>(topic, 0, null, value), (md, e) -> {
+                // One partition a side: neither side's appends wait for the other's
+                // partition lock (the paired run needs TOPIC with 2 partitions).
+                producers[side].send(new ProducerRecord<>(topic, side, null, value), (md, e) -> {
                     latency[side][idx] = System.nanoTime() - sent;
                     if (e != null) failure.compareAndSet(null, e);
                     done.countDown();

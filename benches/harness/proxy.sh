@@ -111,7 +111,8 @@ EOF
 done
 log "direct $DIRECT, through mirrorgate $PROXY"
 
-tool topics --bootstrap-server "$DIRECT" --create --topic lat --partitions 1 --replication-factor 1 >/dev/null
+# Two partitions: the paired µs run writes one side to each (producer-perf spreads over both).
+tool topics --bootstrap-server "$DIRECT" --create --topic lat --partitions 2 --replication-factor 1 >/dev/null
 tool topics --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null
 
 # producer-perf's summary line: "N records sent, R records/sec (M MB/sec), A ms avg latency,
