@@ -95,6 +95,9 @@ pub struct FetchStream<'a> {
     checked: usize,
     /// Body bytes that must have arrived before the next walk ([`FetchStream::ready`]).
     next_walk: usize,
+    /// The partition in progress (where its records start in the body) and how many bytes of
+    /// its records are whole batches already checked: the next walk goes on from there.
+    partial_checked: (usize, usize),
     /// Why forwarding stopped, once it has.
     stopped: Option<&'static str>,
     ctx: Option<FetchContext<'a>>,
@@ -127,6 +130,7 @@ impl<'a> FetchStream<'a> {
             sent: 0,
             checked: 0,
             next_walk: 0,
+            partial_checked: (0, 0),
             stopped: None,
             ctx,
         })
@@ -213,6 +217,7 @@ impl<'a> FetchStream<'a> {
         // progress its whole batches once checked; never the frame's last byte.
         let mut upto = prefix.walked;
         if let (Some(partial), Some(topic)) = (&prefix.partial, scan.topics.last()) {
+            // (Kafka answers 6 and 74 with empty records, so this is only a guard.)
             if self.version >= 16 && matches!(partial.error_code, 6 | 74) {
                 return self.stop("leader change");
             }
@@ -223,9 +228,17 @@ impl<'a> FetchStream<'a> {
                 }
             }
             let arrived = body.get(partial.records.start..body.len().min(partial.records.end)).unwrap_or_default();
-            match batch::leading_batches(arrived) {
-                Ok(0) => {}
-                Ok(n) => upto = partial.records.start + n,
+            // Go on after the batches an earlier walk checked in this partition (the same
+            // bytes, so the same batches), not from its first batch again.
+            let (start, done) = self.partial_checked;
+            let from = if start == partial.records.start { done.min(arrived.len()) } else { 0 };
+            match batch::leading_batches(&arrived[from..]) {
+                Ok(n) => {
+                    self.partial_checked = (partial.records.start, from + n);
+                    if from + n > 0 {
+                        upto = partial.records.start + from + n;
+                    }
+                }
                 Err(_) => return self.stop("placeholder batch"),
             }
         }

@@ -367,3 +367,31 @@ fn node_endpoints_stop_the_stream() {
     assert!(s.ready(&with_endpoints).is_empty());
     assert_eq!(s.stopped(), Some("node_endpoints"));
 }
+
+/// Inside the partition still arriving, nothing goes past a batch of another message format
+/// (or an impossible length) before the partition is complete; whole, it goes as
+/// `has_placeholder` sees it (the walk stops there, no placeholder).
+#[test]
+fn nothing_goes_past_a_strange_batch_before_its_partition_is_complete() {
+    let good = hundred_k(0);
+    let mut odd = data(100, 5, 1000).to_vec();
+    odd[16] = 1; // magic 1
+    let records = Bytes::from([good.clone(), Bytes::from(odd), hundred_k(105)].concat());
+    let (wire, len) = frame(&[(U_ID, vec![hundred_k(0), hundred_k(0), records])]);
+    let whole = fetch_scan::fetch_response(&wire[9..], 16).unwrap();
+    let third = whole.partitions[2].records.clone().unwrap();
+    let odd_at = 9 + third.start + good.len();
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, 16, 1, CORRELATION_ID, len, None).unwrap();
+    let mut have = 0;
+    while have < wire.len() - 10 {
+        have = (have + 4096).min(wire.len() - 10);
+        let r = s.ready(&wire[..have]);
+        if !r.is_empty() {
+            assert!(r.end <= odd_at, "sent up to {} past the strange batch at {odd_at}", r.end);
+            s.wrote(r.end);
+        }
+    }
+    assert!(s.sent() > 9 + third.start, "the whole batches before it went");
+    let r = s.ready(&wire);
+    assert_eq!((r.end, s.stopped()), (wire.len() - 2, None), "complete: up to the tagged fields");
+}
