@@ -630,6 +630,7 @@ where
             rest
         } else {
             metrics::counter!(FETCH_STREAMED, "outcome" => "closed").increment(1);
+            metrics.sent.increment(sent as u64);
             // An edit was due after part of the response went out: the client never gets
             // its last byte, so it never parses it; it fetches again, served whole.
             shared.fetch_stream_denials.deny(identity.host);
