@@ -199,4 +199,4 @@ fn replace_placeholders(resp: &mut FetchResponse, ctx: Option<&FetchContext<'_>>
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -150,21 +150,25 @@ impl<'a> Cursor<'a> {
         std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
     }
 
+    /// A nullable length (compact when flexible: `n + 1`, 0 for null; else `i32`, -1 for null).
+    fn nullable_len(&mut self, what: &'static str) -> Result<Option<usize>, ScanError> {
+        if self.flexible {
+            return Ok(match self.uvarint(what)? {
+                0 => None,
+                n => Some((n - 1) as usize),
+            });
+        }
+        match self.i32(what)? {
+            -1 => Ok(None),
+            n if n < -1 => Err(ScanError::NegativeLength { what, len: n }),
+            n => Ok(Some(n as usize)),
+        }
+    }
+
     /// A nullable array's count (compact when flexible), refused unless `count × min_elem`
     /// bytes remain.
     fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
-        let count = if self.flexible {
-            match self.uvarint(what)? {
-                0 => return Ok(None),
-                n => (n - 1) as usize,
-            }
-        } else {
-            match self.i32(what)? {
-                -1 => return Ok(None),
-                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
-                n => n as usize,
-            }
-        };
+        let Some(count) = self.nullable_len(what)? else { return Ok(None) };
         if count.saturating_mul(min_elem.max(1)) > self.remaining() {
             return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
         }
@@ -182,18 +186,7 @@ impl<'a> Cursor<'a> {
         what: &'static str,
         at_length: impl FnOnce(&Range<usize>),
     ) -> Result<Option<Range<usize>>, ScanError> {
-        let len = if self.flexible {
-            match self.uvarint(what)? {
-                0 => return Ok(None),
-                n => (n - 1) as usize,
-            }
-        } else {
-            match self.i32(what)? {
-                -1 => return Ok(None),
-                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n }),
-                n => n as usize,
-            }
-        };
+        let Some(len) = self.nullable_len(what)? else { return Ok(None) };
         let start = self.pos();
         at_length(&(start..start.saturating_add(len)));
         self.skip(len, what)?;

@@ -75,6 +75,12 @@ fn ctx(topics: &Topics, state: State) -> FetchContext<'_> {
 
 /// One uncompressed data batch of `count` records from `base` (CreateTime).
 fn data_batch(base: i64, count: i64) -> Bytes {
+    data_batch_of(base, count, Bytes::from_static(b"value"))
+}
+
+/// One uncompressed data batch of `count` records from `base` (CreateTime), key `k`, each
+/// with `value` (also used by the `fetch_stream` tests).
+pub(crate) fn data_batch_of(base: i64, count: i64, value: Bytes) -> Bytes {
     let records: Vec<Record> = (0..count)
         .map(|i| Record {
             transactional: false,
@@ -88,7 +94,7 @@ fn data_batch(base: i64, count: i64) -> Bytes {
             sequence: -1,
             timestamp: 1_700_000_000_000 + i,
             key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::from_static(b"value")),
+            value: Some(value.clone()),
             headers: Default::default(),
         })
         .collect();

@@ -10,7 +10,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::FetchResponse;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 use super::*;
 use crate::mirror::offset_maps::OffsetMaps;
@@ -50,27 +49,7 @@ fn ctx(lat: bool) -> FetchContext<'static> {
 
 /// Uncompressed data batches of `count` records of `value_len` bytes each from `base`.
 fn data(base: i64, count: i64, value_len: usize) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: base + i,
-            sequence: -1,
-            timestamp: 1_700_000_000_000 + i,
-            key: None,
-            value: Some(Bytes::from(vec![b'v'; value_len])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(&mut out, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .unwrap();
-    out.freeze()
+    crate::proxy::fetch_pass::tests::data_batch_of(base, count, Bytes::from(vec![b'v'; value_len]))
 }
 
 fn placeholder(base: i64) -> Bytes {
