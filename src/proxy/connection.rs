@@ -544,20 +544,22 @@ where
             return "response due from a destination broker that was never connected".into();
         };
         // A large Fetch response goes to the client while it arrives (fetch_stream).
-        let streamable = api_key == FETCH
-            && matches!(action, ResponseAction::Fetch)
-            && !shared.fetch_stream_denials.denied(identity.host);
+        let min_bytes = shared.settings.fetch_stream_min_bytes;
         let mut stream: Option<FetchStream<'_>> = None;
-        let mut stream_decided = !streamable;
+        let mut stream_decided = !(api_key == FETCH && matches!(action, ResponseAction::Fetch) && min_bytes > 0);
         let frame = loop {
             if !stream_decided {
                 if let Ok(Some(len)) = decoder.peek_length(&buf) {
                     stream_decided = true;
-                    // Already whole (read with the previous response): nothing to gain.
-                    if buf.len() < LENGTH_PREFIX_BYTES + len {
+                    // Large enough, not already whole (read with the previous response), and
+                    // this client's address not held back; the mirror state read only then.
+                    if len >= min_bytes
+                        && buf.len() < LENGTH_PREFIX_BYTES + len
+                        && !shared.fetch_stream_denials.denied(identity.host)
+                    {
                         let ctx = shared.gate.as_deref().map(FetchContext::of);
                         stream = FetchStream::start(
-                            shared.settings.fetch_stream_min_bytes,
+                            min_bytes,
                             api_version,
                             fetch_header_version(api_version),
                             correlation_id,
