@@ -186,29 +186,12 @@ impl Batch {
 /// clients). Never panics on short or malformed bytes (`false`).
 pub fn is_placeholder_batch(bytes: &[u8]) -> bool {
     const KEY_LEN: usize = PLACEHOLDER_KEY_LEN;
-    if bytes.len() < HEADER_LEN + 1 + PLACEHOLDER_MAGIC.len() {
-        return false;
-    }
+    let p = match placeholder_fast_path(bytes, bytes.len()) {
+        FastPath::Candidate(p) => p,
+        FastPath::NotPlaceholder | FastPath::NeedMore => return false,
+    };
     let count = be_i32(bytes, 57);
-    if be_i16(bytes, 21) & (ATTR_COMPRESSION_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) != 0
-        || count < 1
-        || be_i64(bytes, 43) < 0
-    {
-        return false;
-    }
     let rec = &bytes[HEADER_LEN..];
-    // Fast path: the first record's key.
-    let first_key_at = (|| {
-        let (_len, p) = read_varint(rec, 0)?;
-        let (_ts, p) = read_varlong(rec, p + 1)?; // after the record's attributes byte
-        let (_offset_delta, p) = read_varint(rec, p)?;
-        let (key_len, p) = read_varint(rec, p)?;
-        (key_len >= PLACEHOLDER_MAGIC.len() as i64).then_some(p)
-    })();
-    let Some(p) = first_key_at else { return false };
-    if rec.get(p..p + PLACEHOLDER_MAGIC.len()) != Some(&PLACEHOLDER_MAGIC[..]) {
-        return false;
-    }
     // Full check: every record is a placeholder of the same nonce and consecutive offsets.
     if i64::from(be_i32(bytes, 23)) + 1 != i64::from(count) {
         return false;
@@ -245,6 +228,78 @@ pub fn is_placeholder_batch(bytes: &[u8]) -> bool {
         }
     }
     pos == rec.len()
+}
+
+/// What the first bytes of a batch say of it being a placeholder batch.
+enum FastPath {
+    /// It is not one, whatever its other bytes.
+    NotPlaceholder,
+    /// Its header and first key fit a placeholder: the whole batch must be checked (`usize`:
+    /// where the first key starts in the records).
+    Candidate(usize),
+    /// More of it is needed to tell.
+    NeedMore,
+}
+
+/// The fast path of [`is_placeholder_batch`] over `prefix`, the first bytes of a v2 batch of
+/// `total` bytes (`LOG_OVERHEAD + batchLength`; `prefix` may be all of it): the header, then
+/// the first record's key. With the whole batch it never answers `NeedMore`.
+fn placeholder_fast_path(prefix: &[u8], total: usize) -> FastPath {
+    if total < HEADER_LEN + 1 + PLACEHOLDER_MAGIC.len() {
+        return FastPath::NotPlaceholder;
+    }
+    if prefix.len() < HEADER_LEN {
+        return FastPath::NeedMore;
+    }
+    if be_i16(prefix, 21) & (ATTR_COMPRESSION_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) != 0
+        || be_i32(prefix, 57) < 1
+        || be_i64(prefix, 43) < 0
+    {
+        return FastPath::NotPlaceholder;
+    }
+    let rec = &prefix[HEADER_LEN..prefix.len().min(total)];
+    // Short of the batch's end, what cannot be read yet may still come.
+    let unknown = if prefix.len() < total { FastPath::NeedMore } else { FastPath::NotPlaceholder };
+    let first_key_at = (|| {
+        let (_len, p) = read_varint(rec, 0)?;
+        let (_ts, p) = read_varlong(rec, p + 1)?; // after the record's attributes byte
+        let (_offset_delta, p) = read_varint(rec, p)?;
+        let (key_len, p) = read_varint(rec, p)?;
+        Some((key_len, p))
+    })();
+    let Some((key_len, p)) = first_key_at else { return unknown };
+    if key_len < PLACEHOLDER_MAGIC.len() as i64 {
+        return FastPath::NotPlaceholder;
+    }
+    match rec.get(p..p + PLACEHOLDER_MAGIC.len()) {
+        None => unknown,
+        Some(magic) if magic != &PLACEHOLDER_MAGIC[..] => FastPath::NotPlaceholder,
+        Some(_) => FastPath::Candidate(p),
+    }
+}
+
+/// Bytes of a batch's start that always suffice for [`cleared_by_prefix`] to tell: the header
+/// and, of the first record, its length, attributes, timestamp delta, offset delta and key
+/// length varints (at most 5 + 1 + 10 + 5 + 5 bytes) and the 8 bytes of [`PLACEHOLDER_MAGIC`].
+pub const CLEAR_PREFIX_BYTES: usize = HEADER_LEN + 34;
+
+/// The length (`LOG_OVERHEAD + batchLength`, bytes) of the v2 batch that starts `rest`, when
+/// its first bytes already prove it is not a placeholder batch (the header and, for an
+/// uncompressed non-transactional batch of a producer id, its first record's key; the fast
+/// path of [`is_placeholder_batch`]), even though the rest of it has not arrived: its other
+/// bytes can go to a client unseen. `None` when that is not known yet, when it is a
+/// placeholder candidate, or when `rest` does not start a v2 batch of a possible length (what
+/// [`leading_batches`] stops at).
+pub fn cleared_by_prefix(rest: &[u8]) -> Option<usize> {
+    if rest.len() < HEADER_LEN {
+        return None;
+    }
+    let length = be_i32(rest, 8);
+    if length < (HEADER_LEN - LOG_OVERHEAD) as i32 || rest[16] != 2 {
+        return None;
+    }
+    let total = LOG_OVERHEAD + length as usize;
+    matches!(placeholder_fast_path(rest, total), FastPath::NotPlaceholder).then_some(total)
 }
 
 /// Whether a Fetch (or ShareFetch) partition's `records` hold at least one placeholder batch
@@ -579,6 +634,42 @@ mod tests {
             g[cut] = 0xff;
             let _ = has_placeholder(&g);
         }
+    }
+
+    /// A batch's first bytes clear it exactly when they prove it is no placeholder: never a
+    /// placeholder or a batch whose first key starts like one, an uncompressed batch of a
+    /// producer id only once its first key is in, other batches by their header, and always
+    /// within [`CLEAR_PREFIX_BYTES`].
+    #[test]
+    fn a_batch_is_cleared_by_its_first_bytes_only_when_they_prove_it() {
+        let p = placeholder_batch(&own(10, 3), 0xfeed, 110).to_vec();
+        let key_at = p.windows(8).position(|w| w == PLACEHOLDER_MAGIC).unwrap();
+        let with = |at: std::ops::Range<usize>, bytes: &[u8]| {
+            let mut v = p.clone();
+            v[at].copy_from_slice(bytes);
+            v
+        };
+        let mut near = p.clone();
+        near[key_at + 7] ^= 1;
+        let cases: Vec<(&str, Vec<u8>, Option<usize>)> = vec![
+            ("placeholder", p.clone(), None),
+            ("first key one byte off the magic", near.clone(), Some(key_at + 8)),
+            ("compressed", with(21..23, &1i16.to_be_bytes()), Some(HEADER_LEN)),
+            ("transactional", with(21..23, &ATTR_TRANSACTIONAL.to_be_bytes()), Some(HEADER_LEN)),
+            ("no producer id", with(43..51, &(-1i64).to_be_bytes()), Some(HEADER_LEN)),
+            ("magic-key data, not a placeholder", with(23..27, &7i32.to_be_bytes()), None),
+            ("message format 1", with(16..17, &[1]), None),
+        ];
+        for (name, b, cleared_from) in cases {
+            for cut in 0..=b.len() {
+                let want = cleared_from.filter(|from| cut >= *from).map(|_| b.len());
+                assert_eq!(cleared_by_prefix(&b[..cut]), want, "{name}, first {cut} bytes");
+            }
+            if let Some(from) = cleared_from {
+                assert!(from <= CLEAR_PREFIX_BYTES && !is_placeholder_batch(&b), "{name}");
+            }
+        }
+        assert!(is_placeholder_batch(&p));
     }
 
     fn ph_key(nonce: u64, offset: i64) -> [u8; PLACEHOLDER_KEY_LEN] {
