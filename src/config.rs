@@ -42,6 +42,11 @@ pub struct ProxyConfig {
     /// 0 = never). See `proxy::fetch_stream`.
     #[serde(default = "default_fetch_stream_min_bytes")]
     pub fetch_stream_min_bytes: usize,
+    /// Whether the record batches of such a streamed response move from the destination
+    /// broker's socket to the client's by `splice(2)`, without a copy through mirrorgate
+    /// (default true; Linux, plain TCP on both sides only). See `proxy::splice`.
+    #[serde(default = "default_true")]
+    pub fetch_stream_zero_copy: bool,
     /// A client connection with no request bytes and no response due for this long is
     /// closed, in ms (the broker's `connections.max.idle.ms`; default 600000).
     #[serde(default = "default_connections_max_idle_ms")]
@@ -457,6 +462,9 @@ fn default_max_in_flight() -> usize {
 fn default_queued_max_request_bytes() -> usize {
     256 * 1024 * 1024
 }
+fn default_true() -> bool {
+    true
+}
 fn default_fetch_stream_min_bytes() -> usize {
     crate::proxy::fetch_stream::DEFAULT_STREAM_MIN_BYTES
 }
@@ -574,6 +582,8 @@ pub struct Settings {
     pub queued_max_request_bytes: usize,
     /// Smallest Fetch response forwarded while it arrives, bytes (0: never).
     pub fetch_stream_min_bytes: usize,
+    /// Whether streamed Fetch responses are spliced where the connections allow it.
+    pub fetch_stream_zero_copy: bool,
     /// Idle and partial-frame timeouts of client connections.
     pub read_timeouts: crate::proxy::limits::ReadTimeouts,
     /// Logging.
@@ -770,6 +780,7 @@ impl ProxyConfig {
             max_in_flight_requests: self.max_in_flight_requests,
             queued_max_request_bytes: self.queued_max_request_bytes,
             fetch_stream_min_bytes: self.fetch_stream_min_bytes,
+            fetch_stream_zero_copy: self.fetch_stream_zero_copy,
             read_timeouts: crate::proxy::limits::ReadTimeouts {
                 idle: Duration::from_millis(self.connections_max_idle_ms),
                 frame: Duration::from_millis(self.client_frame_timeout_ms),

@@ -37,9 +37,14 @@ const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 /// Api key Fetch (1): large responses are forwarded while they arrive.
 const FETCH: i16 = 1;
+/// Most bytes read after a splice (bytes): enough for the next batch's first bytes (and a
+/// partition header before them), so that the rest of a large batch is spliced, not read.
+const SHORT_READ_BYTES: u64 = 8 * 1024;
 
 use super::fetch_pass::FetchContext;
-use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_STREAMED};
+use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED};
+use super::halves::{split_any, split_tcp, Reader, Writer};
+use super::splice;
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
 use super::request_span::RequestSpan;
@@ -73,22 +78,6 @@ enum Pending {
     Local { frame: Bytes, api_key: i16, read: Instant },
     /// The upstream connection was opened; its responses follow from here on.
     Opened(Reader),
-}
-
-/// The read half of a client or upstream connection (plain TCP or TLS).
-type Reader = Box<dyn AsyncRead + Send + Unpin>;
-/// The write half of a client or upstream connection (plain TCP or TLS).
-type Writer = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// Splits a plain TCP stream without a lock, any other stream with tokio's `split`.
-fn split_tcp(s: TcpStream) -> (Reader, Writer) {
-    let (r, w) = s.into_split();
-    (Box::new(r), Box::new(w))
-}
-
-fn split_any<S: AsyncRead + AsyncWrite + Send + 'static>(s: S) -> (Reader, Writer) {
-    let (r, w) = tokio::io::split(s);
-    (Box::new(r), Box::new(w))
 }
 
 /// Advertised addresses of one listener.
@@ -496,18 +485,15 @@ where
 }
 
 /// Upstream → client, in request order. Returns the close reason.
-async fn responses<W>(
-    client_w: W,
+async fn responses(
+    client_w: Writer,
     mut rx: mpsc::Receiver<Pending>,
     outstanding: Arc<AtomicUsize>,
     identity: &ClientIdentity,
     listener: &Listener,
     shared: &Shared,
     metrics: &ConnectionMetrics,
-) -> String
-where
-    W: AsyncWrite + Unpin,
-{
+) -> String {
     let mut up_r: Option<Reader> = None;
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
@@ -546,6 +532,15 @@ where
         // A large Fetch response goes to the client while it arrives (fetch_stream).
         let min_bytes = shared.settings.fetch_stream_min_bytes;
         let mut stream: Option<FetchStream<'_>> = None;
+        // Its batches spliced (plain TCP both sides, Linux): the pipe, made on the first
+        // splice, and whether the next read should stop short (after a splice: only the next
+        // batch's first bytes are wanted, the rest of it can be spliced too).
+        let zero_copy = splice::SUPPORTED
+            && shared.settings.fetch_stream_zero_copy
+            && up_r.tcp().is_some()
+            && client_w.get_ref().tcp().is_some();
+        let mut pipe = splice::Pipe::default();
+        let mut short_read = false;
         let mut stream_decided = !(api_key == FETCH && matches!(action, ResponseAction::Fetch) && min_bytes > 0);
         let frame = loop {
             if !stream_decided {
@@ -581,13 +576,38 @@ where
                     }
                     s.wrote(end);
                 }
+                let n = if zero_copy { s.splice_len(buf.len()) } else { 0 };
+                if n >= splice::MIN_SPLICE_BYTES {
+                    // Whatever is still buffered for the client goes first.
+                    if let Err(e) = client_w.flush().await {
+                        return format!("write to client failed: {e}");
+                    }
+                    let (Some(from), Some(to)) = (up_r.tcp(), client_w.get_ref().tcp()) else {
+                        return "zero-copy forwarding without TCP sockets".into();
+                    };
+                    if let Err(e) = splice::forward(from, to, &mut pipe, n).await {
+                        return format!("zero-copy forwarding of a Fetch response failed: {e}");
+                    }
+                    // Zeros in their place: the frame keeps its length and shape for the
+                    // final look, which reads batch headers, not these bytes.
+                    buf.resize(buf.len() + n, 0);
+                    s.wrote(buf.len());
+                    metrics::counter!(FETCH_SPLICED_BYTES).increment(n as u64);
+                    short_read = true;
+                    continue;
+                }
             }
             match decoder.decode(&mut buf) {
                 Ok(Some(f)) => break f,
                 Ok(None) => {}
                 Err(e) => return format!("bad frame from destination broker: {e}"),
             }
-            match read_more(up_r, &mut buf, &decoder).await {
+            let read = if std::mem::take(&mut short_read) {
+                read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES), &mut buf, &decoder).await
+            } else {
+                read_more(up_r, &mut buf, &decoder).await
+            };
+            match read {
                 Ok(0) => return "destination broker closed the connection".into(),
                 Ok(_) => {}
                 Err(e) => return format!("read from destination broker failed: {e}"),

@@ -41,6 +41,10 @@ use super::fetch_pass::FetchContext;
 /// arrived; `outcome` = `whole` (sent complete, as the broker wrote it) or `closed` (an edit
 /// was due after part of it went out: the connection was closed before its last byte).
 pub const FETCH_STREAMED: &str = "mirrorgate_client_fetch_streamed_total";
+/// `mirrorgate_client_fetch_spliced_bytes_total`: bytes of streamed Fetch responses moved
+/// from the destination broker's socket to the client's by `splice(2)`, never copied through
+/// mirrorgate ([`super::splice`]; plain TCP on both sides, Linux).
+pub const FETCH_SPLICED_BYTES: &str = "mirrorgate_client_fetch_spliced_bytes_total";
 /// Default smallest Fetch response (bytes after the length prefix) forwarded while it arrives
 /// (`fetch_stream_min_bytes`).
 pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
@@ -98,6 +102,17 @@ pub struct FetchStream<'a> {
     /// The partition in progress (where its records start in the body) and how many bytes of
     /// its records are whole batches already checked: the next walk goes on from there.
     partial_checked: (usize, usize),
+    /// Where (in the frame, length prefix included) the batch of the partition in progress
+    /// that its first bytes cleared ends ([`batch::cleared_by_prefix`]; cut at the partition's
+    /// end and before the frame's last byte): the bytes up to there may go to the client
+    /// before mirrorgate has them ([`FetchStream::splice_len`]). 0: none.
+    splice_until: usize,
+    /// Whether the last batch cleared by its first bytes was large (at least
+    /// [`super::splice::MIN_SPLICE_BYTES`]): the next walk is then due as soon as the next
+    /// batch's first bytes can be in ([`batch::CLEAR_PREFIX_BYTES`]), not after
+    /// [`WALK_STEP_BYTES`], so that batch after batch each large one is cleared by its first
+    /// bytes and can move unseen.
+    large: bool,
     /// Why forwarding stopped, once it has.
     stopped: Option<&'static str>,
     ctx: Option<FetchContext<'a>>,
@@ -131,6 +146,8 @@ impl<'a> FetchStream<'a> {
             checked: 0,
             next_walk: 0,
             partial_checked: (0, 0),
+            splice_until: 0,
+            large: false,
             stopped: None,
             ctx,
         })
@@ -178,8 +195,14 @@ impl<'a> FetchStream<'a> {
         // KiB, and by 1 KiB more per partition walked, so that the walks of a response cost at
         // most one partition header per KiB of it, however many partitions it has. (Inside a
         // partition's records the walk cannot get further before they are complete, but the
-        // whole batches that arrived meanwhile can go.)
-        let step = WALK_STEP_BYTES + prefix.scan.partitions.len() * 1024;
+        // whole batches that arrived meanwhile can go.) While batches are large, walk again
+        // as soon as the next batch's first bytes can be in, and by 16 bytes more per
+        // partition walked: at most one walk per large batch.
+        let step = if self.large {
+            batch::CLEAR_PREFIX_BYTES + prefix.scan.partitions.len() * 16
+        } else {
+            WALK_STEP_BYTES + prefix.scan.partitions.len() * 1024
+        };
         let next = if prefix.partial.is_some() { body.len() } else { prefix.needed };
         self.next_walk = next.max(body.len() + step);
         let scan = &prefix.scan;
@@ -232,21 +255,51 @@ impl<'a> FetchStream<'a> {
             // bytes, so the same batches), not from its first batch again.
             let (start, done) = self.partial_checked;
             let from = if start == partial.records.start { done.min(arrived.len()) } else { 0 };
-            match batch::leading_batches(&arrived[from..]) {
-                Ok(n) => {
-                    self.partial_checked = (partial.records.start, from + n);
-                    if from + n > 0 {
-                        upto = partial.records.start + from + n;
-                    }
-                }
+            let whole = match batch::leading_batches(&arrived[from..]) {
+                Ok(n) => from + n,
                 Err(_) => return self.stop("placeholder batch"),
+            };
+            self.partial_checked = (partial.records.start, whole);
+            if whole > 0 {
+                upto = partial.records.start + whole;
+            }
+            // The next batch, still arriving, when its first bytes prove it is no placeholder:
+            // what has arrived of it may go, and the rest may go unseen (cut at the records'
+            // end: the broker may end them with part of a batch, which clients drop).
+            let next_batch = arrived.get(whole..).unwrap_or_default();
+            match batch::cleared_by_prefix(next_batch) {
+                Some(total) => {
+                    let end = (whole + total).min(partial.records.len());
+                    upto = partial.records.start + end.min(arrived.len());
+                    self.splice_until = LENGTH_PREFIX_BYTES + header_len + partial.records.start + end;
+                    self.large = total >= super::splice::MIN_SPLICE_BYTES;
+                }
+                // A placeholder candidate or a strange batch: wait for its partition's end.
+                None if next_batch.len() >= batch::CLEAR_PREFIX_BYTES => self.large = false,
+                None => {}
             }
         }
-        let may = (LENGTH_PREFIX_BYTES + header_len + upto).min(LENGTH_PREFIX_BYTES + self.frame_len - 1);
+        let last = LENGTH_PREFIX_BYTES + self.frame_len - 1;
+        self.splice_until = self.splice_until.min(last);
+        let may = (LENGTH_PREFIX_BYTES + header_len + upto).min(last);
         if upto == 0 || may <= self.sent {
             return self.sent..self.sent;
         }
         self.sent..may
+    }
+
+    /// How many bytes that have not arrived yet may go from the destination broker's socket
+    /// to the client's unseen, now that the frame's first `arrived` bytes (length prefix
+    /// included) are in and all of them went out: the rest of a batch the walk cleared by its
+    /// first bytes ([`batch::cleared_by_prefix`]), never the frame's last byte. 0 when none.
+    /// The caller moves them ([`super::splice::forward`]), puts as many zero bytes in their
+    /// place (so that the frame keeps its shape for the final look, which needs no content
+    /// of them), and calls [`FetchStream::wrote`].
+    pub fn splice_len(&self, arrived: usize) -> usize {
+        if self.stopped.is_some() || self.sent != arrived {
+            return 0;
+        }
+        self.splice_until.saturating_sub(arrived)
     }
 
     /// `upto` bytes of the frame (prefix included) have been written to the client.

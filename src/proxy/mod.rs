@@ -9,6 +9,7 @@ pub mod connection;
 pub mod fetch_pass;
 pub mod fetch_sessions;
 pub mod fetch_stream;
+pub mod halves;
 pub mod intercept;
 pub mod limits;
 pub mod listener;
@@ -18,6 +19,7 @@ pub mod request_metrics;
 pub mod request_span;
 pub mod rewrite;
 pub mod route;
+pub mod splice;
 pub mod state_guard;
 pub mod versions;
 

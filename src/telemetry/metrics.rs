@@ -30,6 +30,7 @@
 //! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`) or `client_frame_timeout_ms` (`partial_frame`) |
 //! | `mirrorgate_client_request_memory_bytes`, `mirrorgate_client_request_memory_waits_total` | request bytes reserved from `queued_max_request_bytes`, and reads paused because it was used up |
 //! | `mirrorgate_client_fetch_streamed_total{outcome}` | Fetch responses forwarded to clients while they arrived (`proxy::fetch_stream`): `whole`, or `closed` when an edit found late closed the connection |
+//! | `mirrorgate_client_fetch_spliced_bytes_total` | bytes of those responses moved from the destination broker's socket to the client's by `splice(2)`, never copied through mirrorgate (`proxy::splice`; plain TCP on both sides, Linux) |
 //! | `mirrorgate_mirror_fetch_requests_total{mirror,kind}` | source Fetch requests, `kind` = `full` / `incremental` (KIP-227 sessions) |
 //! | `mirrorgate_mirror_fetch_throttled_total{mirror}`, `mirrorgate_mirror_fetch_throttle_ms_total{mirror}` | source Fetches throttled by a quota, and the time waited (ms) |
 //! | `mirrorgate_mirror_fetch_partitions_listed_total{mirror}` | partitions listed in those requests (an idle partition in a session is not) |

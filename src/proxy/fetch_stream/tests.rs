@@ -167,25 +167,29 @@ fn a_large_response_goes_out_partition_by_partition_but_its_last_byte() {
         if chunk < 300_000 {
             assert!(sent.len() >= 3, "chunk {chunk}: sent in {} pieces", sent.len());
         }
-        // Every piece ends where a batch of a partition's records or a partition does.
+        // Every piece ends where a batch of a partition's records or a partition does, or
+        // inside a batch after its header (which cleared it: no placeholder).
         let body = &wire[9..];
         assert_eq!(body.len(), len - 5, "correlation id and header tags before the body");
         let whole = fetch_scan::fetch_response(body, 16).unwrap();
         let mut ends = Vec::new();
+        let mut inside = Vec::new();
         for p in &whole.partitions {
             let r = p.records.clone().unwrap();
             ends.push(r.end + 1); // after its tagged fields
             let mut at = r.start;
             for b in crate::wire::batch::BatchIter::new(Bytes::copy_from_slice(&body[r.clone()])) {
-                at += b.unwrap().bytes().len();
+                let n = b.unwrap().bytes().len();
+                inside.push(at + crate::wire::batch::HEADER_LEN..at + n);
+                at += n;
                 ends.push(at);
             }
         }
         for r in &sent[..sent.len() - 1] {
+            let e = r.end - 9;
             assert!(
-                ends.contains(&(r.end - 9)),
-                "chunk {chunk}: a piece ends at body byte {}, inside a batch",
-                r.end - 9
+                ends.contains(&e) || inside.iter().any(|b| b.contains(&e)),
+                "chunk {chunk}: a piece ends at body byte {e}, inside a batch's header"
             );
         }
     }
@@ -373,4 +377,98 @@ fn nothing_goes_past_a_strange_batch_before_its_partition_is_complete() {
     assert!(s.sent() > 9 + third.start, "the whole batches before it went");
     let r = s.ready(&wire);
     assert_eq!((r.end, s.stopped()), (wire.len() - 2, None), "complete: up to the tagged fields");
+}
+
+/// Feeds `wire` as a connection with zero-copy does: `chunk` bytes a read, and whenever the
+/// stream allows it, the rest of a batch moved unseen (zeros in the stream's view, as the
+/// connection puts them). The view at the end, the ranges sent from it, the ranges moved
+/// unseen, and why the stream stopped.
+#[allow(clippy::type_complexity)]
+fn feed_splicing(
+    wire: &[u8],
+    version: i16,
+    frame_len: usize,
+    chunk: usize,
+    ctx: Option<FetchContext<'_>>,
+) -> (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<std::ops::Range<usize>>, Option<&'static str>) {
+    let header_version = if version >= 12 { 1 } else { 0 };
+    let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, version, header_version, CORRELATION_ID, frame_len, ctx)
+        .expect("large enough to stream");
+    let (mut view, mut sent, mut spliced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut short = false;
+    loop {
+        let r = s.ready(&view);
+        if !r.is_empty() {
+            assert_eq!(r.start, s.sent(), "ranges follow each other");
+            s.wrote(r.end);
+            sent.push(r);
+        }
+        let n = s.splice_len(view.len());
+        if n >= crate::proxy::splice::MIN_SPLICE_BYTES {
+            spliced.push(view.len()..view.len() + n);
+            view.resize(view.len() + n, 0);
+            s.wrote(view.len());
+            short = true;
+            continue;
+        }
+        if view.len() == wire.len() {
+            break;
+        }
+        // After a move, a short read, as the connection makes (8 KiB).
+        let take = chunk.min(if std::mem::take(&mut short) { 8192 } else { usize::MAX }).min(wire.len() - view.len());
+        view.extend_from_slice(&wire[view.len()..view.len() + take]);
+    }
+    (view, sent, spliced, s.stopped())
+}
+
+/// Batches of 200 KB: all but their first bytes move unseen, the response stays whole for the
+/// final look (no edit due on the view with zeros in place), and its last byte waits.
+#[test]
+fn large_batches_cleared_by_their_first_bytes_move_unseen_but_the_last_byte() {
+    let big = |base| Bytes::from([data(base, 1, 200_000), data(base + 1, 1, 200_000)].concat());
+    for version in [11i16, 16] {
+        let (wire, len) = frame_at(version, &[(U_ID, vec![big(0), big(0), big(0)])]);
+        for chunk in [4096, 64 * 1024, 1 << 20] {
+            let (view, sent, spliced, stopped) = feed_splicing(&wire, version, len, chunk, None);
+            assert_eq!(stopped, None, "v{version} chunk {chunk}");
+            let moved: usize = spliced.iter().map(|r| r.len()).sum();
+            let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap();
+            assert!(end < wire.len(), "v{version} chunk {chunk}: the last byte went");
+            // Every range follows the last: nothing sent twice, nothing skipped.
+            let mut all: Vec<_> = sent.iter().chain(&spliced).cloned().collect();
+            all.sort_by_key(|r| r.start);
+            assert!(all.windows(2).all(|w| w[0].end == w[1].start), "v{version} chunk {chunk}: gaps or overlaps");
+            if chunk < 1 << 20 {
+                assert!(moved > wire.len() * 9 / 10, "v{version} chunk {chunk}: only {moved} of {} unseen", wire.len());
+            }
+            // The unseen bytes are batch bodies after their first bytes: the final look finds
+            // the same frame shape and nothing to edit.
+            let body = &view[LENGTH_PREFIX_BYTES + 4 + usize::from(version >= 12)..];
+            let scan = fetch_scan::fetch_response(body, version).expect("the view walks");
+            assert!(!crate::proxy::fetch_pass::needs_edit(&scan, body, None), "v{version} chunk {chunk}");
+            for r in &spliced {
+                let first_bytes = wire[r.start - crate::wire::batch::HEADER_LEN..r.start].to_vec();
+                assert_ne!(first_bytes, vec![0u8; crate::wire::batch::HEADER_LEN]);
+            }
+        }
+    }
+}
+
+/// A placeholder after large batches: the large batches move unseen, nothing of the
+/// placeholder goes, and the stream stops there.
+#[test]
+fn nothing_of_a_placeholder_moves_unseen() {
+    let records = Bytes::from([data(0, 1, 200_000), placeholder(1), data(3, 1, 200_000)].concat());
+    let (wire, len) = frame(&[(U_ID, vec![data(0, 1, 300_000), records])]);
+    let whole = fetch_scan::fetch_response(&wire[9..], 16).unwrap();
+    let second = whole.partitions[1].records.clone().unwrap();
+    let placeholder_at = 9 + second.start + data(0, 1, 200_000).len();
+    for chunk in [100, 4096, 1 << 20] {
+        let (_, sent, spliced, stopped) = feed_splicing(&wire, 16, len, chunk, None);
+        assert_eq!(stopped, Some("placeholder batch"), "chunk {chunk}");
+        let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap_or(0);
+        assert!(end <= placeholder_at, "chunk {chunk}: sent up to {end}, the placeholder starts at {placeholder_at}");
+        // (Read all at once, the topic is checked whole and nothing goes.)
+        assert_eq!(!spliced.is_empty(), chunk < 1 << 20, "chunk {chunk}: the large batches before it moved unseen");
+    }
 }

@@ -1,0 +1,166 @@
+//! Zero-copy forwarding of a run of bytes from the destination broker's socket to the
+//! client's (issue 13, item 4): `splice(2)` moves the socket's received pages into a pipe and
+//! from the pipe into the other socket, so the bulk of a large Fetch response (the bodies of
+//! its record batches) never passes through mirrorgate's memory. Copying every byte in and out
+//! of user space was most of mirrorgate's CPU on the consume path (`_copy_to_iter` and
+//! `_copy_from_iter` in a profile of `make bench-fetch-rtt`), taking CPU from the consumer and
+//! the broker on a shared machine.
+//!
+//! Only plain TCP on both sides (TLS needs the bytes in user space to encrypt and decrypt
+//! them), only on Linux, and only for bytes whose content mirrorgate has no need to see: the
+//! caller ([`super::fetch_stream`]) decides which.
+
+use std::io;
+
+use tokio::net::TcpStream;
+
+/// Fewest bytes worth a splice: below this, reading and writing the bytes costs less than the
+/// two `splice` calls and the pipe (a pipe is created per response that splices).
+pub const MIN_SPLICE_BYTES: usize = 16 * 1024;
+
+/// Pipe size asked for (`F_SETPIPE_SZ`, bytes): the bytes moved per pair of `splice` calls. A
+/// refusal (`/proc/sys/fs/pipe-max-size`, the per-user pipe budget
+/// `pipe-user-pages-soft`) leaves the kernel's default (64 KiB), which only costs more calls.
+#[cfg(target_os = "linux")]
+const PIPE_BYTES: i32 = 1 << 20;
+
+/// A pipe for one response's splices, made on its first splice.
+#[derive(Default)]
+pub struct Pipe {
+    #[cfg(target_os = "linux")]
+    fds: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+}
+
+/// Whether splicing can be used at all on this platform.
+pub const SUPPORTED: bool = cfg!(target_os = "linux");
+
+/// Moves exactly `n` bytes from `from` (the destination broker's socket) to `to` (the
+/// client's) through `pipe`, in order, without copying them into mirrorgate. Nothing may be
+/// buffered for `to` in user space (the caller flushes first) and the bytes must be the next
+/// ones `from` delivers (nothing of them read already).
+///
+/// Errors: `UnexpectedEof` when `from` closes before `n` bytes came; the socket's or the
+/// pipe's error otherwise (`Unsupported` off Linux). After an error the connection is unusable
+/// (part of the run may have moved): the caller closes it.
+pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::forward(from, to, pipe, n).await
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (from, to, pipe, n);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "splice is Linux only"))
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::io;
+    use std::os::fd::OwnedFd;
+
+    use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
+    use tokio::io::Interest;
+    use tokio::net::TcpStream;
+
+    use super::{Pipe, PIPE_BYTES};
+
+    fn pipe_of(pipe: &mut Pipe) -> io::Result<(&OwnedFd, &OwnedFd, usize)> {
+        if pipe.fds.is_none() {
+            let (r, w) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
+            // Best effort: the default size works too.
+            let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+            pipe.fds = Some((r, w));
+        }
+        let Some((r, w)) = pipe.fds.as_ref() else { unreachable!("set above") };
+        let size = fcntl(w, FcntlArg::F_GETPIPE_SZ).map(|s| s.max(4096) as usize).unwrap_or(64 * 1024);
+        Ok((r, w, size))
+    }
+
+    pub(super) async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> io::Result<()> {
+        let (pipe_r, pipe_w, size) = pipe_of(pipe)?;
+        let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+        let mut left = n;
+        let mut in_pipe = 0usize;
+        while left > 0 || in_pipe > 0 {
+            if in_pipe == 0 {
+                // Filled only when empty, so that EAGAIN can only mean "nothing to read" (a
+                // full pipe would clear the socket's readiness while it has data: a stall).
+                from.readable().await?;
+                match from.try_io(Interest::READABLE, || Ok(splice(from, None, pipe_w, None, left.min(size), flags)?)) {
+                    Ok(0) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("the connection closed with {left} of {n} bytes of the run still due"),
+                        ))
+                    }
+                    Ok(k) => {
+                        in_pipe = k;
+                        left -= k;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            to.writable().await?;
+            match to.try_io(Interest::WRITABLE, || Ok(splice(pipe_r, None, to, None, in_pipe, flags)?)) {
+                Ok(k) => in_pipe -= k.min(in_pipe),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        (a, b)
+    }
+
+    /// The bytes arrive in order and exactly `n` of them move: what follows stays in `from`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_the_run_moves_in_order_and_the_rest_stays() {
+        let (mut broker, from) = pair().await;
+        let (to, mut client) = pair().await;
+        let data: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let run = 3_000_001;
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            broker.write_all(&sent).await.unwrap();
+            broker
+        });
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; run];
+            client.read_exact(&mut got).await.unwrap();
+            got
+        });
+        let mut pipe = Pipe::default();
+        forward(&from, &to, &mut pipe, run).await.unwrap();
+        assert_eq!(reader.await.unwrap(), data[..run], "the run arrived changed or out of order");
+        // The next bytes are still in `from`, unread.
+        let mut from = from;
+        let mut rest = vec![0u8; data.len() - run];
+        from.read_exact(&mut rest).await.unwrap();
+        assert_eq!(rest, data[run..]);
+        drop(writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_closed_source_is_an_unexpected_eof() {
+        let (mut broker, from) = pair().await;
+        let (to, _client) = pair().await;
+        broker.write_all(&[1u8; 1000]).await.unwrap();
+        drop(broker);
+        let err = forward(&from, &to, &mut Pipe::default(), 5000).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    }
+}
