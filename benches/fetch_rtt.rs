@@ -6,12 +6,14 @@
 //! takes the response's transfer time twice; forwarded while it arrives, about once. This bench
 //! measures that per-Fetch time on one machine: a sessionless Fetch v16 of 3 partitions ×
 //! `MIRRORGATE_BENCH_PARTITION_MIB` MiB (default 1) from offset 0 (max_wait_ms 0), sent in turn
-//! to the broker, to mirrorgate with `fetch_stream_min_bytes` at its default, and to mirrorgate
-//! with it at 0, `MIRRORGATE_BENCH_ROUNDS` times (default 200). Prints each path's median, p90
-//! and mean round trip in ms, and the response size.
+//! to the broker, to mirrorgate with its defaults (streamed, batches spliced), to mirrorgate
+//! with `fetch_stream_zero_copy: false` (streamed, every byte copied through it), and to
+//! mirrorgate with `fetch_stream_min_bytes: 0` (read whole first), `MIRRORGATE_BENCH_ROUNDS`
+//! times (default 200). Checks that every path returns the broker's records byte for byte;
+//! prints each path's median, p90 and mean round trip in ms, and the response size.
 //!
 //! Run: `cargo build --release --bin mirrorgate && cargo bench --bench fetch_rtt` (starts a
-//! 1-node Kafka 4.1.1 with scripts/kafka.sh and two mirrorgate processes from
+//! 1-node Kafka 4.1.1 with scripts/kafka.sh and three mirrorgate processes from
 //! target/release/mirrorgate).
 
 use std::process::{Child, Command, Stdio};
@@ -82,6 +84,7 @@ fn main() {
         format!("127.0.0.1:{}", port + 2)
     };
     let streamed = proxy("streamed", "");
+    let copied = proxy("copied", "fetch_stream_zero_copy: false");
     let whole = proxy("whole", "fetch_stream_min_bytes: 0");
     let broker = bootstrap.split(',').next().unwrap().to_string();
 
@@ -109,8 +112,12 @@ fn main() {
                     })
                     .collect(),
             )]);
-        let paths =
-            [("direct", broker), ("mirrorgate, forwarded while arriving", streamed), ("mirrorgate, whole", whole)];
+        let paths = [
+            ("direct", broker),
+            ("mirrorgate, streamed, spliced (default)", streamed),
+            ("mirrorgate, streamed, copied", copied),
+            ("mirrorgate, whole", whole),
+        ];
         let mut conns = Vec::new();
         for (_, addr) in &paths {
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -128,14 +135,20 @@ fn main() {
         }
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         let mut size = 0usize;
+        let mut direct = Vec::new();
         for round in 0..rounds + 10 {
             for (i, conn) in conns.iter_mut().enumerate() {
                 let t = Instant::now();
                 let resp = conn.send(&req, 16).await.expect("Fetch");
                 let ms = t.elapsed().as_secs_f64() * 1e3;
-                let bytes: usize =
-                    resp.responses[0].partitions.iter().map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum();
-                assert!(i == 0 || bytes == size, "{}: {bytes} record bytes, direct {size}", paths[i].0);
+                let records: Vec<_> = resp.responses[0].partitions.iter().map(|p| p.records.clone()).collect();
+                let bytes: usize = records.iter().map(|r| r.as_ref().map_or(0, |r| r.len())).sum();
+                // Every path returns the broker's records byte for byte.
+                if i == 0 {
+                    direct = records;
+                } else {
+                    assert!(records == direct, "{}: records differ from the broker's", paths[i].0);
+                }
                 size = bytes;
                 if round >= 10 {
                     times[i].push(ms);
