@@ -510,8 +510,10 @@ fn large_fetch_responses_are_forwarded_while_they_arrive_and_read_as_direct() {
     assert!(java_streamed >= 3.0, "{java_streamed} Fetch responses streamed to the Java consumer");
     assert_eq!(counter(&metrics, STREAMED_CLOSED), 0.0, "no streamed response was cut off");
     // Plain TCP on both sides: the large batches moved by splice, not through mirrorgate.
-    let spliced = counter(&metrics, SPLICED_BYTES);
-    assert!(spliced > 4_000_000.0, "only {spliced} bytes of the large batches were spliced");
+    if cfg!(target_os = "linux") {
+        let spliced = counter(&metrics, SPLICED_BYTES);
+        assert!(spliced > 4_000_000.0, "only {spliced} bytes of the large batches were spliced");
+    }
 }
 
 /// A streamed Fetch response that turns out to need an edit after part of it went out (a

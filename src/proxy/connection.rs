@@ -37,19 +37,20 @@ const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 /// Api key Fetch (1): large responses are forwarded while they arrive.
 const FETCH: i16 = 1;
-/// Most bytes read after a splice (bytes): enough for the next batch's first bytes (and a
-/// partition header before them), so that the rest of a large batch is spliced, not read.
+/// Most bytes a read takes while a streamed response's batches are spliced (bytes): enough
+/// for the next batch's first bytes (and a partition header before them), so that the rest
+/// of a large batch is spliced, not read.
 const SHORT_READ_BYTES: u64 = 8 * 1024;
 
 use super::fetch_pass::FetchContext;
 use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED};
 use super::halves::{split_any, split_tcp, Reader, Writer};
-use super::splice;
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
 use super::request_span::RequestSpan;
 use super::rewrite::AddressMap;
 use super::route::{self, Decision, ResponseAction};
+use super::splice;
 use super::{intercept, Shared};
 
 /// Which destination broker a listener port stands for.
@@ -533,14 +534,12 @@ async fn responses(
         let min_bytes = shared.settings.fetch_stream_min_bytes;
         let mut stream: Option<FetchStream<'_>> = None;
         // Its batches spliced (plain TCP both sides, Linux): the pipe, made on the first
-        // splice, and whether the next read should stop short (after a splice: only the next
-        // batch's first bytes are wanted, the rest of it can be spliced too).
-        let zero_copy = splice::SUPPORTED
+        // splice.
+        let mut zero_copy = splice::enabled()
             && shared.settings.fetch_stream_zero_copy
             && up_r.tcp().is_some()
             && client_w.get_ref().tcp().is_some();
         let mut pipe = splice::Pipe::default();
-        let mut short_read = false;
         let mut stream_decided = !(api_key == FETCH && matches!(action, ResponseAction::Fetch) && min_bytes > 0);
         let frame = loop {
             if !stream_decided {
@@ -560,7 +559,8 @@ async fn responses(
                             correlation_id,
                             len,
                             ctx,
-                        );
+                        )
+                        .map(|s| s.splicing(zero_copy));
                     }
                 }
             }
@@ -585,16 +585,34 @@ async fn responses(
                     let (Some(from), Some(to)) = (up_r.tcp(), client_w.get_ref().tcp()) else {
                         return "zero-copy forwarding without TCP sockets".into();
                     };
-                    if let Err(e) = splice::forward(from, to, &mut pipe, n).await {
-                        return format!("zero-copy forwarding of a Fetch response failed: {e}");
+                    match splice::forward(from, to, &mut pipe, n).await {
+                        Ok(()) => {
+                            // Zeros in their place: the frame keeps its length and shape for
+                            // the final look, which reads batch headers, not these bytes.
+                            buf.resize(buf.len() + n, 0);
+                            s.spliced(buf.len());
+                            metrics::counter!(FETCH_SPLICED_BYTES).increment(n as u64);
+                            continue;
+                        }
+                        // Nothing moved: this response (and, after a refusal, every later
+                        // one) is copied instead.
+                        Err(e) if e.moved == 0 && e.failure != splice::Failure::Connection => {
+                            if e.failure == splice::Failure::Refused {
+                                splice::disable(&e.error);
+                            } else {
+                                tracing::debug!(error = %e, "no pipe for splice; copying this Fetch response");
+                            }
+                            zero_copy = false;
+                            s.set_splicing(false);
+                        }
+                        Err(e) => {
+                            if e.moved > 0 {
+                                // The retry is copied, not spliced.
+                                shared.fetch_stream_denials.deny(identity.host);
+                            }
+                            return format!("zero-copy forwarding of a Fetch response failed: {e}");
+                        }
                     }
-                    // Zeros in their place: the frame keeps its length and shape for the
-                    // final look, which reads batch headers, not these bytes.
-                    buf.resize(buf.len() + n, 0);
-                    s.wrote(buf.len());
-                    metrics::counter!(FETCH_SPLICED_BYTES).increment(n as u64);
-                    short_read = true;
-                    continue;
                 }
             }
             match decoder.decode(&mut buf) {
@@ -602,7 +620,10 @@ async fn responses(
                 Ok(None) => {}
                 Err(e) => return format!("bad frame from destination broker: {e}"),
             }
-            let read = if std::mem::take(&mut short_read) {
+            // While batches are large (or none was seen yet), read only a batch's first bytes:
+            // the rest of it can be spliced.
+            let short = zero_copy && stream.as_ref().is_some_and(FetchStream::wants_short_reads);
+            let read = if short {
                 read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES), &mut buf, &decoder).await
             } else {
                 read_more(up_r, &mut buf, &decoder).await

@@ -50,6 +50,9 @@ pub const FETCH_SPLICED_BYTES: &str = "mirrorgate_client_fetch_spliced_bytes_tot
 pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
 /// Fewest new body bytes between two walks of a response being streamed.
 const WALK_STEP_BYTES: usize = 64 * 1024;
+/// Most partitions a response may have walked for its large batches to get a walk each
+/// (`FetchStream::large`): a walk parses every partition header from the body's start.
+const MAX_SPLICE_PARTITIONS: usize = 64;
 /// How long a client address gets store-and-forward after a streamed response to it had to
 /// be cut off (its retry must get the edited response).
 pub const DENIAL_TTL: Duration = Duration::from_secs(600);
@@ -108,11 +111,17 @@ pub struct FetchStream<'a> {
     /// before mirrorgate has them ([`FetchStream::splice_len`]). 0: none.
     splice_until: usize,
     /// Whether the last batch cleared by its first bytes was large (at least
-    /// [`super::splice::MIN_SPLICE_BYTES`]): the next walk is then due as soon as the next
-    /// batch's first bytes can be in ([`batch::CLEAR_PREFIX_BYTES`]), not after
-    /// [`WALK_STEP_BYTES`], so that batch after batch each large one is cleared by its first
-    /// bytes and can move unseen.
+    /// [`super::splice::MIN_SPLICE_BYTES`]), or none was looked at yet: the next walk is then
+    /// due as soon as the next batch's first bytes can be in ([`batch::CLEAR_PREFIX_BYTES`]),
+    /// not after [`WALK_STEP_BYTES`], so that batch after batch each large one is cleared by
+    /// its first bytes and can move unseen ([`FetchStream::wants_short_reads`]).
     large: bool,
+    /// Whether the connection splices ([`FetchStream::splicing`]): only then do large batches
+    /// shorten the walk step and the reads.
+    splice: bool,
+    /// Where the body starts in the frame (length prefix and response header before it), once
+    /// known.
+    body_at: usize,
     /// Why forwarding stopped, once it has.
     stopped: Option<&'static str>,
     ctx: Option<FetchContext<'a>>,
@@ -148,9 +157,24 @@ impl<'a> FetchStream<'a> {
             partial_checked: (0, 0),
             splice_until: 0,
             large: false,
+            splice: false,
+            body_at: 0,
             stopped: None,
             ctx,
         })
+    }
+
+    /// The stream for a connection that splices ([`super::splice`]) when `on`: large batches
+    /// then get short reads and a walk each, so that the rest of each can move unseen.
+    pub fn splicing(mut self, on: bool) -> Self {
+        self.set_splicing(on);
+        self
+    }
+
+    /// [`FetchStream::splicing`] on a stream under way (off: a splice could not be made).
+    pub fn set_splicing(&mut self, on: bool) {
+        self.splice = on;
+        self.large = on;
     }
 
     /// Bytes of the frame written to the client (length prefix included).
@@ -198,6 +222,9 @@ impl<'a> FetchStream<'a> {
         // whole batches that arrived meanwhile can go.) While batches are large, walk again
         // as soon as the next batch's first bytes can be in, and by 16 bytes more per
         // partition walked: at most one walk per large batch.
+        self.body_at = LENGTH_PREFIX_BYTES + header_len;
+        // (Short steps only for a few partitions: each walk parses every partition header.)
+        self.large &= prefix.scan.partitions.len() <= MAX_SPLICE_PARTITIONS;
         let step = if self.large {
             batch::CLEAR_PREFIX_BYTES + prefix.scan.partitions.len() * 16
         } else {
@@ -234,6 +261,15 @@ impl<'a> FetchStream<'a> {
         }
         if scan.node_endpoints {
             return self.stop("node_endpoints");
+        }
+        // A partition that came whole and small: the batches are not large (any more).
+        if prefix.partial.is_none()
+            && scan.partitions[self.checked.min(scan.partitions.len())..]
+                .last()
+                .and_then(|p| p.records.as_ref())
+                .is_some_and(|r| r.len() < super::splice::MIN_SPLICE_BYTES)
+        {
+            self.large = false;
         }
         self.checked = scan.partitions.len();
         // Everything up to the end of the last checked partition, and of the partition in
@@ -272,7 +308,9 @@ impl<'a> FetchStream<'a> {
                     let end = (whole + total).min(partial.records.len());
                     upto = partial.records.start + end.min(arrived.len());
                     self.splice_until = LENGTH_PREFIX_BYTES + header_len + partial.records.start + end;
-                    self.large = total >= super::splice::MIN_SPLICE_BYTES;
+                    self.large = self.splice
+                        && total >= super::splice::MIN_SPLICE_BYTES
+                        && scan.partitions.len() <= MAX_SPLICE_PARTITIONS;
                 }
                 // A placeholder candidate or a strange batch: wait for its partition's end.
                 None if next_batch.len() >= batch::CLEAR_PREFIX_BYTES => self.large = false,
@@ -300,6 +338,21 @@ impl<'a> FetchStream<'a> {
             return 0;
         }
         self.splice_until.saturating_sub(arrived)
+    }
+
+    /// Whether the connection should read only a little at a time (a batch's first bytes) so
+    /// that the rest of each batch can move unseen ([`FetchStream::splice_len`]): while the
+    /// batches are large, or before any was looked at; not once forwarding stopped.
+    pub fn wants_short_reads(&self) -> bool {
+        self.large && self.stopped.is_none()
+    }
+
+    /// The bytes up to `upto` (frame offset, prefix included) were moved unseen
+    /// ([`FetchStream::splice_len`]): they count as sent, and the next walk is due once the
+    /// next batch's first bytes can be in.
+    pub fn spliced(&mut self, upto: usize) {
+        self.wrote(upto);
+        self.next_walk = upto.saturating_sub(self.body_at) + batch::CLEAR_PREFIX_BYTES;
     }
 
     /// `upto` bytes of the frame (prefix included) have been written to the client.

@@ -11,6 +11,7 @@
 //! caller ([`super::fetch_stream`]) decides which.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::TcpStream;
 
@@ -18,31 +19,80 @@ use tokio::net::TcpStream;
 /// two `splice` calls and the pipe (a pipe is created per response that splices).
 pub const MIN_SPLICE_BYTES: usize = 16 * 1024;
 
-/// Pipe size asked for (`F_SETPIPE_SZ`, bytes): the bytes moved per pair of `splice` calls. A
-/// refusal (`/proc/sys/fs/pipe-max-size`, the per-user pipe budget
-/// `pipe-user-pages-soft`) leaves the kernel's default (64 KiB), which only costs more calls.
+/// Pipe size asked for (`F_SETPIPE_SZ`, bytes): the most bytes moved per pair of `splice`
+/// calls. A refusal (`/proc/sys/fs/pipe-max-size`, the per-user pipe budget
+/// `pipe-user-pages-soft`, 64 MiB by default) leaves the kernel's default (64 KiB), which
+/// only costs more calls.
 #[cfg(target_os = "linux")]
-const PIPE_BYTES: i32 = 1 << 20;
+const PIPE_BYTES: i32 = 256 * 1024;
 
-/// A pipe for one response's splices, made on its first splice.
+/// A pipe for one response's splices, made on its first splice, closed when dropped.
 #[derive(Default)]
 pub struct Pipe {
+    /// Read end, write end, and the pipe's size in bytes.
     #[cfg(target_os = "linux")]
-    fds: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    fds: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd, usize)>,
 }
 
 /// Whether splicing can be used at all on this platform.
 pub const SUPPORTED: bool = cfg!(target_os = "linux");
+
+/// Turned off for the whole process once the kernel refused a splice itself ([`disable`]).
+static DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether splicing is on: on this platform, and not turned off by a refusal.
+pub fn enabled() -> bool {
+    SUPPORTED && !DISABLED.load(Ordering::Relaxed)
+}
+
+/// Turns splicing off for the rest of the process (a kernel or sandbox that refuses
+/// `splice(2)` on sockets, e.g. `EINVAL`, `ENOSYS`, `EPERM` from a seccomp filter); logs it
+/// once.
+pub fn disable(error: &io::Error) {
+    if !DISABLED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(%error, "splice(2) refused; Fetch responses are copied through mirrorgate from now on (fetch_stream_zero_copy)");
+    }
+}
+
+/// Why [`forward`] failed, and how many bytes of the run had moved by then.
+#[derive(Debug)]
+pub struct SpliceError {
+    /// Bytes of the run already at the client.
+    pub moved: usize,
+    /// What failed.
+    pub failure: Failure,
+    /// The error.
+    pub error: io::Error,
+}
+
+/// What part of [`forward`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No pipe could be made (file descriptors or memory used up): copy instead, this time.
+    Pipe,
+    /// The kernel refused the splice itself (`EINVAL`, `ENOSYS`, `EPERM`, `EOPNOTSUPP`): copy
+    /// instead, from now on ([`disable`]).
+    Refused,
+    /// A socket failed or closed (`UnexpectedEof`: the broker closed before the run was in).
+    Connection,
+}
+
+impl std::fmt::Display for SpliceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} after {} bytes ({:?})", self.error, self.moved, self.failure)
+    }
+}
 
 /// Moves exactly `n` bytes from `from` (the destination broker's socket) to `to` (the
 /// client's) through `pipe`, in order, without copying them into mirrorgate. Nothing may be
 /// buffered for `to` in user space (the caller flushes first) and the bytes must be the next
 /// ones `from` delivers (nothing of them read already).
 ///
-/// Errors: `UnexpectedEof` when `from` closes before `n` bytes came; the socket's or the
-/// pipe's error otherwise (`Unsupported` off Linux). After an error the connection is unusable
-/// (part of the run may have moved): the caller closes it.
-pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> io::Result<()> {
+/// # Errors
+/// [`SpliceError`] with the bytes already moved: with none moved after a [`Failure::Pipe`] or
+/// [`Failure::Refused`], the caller can copy the run instead; otherwise the connection is
+/// unusable (part of the run went) and the caller closes it. Off Linux: `Refused`.
+pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> Result<(), SpliceError> {
     #[cfg(target_os = "linux")]
     {
         linux::forward(from, to, pipe, n).await
@@ -50,7 +100,11 @@ pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (from, to, pipe, n);
-        Err(io::Error::new(io::ErrorKind::Unsupported, "splice is Linux only"))
+        Err(SpliceError {
+            moved: 0,
+            failure: Failure::Refused,
+            error: io::Error::new(io::ErrorKind::Unsupported, "splice is Linux only"),
+        })
     }
 }
 
@@ -59,54 +113,78 @@ mod linux {
     use std::io;
     use std::os::fd::OwnedFd;
 
+    use nix::errno::Errno;
     use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
     use tokio::io::Interest;
     use tokio::net::TcpStream;
 
-    use super::{Pipe, PIPE_BYTES};
+    use super::{Failure, Pipe, SpliceError, PIPE_BYTES};
 
     fn pipe_of(pipe: &mut Pipe) -> io::Result<(&OwnedFd, &OwnedFd, usize)> {
         if pipe.fds.is_none() {
             let (r, w) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
             // Best effort: the default size works too.
             let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
-            pipe.fds = Some((r, w));
+            let size = fcntl(&w, FcntlArg::F_GETPIPE_SZ).map(|s| s.max(4096) as usize).unwrap_or(64 * 1024);
+            pipe.fds = Some((r, w, size));
         }
-        let Some((r, w)) = pipe.fds.as_ref() else { unreachable!("set above") };
-        let size = fcntl(w, FcntlArg::F_GETPIPE_SZ).map(|s| s.max(4096) as usize).unwrap_or(64 * 1024);
-        Ok((r, w, size))
+        let Some((r, w, size)) = pipe.fds.as_ref() else { unreachable!("set above") };
+        Ok((r, w, *size))
     }
 
-    pub(super) async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> io::Result<()> {
-        let (pipe_r, pipe_w, size) = pipe_of(pipe)?;
+    /// A splice error: refused by the kernel, or the sockets' own failure.
+    fn failure(e: &io::Error) -> Failure {
+        match nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)) {
+            Errno::EINVAL | Errno::ENOSYS | Errno::EPERM | Errno::EOPNOTSUPP => Failure::Refused,
+            _ => Failure::Connection,
+        }
+    }
+
+    pub(super) async fn forward(
+        from: &TcpStream,
+        to: &TcpStream,
+        pipe: &mut Pipe,
+        n: usize,
+    ) -> Result<(), SpliceError> {
+        let (pipe_r, pipe_w, size) =
+            pipe_of(pipe).map_err(|error| SpliceError { moved: 0, failure: Failure::Pipe, error })?;
         let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
         let mut left = n;
         let mut in_pipe = 0usize;
+        let fail = |left: usize, in_pipe: usize, error: io::Error| SpliceError {
+            moved: n - left - in_pipe,
+            failure: failure(&error),
+            error,
+        };
         while left > 0 || in_pipe > 0 {
             if in_pipe == 0 {
                 // Filled only when empty, so that EAGAIN can only mean "nothing to read" (a
                 // full pipe would clear the socket's readiness while it has data: a stall).
-                from.readable().await?;
+                from.readable().await.map_err(|e| fail(left, in_pipe, e))?;
                 match from.try_io(Interest::READABLE, || Ok(splice(from, None, pipe_w, None, left.min(size), flags)?)) {
                     Ok(0) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!("the connection closed with {left} of {n} bytes of the run still due"),
-                        ))
+                        return Err(SpliceError {
+                            moved: n - left,
+                            failure: Failure::Connection,
+                            error: io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                format!("the connection closed with {left} of {n} bytes of the run still due"),
+                            ),
+                        })
                     }
                     Ok(k) => {
                         in_pipe = k;
                         left -= k;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(fail(left, in_pipe, e)),
                 }
             }
-            to.writable().await?;
+            to.writable().await.map_err(|e| fail(left, in_pipe, e))?;
             match to.try_io(Interest::WRITABLE, || Ok(splice(pipe_r, None, to, None, in_pipe, flags)?)) {
                 Ok(k) => in_pipe -= k.min(in_pipe),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(fail(left, in_pipe, e)),
             }
         }
         Ok(())
@@ -161,6 +239,7 @@ mod tests {
         broker.write_all(&[1u8; 1000]).await.unwrap();
         drop(broker);
         let err = forward(&from, &to, &mut Pipe::default(), 5000).await.unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+        assert_eq!(err.error.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+        assert_eq!((err.moved, err.failure), (1000, Failure::Connection), "{err}");
     }
 }

@@ -280,8 +280,9 @@ fn placeholder_fast_path(prefix: &[u8], total: usize) -> FastPath {
 
 /// Bytes of a batch's start that always suffice for [`cleared_by_prefix`] to tell: the header
 /// and, of the first record, its length, attributes, timestamp delta, offset delta and key
-/// length varints (at most 5 + 1 + 10 + 5 + 5 bytes) and the 8 bytes of [`PLACEHOLDER_MAGIC`].
-pub const CLEAR_PREFIX_BYTES: usize = HEADER_LEN + 34;
+/// length varints (read as varlongs here: at most 10 + 1 + 10 + 10 + 10 bytes) and the 8
+/// bytes of [`PLACEHOLDER_MAGIC`].
+pub const CLEAR_PREFIX_BYTES: usize = HEADER_LEN + 49;
 
 /// The length (`LOG_OVERHEAD + batchLength`, bytes) of the v2 batch that starts `rest`, when
 /// its first bytes already prove it is not a placeholder batch (the header and, for an

@@ -393,9 +393,9 @@ fn feed_splicing(
 ) -> (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<std::ops::Range<usize>>, Option<&'static str>) {
     let header_version = if version >= 12 { 1 } else { 0 };
     let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, version, header_version, CORRELATION_ID, frame_len, ctx)
-        .expect("large enough to stream");
+        .expect("large enough to stream")
+        .splicing(true);
     let (mut view, mut sent, mut spliced) = (Vec::new(), Vec::new(), Vec::new());
-    let mut short = false;
     loop {
         let r = s.ready(&view);
         if !r.is_empty() {
@@ -407,18 +407,100 @@ fn feed_splicing(
         if n >= crate::proxy::splice::MIN_SPLICE_BYTES {
             spliced.push(view.len()..view.len() + n);
             view.resize(view.len() + n, 0);
-            s.wrote(view.len());
-            short = true;
+            s.spliced(view.len());
             continue;
         }
         if view.len() == wire.len() {
             break;
         }
-        // After a move, a short read, as the connection makes (8 KiB).
-        let take = chunk.min(if std::mem::take(&mut short) { 8192 } else { usize::MAX }).min(wire.len() - view.len());
+        // Short reads while the stream wants them, as the connection makes them (8 KiB).
+        let take = chunk.min(if s.wants_short_reads() { 8192 } else { usize::MAX }).min(wire.len() - view.len());
         view.extend_from_slice(&wire[view.len()..view.len() + take]);
     }
     (view, sent, spliced, s.stopped())
+}
+
+/// `batch` as written by an idempotent producer (producer id 7): its first key decides
+/// whether its first bytes clear it. (The CRC is not what is looked at here.)
+fn idempotent(batch: Bytes) -> Bytes {
+    let mut v = batch.to_vec();
+    v[43..51].copy_from_slice(&7i64.to_be_bytes());
+    Bytes::from(v)
+}
+
+/// A data batch of one record of `value_len` bytes from an idempotent producer whose key
+/// starts with the placeholder magic (a placeholder candidate until all of it is in).
+fn magic_keyed(base: i64, value_len: usize) -> Bytes {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let mut key = crate::wire::batch::PLACEHOLDER_MAGIC.to_vec();
+    key.extend_from_slice(&[1; 16]);
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 1,
+        producer_id: 7,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: base,
+        sequence: 0,
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::from(key)),
+        value: Some(Bytes::from(vec![b'v'; value_len])),
+        headers: Default::default(),
+    };
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &[record],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    out.freeze()
+}
+
+/// The batches of `records` as (start, length) in the frame, given where `records` start.
+fn batch_spans(records: &[u8], at: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for b in crate::wire::batch::BatchIter::new(Bytes::copy_from_slice(records)) {
+        let n = b.unwrap().bytes().len();
+        out.push((at + pos, n));
+        pos += n;
+    }
+    out
+}
+
+/// Every range moved unseen lies inside one batch of `wire`, after the first bytes that
+/// cleared it, and that batch is no placeholder; the final look over the view (zeros in those
+/// ranges) decides as it would over `wire`.
+fn check_unseen(wire: &[u8], view: &[u8], version: i16, spliced: &[std::ops::Range<usize>], what: &str) {
+    let body_at = LENGTH_PREFIX_BYTES + 4 + usize::from(version >= 12);
+    let whole = fetch_scan::fetch_response(&wire[body_at..], version).unwrap();
+    let spans: Vec<(usize, usize)> = whole
+        .partitions
+        .iter()
+        .filter_map(|p| p.records.clone())
+        .flat_map(|r| batch_spans(&wire[body_at + r.start..body_at + r.end], body_at + r.start))
+        .collect();
+    for r in spliced {
+        let (start, len) = *spans
+            .iter()
+            .find(|(start, len)| r.start > *start && r.end <= start + len)
+            .unwrap_or_else(|| panic!("{what}: {r:?} is not inside one batch"));
+        let batch = &wire[start..start + len];
+        assert!(!crate::wire::batch::is_placeholder_batch(batch), "{what}: a placeholder moved unseen");
+        assert_eq!(
+            crate::wire::batch::cleared_by_prefix(&batch[..r.start - start]),
+            Some(len),
+            "{what}: {r:?} moved before its batch's first bytes cleared it"
+        );
+    }
+    let scan = |b: &[u8]| {
+        let s = fetch_scan::fetch_response(&b[body_at..], version).expect("walks");
+        crate::proxy::fetch_pass::needs_edit(&s, &b[body_at..], None)
+    };
+    assert_eq!(scan(view), scan(wire), "{what}: the final look over the view differs");
 }
 
 /// Batches of 200 KB: all but their first bytes move unseen, the response stays whole for the
@@ -441,16 +523,37 @@ fn large_batches_cleared_by_their_first_bytes_move_unseen_but_the_last_byte() {
             if chunk < 1 << 20 {
                 assert!(moved > wire.len() * 9 / 10, "v{version} chunk {chunk}: only {moved} of {} unseen", wire.len());
             }
-            // The unseen bytes are batch bodies after their first bytes: the final look finds
-            // the same frame shape and nothing to edit.
-            let body = &view[LENGTH_PREFIX_BYTES + 4 + usize::from(version >= 12)..];
-            let scan = fetch_scan::fetch_response(body, version).expect("the view walks");
-            assert!(!crate::proxy::fetch_pass::needs_edit(&scan, body, None), "v{version} chunk {chunk}");
-            for r in &spliced {
-                let first_bytes = wire[r.start - crate::wire::batch::HEADER_LEN..r.start].to_vec();
-                assert_ne!(first_bytes, vec![0u8; crate::wire::batch::HEADER_LEN]);
-            }
+            check_unseen(&wire, &view, version, &spliced, &format!("v{version} chunk {chunk}"));
         }
+    }
+}
+
+/// Batches of an idempotent producer clear by their first key (over several reads when they
+/// come in small pieces); a batch whose first key starts with the placeholder magic is a
+/// candidate: nothing of it moves unseen, and its partition goes once complete.
+#[test]
+fn idempotent_batches_clear_by_their_first_key_and_magic_keys_wait() {
+    let idem = |base| idempotent(data(base, 1, 200_000));
+    let records = Bytes::from([idem(0), magic_keyed(1, 200_000), idem(2)].concat());
+    let (wire, len) = frame(&[(U_ID, vec![Bytes::from([idem(0), idem(1)].concat()), records])]);
+    let body_at = 9;
+    let whole = fetch_scan::fetch_response(&wire[body_at..], 16).unwrap();
+    let second = whole.partitions[1].records.clone().unwrap();
+    let magic_at = body_at + second.start + idem(0).len();
+    let magic_len = magic_keyed(1, 200_000).len();
+    for chunk in [7, 100, 4096, 1 << 20] {
+        let what = format!("chunk {chunk}");
+        let (view, sent, spliced, stopped) = feed_splicing(&wire, 16, len, chunk, None);
+        assert_eq!(stopped, None, "{what}");
+        assert!(!spliced.is_empty(), "{what}: idempotent batches moved unseen");
+        assert!(
+            spliced.iter().all(|r| r.end <= magic_at || r.start >= magic_at + magic_len),
+            "{what}: part of the magic-keyed batch moved unseen: {spliced:?}"
+        );
+        // Complete: all but the trailing tagged fields went.
+        let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap();
+        assert!(end < wire.len() && end + 8 >= wire.len(), "{what}: sent up to {end} of {}", wire.len());
+        check_unseen(&wire, &view, 16, &spliced, &what);
     }
 }
 
@@ -464,11 +567,12 @@ fn nothing_of_a_placeholder_moves_unseen() {
     let second = whole.partitions[1].records.clone().unwrap();
     let placeholder_at = 9 + second.start + data(0, 1, 200_000).len();
     for chunk in [100, 4096, 1 << 20] {
-        let (_, sent, spliced, stopped) = feed_splicing(&wire, 16, len, chunk, None);
+        let (view, sent, spliced, stopped) = feed_splicing(&wire, 16, len, chunk, None);
         assert_eq!(stopped, Some("placeholder batch"), "chunk {chunk}");
         let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap_or(0);
         assert!(end <= placeholder_at, "chunk {chunk}: sent up to {end}, the placeholder starts at {placeholder_at}");
-        // (Read all at once, the topic is checked whole and nothing goes.)
-        assert_eq!(!spliced.is_empty(), chunk < 1 << 20, "chunk {chunk}: the large batches before it moved unseen");
+        // (Reads are short while batches are large, whatever `chunk` is.)
+        assert!(!spliced.is_empty(), "chunk {chunk}: the large batches before it moved unseen");
+        check_unseen(&wire, &view, 16, &spliced, &format!("chunk {chunk}"));
     }
 }
