@@ -37,13 +37,9 @@ const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 /// Api key Fetch (1): large responses are forwarded while they arrive.
 const FETCH: i16 = 1;
-/// Most bytes a read takes while a streamed response's batches are spliced (bytes): enough
-/// for the next batch's first bytes (and a partition header before them), so that the rest
-/// of a large batch is spliced, not read.
-const SHORT_READ_BYTES: u64 = 8 * 1024;
 
 use super::fetch_pass::FetchContext;
-use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED};
+use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED, SHORT_READ_BYTES};
 use super::halves::{split_any, split_tcp, Reader, Writer};
 use super::mirror_gate::GateDecision;
 use super::request_metrics::ConnectionMetrics;
@@ -594,22 +590,19 @@ async fn responses(
                             metrics::counter!(FETCH_SPLICED_BYTES).increment(n as u64);
                             continue;
                         }
-                        // Nothing moved: this response (and, after a refusal, every later
-                        // one) is copied instead.
-                        Err(e) if e.moved == 0 && e.failure != splice::Failure::Connection => {
+                        // Nothing taken from the broker: this response (and, after a
+                        // refusal, every later one) is copied instead.
+                        Err(e) if e.taken == 0 => {
                             if e.failure == splice::Failure::Refused {
                                 splice::disable(&e.error);
                             } else {
-                                tracing::debug!(error = %e, "no pipe for splice; copying this Fetch response");
+                                tracing::debug!(error = %e, "splice failed before taking a byte; copying this Fetch response");
                             }
                             zero_copy = false;
                             s.set_splicing(false);
                         }
                         Err(e) => {
-                            if e.moved > 0 {
-                                // The retry is copied, not spliced.
-                                shared.fetch_stream_denials.deny(identity.host);
-                            }
+                            metrics.sent.increment((s.sent() + e.moved) as u64);
                             return format!("zero-copy forwarding of a Fetch response failed: {e}");
                         }
                     }
@@ -624,7 +617,7 @@ async fn responses(
             // the rest of it can be spliced.
             let short = zero_copy && stream.as_ref().is_some_and(FetchStream::wants_short_reads);
             let read = if short {
-                read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES), &mut buf, &decoder).await
+                read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES as u64), &mut buf, &decoder).await
             } else {
                 read_more(up_r, &mut buf, &decoder).await
             };

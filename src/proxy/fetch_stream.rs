@@ -50,6 +50,10 @@ pub const FETCH_SPLICED_BYTES: &str = "mirrorgate_client_fetch_spliced_bytes_tot
 pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
 /// Fewest new body bytes between two walks of a response being streamed.
 const WALK_STEP_BYTES: usize = 64 * 1024;
+/// Most bytes a read takes while a streamed response's batches are spliced (bytes): enough
+/// for the next batch's first bytes (and a partition header before them), so that the rest
+/// of a large batch is spliced, not read.
+pub const SHORT_READ_BYTES: usize = 8 * 1024;
 /// Most partitions a response may have walked for its large batches to get a walk each
 /// (`FetchStream::large`): a walk parses every partition header from the body's start.
 const MAX_SPLICE_PARTITIONS: usize = 64;
@@ -175,6 +179,9 @@ impl<'a> FetchStream<'a> {
     pub fn set_splicing(&mut self, on: bool) {
         self.splice = on;
         self.large = on;
+        if !on {
+            self.splice_until = 0;
+        }
     }
 
     /// Bytes of the frame written to the client (length prefix included).
@@ -291,6 +298,10 @@ impl<'a> FetchStream<'a> {
             // bytes, so the same batches), not from its first batch again.
             let (start, done) = self.partial_checked;
             let from = if start == partial.records.start { done.min(arrived.len()) } else { 0 };
+            if start != partial.records.start {
+                // A new partition in progress: its own batches decide whether they are large.
+                self.large = self.splice && scan.partitions.len() <= MAX_SPLICE_PARTITIONS;
+            }
             let whole = match batch::leading_batches(&arrived[from..]) {
                 Ok(n) => from + n,
                 Err(_) => return self.stop("placeholder batch"),
@@ -308,8 +319,9 @@ impl<'a> FetchStream<'a> {
                     let end = (whole + total).min(partial.records.len());
                     upto = partial.records.start + end.min(arrived.len());
                     self.splice_until = LENGTH_PREFIX_BYTES + header_len + partial.records.start + end;
+                    // (Large enough that more than a short read of it is left to splice.)
                     self.large = self.splice
-                        && total >= super::splice::MIN_SPLICE_BYTES
+                        && total >= super::splice::MIN_SPLICE_BYTES + SHORT_READ_BYTES
                         && scan.partitions.len() <= MAX_SPLICE_PARTITIONS;
                 }
                 // A placeholder candidate or a strange batch: wait for its partition's end.

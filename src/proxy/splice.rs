@@ -57,6 +57,9 @@ pub fn disable(error: &io::Error) {
 /// Why [`forward`] failed, and how many bytes of the run had moved by then.
 #[derive(Debug)]
 pub struct SpliceError {
+    /// Bytes of the run taken from the destination broker's socket (at the client, or lost
+    /// in the pipe): with none taken the run can still be copied instead.
+    pub taken: usize,
     /// Bytes of the run already at the client.
     pub moved: usize,
     /// What failed.
@@ -68,18 +71,24 @@ pub struct SpliceError {
 /// What part of [`forward`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
-    /// No pipe could be made (file descriptors or memory used up): copy instead, this time.
+    /// No pipe could be made (file descriptors or memory used up).
     Pipe,
-    /// The kernel refused the splice itself (`EINVAL`, `ENOSYS`, `EPERM`, `EOPNOTSUPP`): copy
-    /// instead, from now on ([`disable`]).
+    /// The kernel refused splicing these descriptors (`EINVAL`, `ENOSYS`, `EPERM`: no splice
+    /// support for them, or a seccomp filter), which no connection's state causes: worth
+    /// turning splicing off ([`disable`]).
     Refused,
-    /// A socket failed or closed (`UnexpectedEof`: the broker closed before the run was in).
+    /// Anything else: a socket failed or closed (`UnexpectedEof`: the broker closed before
+    /// the run was in; `EPIPE`, `ECONNRESET`: the client went).
     Connection,
 }
 
 impl std::fmt::Display for SpliceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} after {} bytes ({:?})", self.error, self.moved, self.failure)
+        write!(
+            f,
+            "{} ({:?}; {} bytes of the run taken, {} at the client)",
+            self.error, self.failure, self.taken, self.moved
+        )
     }
 }
 
@@ -89,9 +98,9 @@ impl std::fmt::Display for SpliceError {
 /// ones `from` delivers (nothing of them read already).
 ///
 /// # Errors
-/// [`SpliceError`] with the bytes already moved: with none moved after a [`Failure::Pipe`] or
-/// [`Failure::Refused`], the caller can copy the run instead; otherwise the connection is
-/// unusable (part of the run went) and the caller closes it. Off Linux: `Refused`.
+/// [`SpliceError`] with the bytes taken and moved: with none taken from `from`, the caller can
+/// copy the run instead; otherwise the connection is unusable (part of the run went, or sits
+/// in the pipe) and the caller closes it. Off Linux: `Refused`, nothing taken.
 pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> Result<(), SpliceError> {
     #[cfg(target_os = "linux")]
     {
@@ -101,6 +110,7 @@ pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize
     {
         let _ = (from, to, pipe, n);
         Err(SpliceError {
+            taken: 0,
             moved: 0,
             failure: Failure::Refused,
             error: io::Error::new(io::ErrorKind::Unsupported, "splice is Linux only"),
@@ -132,10 +142,12 @@ mod linux {
         Ok((r, w, *size))
     }
 
-    /// A splice error: refused by the kernel, or the sockets' own failure.
+    /// A splice error: refused by the kernel, or the sockets' own failure. (A client that went
+    /// away gives `EPIPE` and a SIGPIPE, which Rust programs ignore.)
     fn failure(e: &io::Error) -> Failure {
         match nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)) {
-            Errno::EINVAL | Errno::ENOSYS | Errno::EPERM | Errno::EOPNOTSUPP => Failure::Refused,
+            // (Not EOPNOTSUPP: a socket's stored ICMP error can be that.)
+            Errno::EINVAL | Errno::ENOSYS | Errno::EPERM => Failure::Refused,
             _ => Failure::Connection,
         }
     }
@@ -147,11 +159,12 @@ mod linux {
         n: usize,
     ) -> Result<(), SpliceError> {
         let (pipe_r, pipe_w, size) =
-            pipe_of(pipe).map_err(|error| SpliceError { moved: 0, failure: Failure::Pipe, error })?;
+            pipe_of(pipe).map_err(|error| SpliceError { taken: 0, moved: 0, failure: Failure::Pipe, error })?;
         let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
         let mut left = n;
         let mut in_pipe = 0usize;
         let fail = |left: usize, in_pipe: usize, error: io::Error| SpliceError {
+            taken: n - left,
             moved: n - left - in_pipe,
             failure: failure(&error),
             error,
@@ -164,6 +177,7 @@ mod linux {
                 match from.try_io(Interest::READABLE, || Ok(splice(from, None, pipe_w, None, left.min(size), flags)?)) {
                     Ok(0) => {
                         return Err(SpliceError {
+                            taken: n - left,
                             moved: n - left,
                             failure: Failure::Connection,
                             error: io::Error::new(
@@ -240,6 +254,6 @@ mod tests {
         drop(broker);
         let err = forward(&from, &to, &mut Pipe::default(), 5000).await.unwrap_err();
         assert_eq!(err.error.kind(), io::ErrorKind::UnexpectedEof, "{err}");
-        assert_eq!((err.moved, err.failure), (1000, Failure::Connection), "{err}");
+        assert_eq!((err.taken, err.moved, err.failure), (1000, 1000, Failure::Connection), "{err}");
     }
 }

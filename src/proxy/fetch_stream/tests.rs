@@ -391,6 +391,21 @@ fn feed_splicing(
     chunk: usize,
     ctx: Option<FetchContext<'_>>,
 ) -> (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<std::ops::Range<usize>>, Option<&'static str>) {
+    feed_splicing_until(wire, version, frame_len, chunk, ctx, usize::MAX)
+}
+
+/// [`feed_splicing`], where the splice after `fails_after` good ones fails before taking a
+/// byte, and the connection copies the rest instead (`set_splicing(false)`), as `responses()`
+/// does.
+#[allow(clippy::type_complexity)]
+fn feed_splicing_until(
+    wire: &[u8],
+    version: i16,
+    frame_len: usize,
+    chunk: usize,
+    ctx: Option<FetchContext<'_>>,
+    fails_after: usize,
+) -> (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<std::ops::Range<usize>>, Option<&'static str>) {
     let header_version = if version >= 12 { 1 } else { 0 };
     let mut s = FetchStream::start(DEFAULT_STREAM_MIN_BYTES, version, header_version, CORRELATION_ID, frame_len, ctx)
         .expect("large enough to stream")
@@ -404,7 +419,10 @@ fn feed_splicing(
             sent.push(r);
         }
         let n = s.splice_len(view.len());
-        if n >= crate::proxy::splice::MIN_SPLICE_BYTES {
+        if n >= crate::proxy::splice::MIN_SPLICE_BYTES && spliced.len() == fails_after {
+            s.set_splicing(false);
+            assert_eq!(s.splice_len(view.len()), 0, "nothing to splice once off");
+        } else if n >= crate::proxy::splice::MIN_SPLICE_BYTES {
             spliced.push(view.len()..view.len() + n);
             view.resize(view.len() + n, 0);
             s.spliced(view.len());
@@ -413,8 +431,9 @@ fn feed_splicing(
         if view.len() == wire.len() {
             break;
         }
-        // Short reads while the stream wants them, as the connection makes them (8 KiB).
-        let take = chunk.min(if s.wants_short_reads() { 8192 } else { usize::MAX }).min(wire.len() - view.len());
+        // Short reads while the stream wants them, as the connection makes them.
+        let take =
+            chunk.min(if s.wants_short_reads() { SHORT_READ_BYTES } else { usize::MAX }).min(wire.len() - view.len());
         view.extend_from_slice(&wire[view.len()..view.len() + take]);
     }
     (view, sent, spliced, s.stopped())
@@ -516,13 +535,15 @@ fn large_batches_cleared_by_their_first_bytes_move_unseen_but_the_last_byte() {
             let moved: usize = spliced.iter().map(|r| r.len()).sum();
             let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap();
             assert!(end < wire.len(), "v{version} chunk {chunk}: the last byte went");
-            // Every range follows the last: nothing sent twice, nothing skipped.
+            // Every range follows the last from the first byte on: nothing sent twice, nothing
+            // skipped; all but the trailing tagged fields at most.
             let mut all: Vec<_> = sent.iter().chain(&spliced).cloned().collect();
             all.sort_by_key(|r| r.start);
+            assert_eq!(all[0].start, 0, "v{version} chunk {chunk}");
             assert!(all.windows(2).all(|w| w[0].end == w[1].start), "v{version} chunk {chunk}: gaps or overlaps");
-            if chunk < 1 << 20 {
-                assert!(moved > wire.len() * 9 / 10, "v{version} chunk {chunk}: only {moved} of {} unseen", wire.len());
-            }
+            assert!(end + 8 >= wire.len(), "v{version} chunk {chunk}: sent up to {end} of {}", wire.len());
+            // (Reads are short while batches are large, whatever `chunk` is.)
+            assert!(moved > wire.len() * 9 / 10, "v{version} chunk {chunk}: only {moved} of {} unseen", wire.len());
             check_unseen(&wire, &view, version, &spliced, &format!("v{version} chunk {chunk}"));
         }
     }
@@ -550,6 +571,13 @@ fn idempotent_batches_clear_by_their_first_key_and_magic_keys_wait() {
             spliced.iter().all(|r| r.end <= magic_at || r.start >= magic_at + magic_len),
             "{what}: part of the magic-keyed batch moved unseen: {spliced:?}"
         );
+        // After the candidate, reads are no longer short: a read of all that arrived takes the
+        // next batch whole; smaller ones leave its rest to move unseen.
+        assert_eq!(
+            spliced.iter().any(|r| r.start >= magic_at + magic_len),
+            chunk < 1 << 20,
+            "{what}: the batch after the magic-keyed one: {spliced:?}"
+        );
         // Complete: all but the trailing tagged fields went.
         let end = sent.iter().chain(&spliced).map(|r| r.end).max().unwrap();
         assert!(end < wire.len() && end + 8 >= wire.len(), "{what}: sent up to {end} of {}", wire.len());
@@ -574,5 +602,30 @@ fn nothing_of_a_placeholder_moves_unseen() {
         // (Reads are short while batches are large, whatever `chunk` is.)
         assert!(!spliced.is_empty(), "chunk {chunk}: the large batches before it moved unseen");
         check_unseen(&wire, &view, 16, &spliced, &format!("chunk {chunk}"));
+    }
+}
+
+/// A splice that fails before taking a byte, at any point of a response: the connection copies
+/// the rest, and the response still goes out whole, once, in order.
+#[test]
+fn a_failed_splice_falls_back_to_copying_the_rest() {
+    let big = |base| Bytes::from([data(base, 1, 200_000), data(base + 1, 1, 200_000)].concat());
+    let (wire, len) = frame(&[(U_ID, vec![big(0), big(0), big(0)])]);
+    let all_spliced = feed_splicing(&wire, 16, len, 4096, None).2.len();
+    assert!(all_spliced >= 6, "{all_spliced} splices");
+    for fails_after in 0..all_spliced {
+        let what = format!("failing after {fails_after} splices");
+        let (view, sent, spliced, stopped) = feed_splicing_until(&wire, 16, len, 4096, None, fails_after);
+        assert_eq!((spliced.len(), stopped), (fails_after, None), "{what}");
+        let mut all: Vec<_> = sent.iter().chain(&spliced).cloned().collect();
+        all.sort_by_key(|r| r.start);
+        assert_eq!(all[0].start, 0, "{what}");
+        assert!(all.windows(2).all(|w| w[0].end == w[1].start), "{what}: gaps or overlaps");
+        let end = all.last().unwrap().end;
+        assert!(end < wire.len() && end + 8 >= wire.len(), "{what}: sent up to {end} of {}", wire.len());
+        // What went from the view after the failure is the broker's bytes.
+        let copied_from = spliced.last().map_or(0, |r| r.end);
+        assert_eq!(view[copied_from..], wire[copied_from..], "{what}");
+        check_unseen(&wire, &view, 16, &spliced, &what);
     }
 }
