@@ -12,27 +12,15 @@ MG="$1"; ROUNDS="${2:-5}"; N="${3:-2000000}"
 WORK="$(pwd)/target/bench-consume"; rm -rf $WORK; mkdir -p $WORK
 CL="consexp-$$"
 tool() { scripts/kafka.sh tool "$@"; }
+# shellcheck source=benches/harness/mg_config.sh
+source benches/harness/mg_config.sh
 cleanup() { [[ -n "${MG_PID:-}" ]] && kill $MG_PID 2>/dev/null; scripts/kafka.sh stop "$CL" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP=1g scripts/kafka.sh start "$CL" --owner-pid $$ >$WORK/bootstrap 2>$WORK/start.log
 DIRECT="$(cat $WORK/bootstrap)"
 PY="$(scripts/pyenv.sh)"
 PORT="$("$PY" benches/harness/bench_util.py free-ports 12)"
-cat >$WORK/mg.yaml <<Y
-destination:
-  bootstrap_servers: $DIRECT
-listeners:
-  - name: bench
-    bind_host: 127.0.0.1
-    advertised_host: 127.0.0.1
-    port_range: $PORT-$((PORT + 11))
-mirror_state:
-  topic: __mirror_state
-  num_partitions: 3
-log:
-  level: warn
-${MG_EXTRA_YAML:-}
-Y
+mg_config "$DIRECT" "$PORT" "${MG_EXTRA_YAML:-}" >$WORK/mg.yaml
 $MG run --config $WORK/mg.yaml </dev/null >$WORK/mg.log 2>&1 & MG_PID=$!
 sleep 3
 tool topics --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null

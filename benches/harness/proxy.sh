@@ -48,6 +48,8 @@ LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 log() { printf '[bench-proxy %6.1fs] %s\n' "$(( $(date +%s%3N) - T0 ))e-3" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 tool() { scripts/kafka.sh tool "$@"; }
+# shellcheck source=benches/harness/mg_config.sh
+source benches/harness/mg_config.sh
 
 MG_PID=""
 cleanup() {
@@ -83,21 +85,7 @@ DIRECT="$(cat "$WORK/bootstrap")"
 
 PORT="$("$PY" benches/harness/bench_util.py free-ports 12)"
 PROXY="127.0.0.1:$PORT"
-cat >"$WORK/mirrorgate.yaml" <<EOF
-destination:
-  bootstrap_servers: $DIRECT
-listeners:
-  - name: bench
-    bind_host: 127.0.0.1
-    advertised_host: 127.0.0.1
-    port_range: $PORT-$((PORT + 11))
-mirror_state:
-  topic: __mirror_state
-  num_partitions: 3
-log:
-  level: warn
-${BENCH_MG_EXTRA_YAML:-}
-EOF
+mg_config "$DIRECT" "$PORT" "${BENCH_MG_EXTRA_YAML:-}" >"$WORK/mirrorgate.yaml"
 "$WORK/mirrorgate" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
 MG_PID=$!
 for _ in $(seq 1 300); do

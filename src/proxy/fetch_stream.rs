@@ -20,6 +20,10 @@
 //! and its address gets store-and-forward only for [`DENIAL_TTL`], so the retry is served
 //! edited.
 //!
+//! Where both connections are plain TCP, the rest of a batch whose first bytes prove it is no
+//! placeholder ([`batch::cleared_by_prefix`]) may go before mirrorgate has read it
+//! ([`FetchStream::splice_len`], moved by [`super::splice`]); the final look is unchanged.
+//!
 //! Only responses of at least `fetch_stream_min_bytes` stream (default
 //! [`DEFAULT_STREAM_MIN_BYTES`]; a small one costs little to hold; 0 turns streaming off);
 //! never a response whose request was rewritten (`ResponseAction::Present`/`Merged`).
@@ -344,7 +348,7 @@ impl<'a> FetchStream<'a> {
     /// first bytes ([`batch::cleared_by_prefix`]), never the frame's last byte. 0 when none.
     /// The caller moves them ([`super::splice::forward`]), puts as many zero bytes in their
     /// place (so that the frame keeps its shape for the final look, which needs no content
-    /// of them), and calls [`FetchStream::wrote`].
+    /// of them), and calls [`FetchStream::spliced`].
     pub fn splice_len(&self, arrived: usize) -> usize {
         if self.stopped.is_some() || self.sent != arrived {
             return 0;
