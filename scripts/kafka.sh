@@ -3,8 +3,10 @@
 #
 #   scripts/kafka.sh fetch [VERSION]
 #   scripts/kafka.sh start NAME [--nodes 1|3] [--version V] [--owner-pid PID] [--tiered] [--prop key=value ...]
-#                    [--extra-listener LNAME@HOST] [--feature NAME=LEVEL ...]   (a second client listener per node on another
-#                    loopback address and port; its bootstrap is written to <state>/NAME/bootstrap.LNAME)
+#                    [--extra-listener LNAME@HOST[@ADVERTISED_HOST]] [--feature NAME=LEVEL ...]   (a second client
+#                    listener per node on another loopback address and port; its bootstrap is written to
+#                    <state>/NAME/bootstrap.LNAME; ADVERTISED_HOST, when given, is the host it advertises with the
+#                    same port, and the bootstrap's host, e.g. a TCP relay's address in a benchmark)
 #        --feature: a feature level given to `kafka-storage format --feature` (Kafka 3.9+, KIP-1022),
 #        e.g. transaction.version=1 for a Kafka 4.x cluster with transaction version 1
 #        --tiered: KIP-405 tiered storage on, remote tier = Kafka's LocalTieredStorage (a directory
@@ -367,13 +369,14 @@ write_node_config() {
   fi
   local rf=$(( nodes < 3 ? nodes : 3 ))
   local minisr=$(( nodes == 1 ? 1 : 2 ))
-  # Optional extra client listener (start --extra-listener LNAME@HOST): same security, own port.
+  # Optional extra client listener (start --extra-listener LNAME@HOST[@ADVERTISED_HOST]): same
+  # security, own port.
   local xl="" xa="" xm=""
   if [[ -s "$cdir/extra_listener" ]]; then
-    local lname lhost xport
-    IFS=@ read -r lname lhost <"$cdir/extra_listener" || true
+    local lname lhost ladv xport
+    IFS=@ read -r lname lhost ladv <"$cdir/extra_listener" || true
     xport=$(sed -n "${n}p" "$cdir/extra_ports")
-    xl=",$lname://$lhost:$xport"; xa="$xl"; xm=",$lname:PLAINTEXT"
+    xl=",$lname://$lhost:$xport"; xa=",$lname://${ladv:-$lhost}:$xport"; xm=",$lname:PLAINTEXT"
   fi
   mkdir -p "$ndir/data"
   cat >"$ndir/server.properties" <<EOF
@@ -613,8 +616,8 @@ cmd_start() {
     [[ "$p" == *=* ]] || die "--prop '$p' is not key=value"
   done
   if [[ -n "$extra" ]]; then
-    [[ "$extra" =~ ^[A-Z][A-Z0-9_]*@[0-9.]+$ && "$extra" != PLAINTEXT@* && "$extra" != CONTROLLER@* ]] \
-      || die "--extra-listener '$extra' is not LNAME@IPV4 (upper-case name other than PLAINTEXT/CONTROLLER)"
+    [[ "$extra" =~ ^[A-Z][A-Z0-9_]*@[0-9.]+(@[0-9.]+)?$ && "$extra" != PLAINTEXT@* && "$extra" != CONTROLLER@* ]] \
+      || die "--extra-listener '$extra' is not LNAME@IPV4[@IPV4] (upper-case name other than PLAINTEXT/CONTROLLER)"
   fi
   need java; need python3
   ensure_fetched "$version"
@@ -746,9 +749,10 @@ cmd_start() {
   while read -r p; do bootstrap="${bootstrap:+$bootstrap,}127.0.0.1:$p"; done <"$cdir/broker_ports"
   echo "$bootstrap" >"$cdir/bootstrap"
   if [[ -n "$extra" ]]; then
-    local xb=""
-    while read -r p; do xb="${xb:+$xb,}${extra#*@}:$p"; done <"$cdir/extra_ports"
-    echo "$xb" >"$cdir/bootstrap.${extra%@*}"
+    local xb="" xname xhost xadv
+    IFS=@ read -r xname xhost xadv <<<"$extra"
+    while read -r p; do xb="${xb:+$xb,}${xadv:-$xhost}:$p"; done <"$cdir/extra_ports"
+    echo "$xb" >"$cdir/bootstrap.$xname"
   fi
   log "cluster $name ($nodes node(s), Kafka $version, id $cluster_id) ready in $(( ($(now_ms) - t0) ))ms: $bootstrap"
   echo "$bootstrap"
