@@ -14,6 +14,9 @@
 #               each side's percentiles, their differences and 90 % bootstrap intervals over
 #               blocks of 2,000 pairs (rounds of one side at a time moved by milliseconds at
 #               p99 on a 2-vCPU machine: each met other bursts of the broker and the machine);
+#               then, unless BENCH_AA=0, the same paired run with both sides direct: an A/A
+#               control, whose "added" percentiles show how far two identical sides differ
+#               on this machine (a proxy's cost smaller than that cannot be read here);
 #   throughput  BENCH_TP_RECORDS (1000000) records of 1024 B as fast as possible (acks=1,
 #               linger.ms=5, batch.size=131072): MB/s;
 # then consumer-perf reading the throughput topic, directly and through mirrorgate: its
@@ -24,9 +27,13 @@
 #
 # Other environment: BENCH_SKIP_BUILD=1 (use target/release/mirrorgate as it is),
 # BENCH_MG_BIN (measure this binary), BENCH_MG_EXTRA_YAML (appended to mirrorgate's config,
-# e.g. a tracing section), BENCH_HEAP (1g).
+# e.g. a tracing section), BENCH_HEAP (1g), BENCH_KAFKA_CPUS and BENCH_MG_CPUS (pin the broker
+# and clients, and mirrorgate, to CPUs of their own: benches/harness/pin.sh).
 # Work files and logs: target/bench-proxy/. Everything started is stopped on exit.
 set -euo pipefail
+# shellcheck source=benches/harness/pin.sh
+source "$(dirname "$0")/pin.sh"
+bench_pin "$@"
 cd "$(dirname "$0")/../.."
 REPO="$(pwd)"
 
@@ -37,6 +44,7 @@ LAT_N="${BENCH_LATENCY_RECORDS:-100000}"
 US_RATE="${BENCH_US_RATE:-2000}"
 US_N="${BENCH_US_RECORDS:-200000}"
 TP_N="${BENCH_TP_RECORDS:-1000000}"
+AA="${BENCH_AA:-1}"
 HEAP="${BENCH_HEAP:-1g}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 DATE="$(date -u +%F)"
@@ -86,7 +94,7 @@ DIRECT="$(cat "$WORK/bootstrap")"
 PORT="$("$PY" benches/harness/bench_util.py free-ports 12)"
 PROXY="127.0.0.1:$PORT"
 mg_config "$DIRECT" "$PORT" "${BENCH_MG_EXTRA_YAML:-}" >"$WORK/mirrorgate.yaml"
-"$WORK/mirrorgate" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
+"${MG_PIN[@]}" "$WORK/mirrorgate" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
 MG_PID=$!
 for _ in $(seq 1 300); do
   "$PY" - "$PROXY" <<'EOF' 2>/dev/null && break
@@ -136,11 +144,11 @@ consume_run() {   # bootstrap label round
 # Latency in microseconds: LatencyPerf.java --paired, both sides in one process on one clock
 # (Kafka's Java producer, System.nanoTime around each send → acknowledgement).
 KAFKA_CP="$(scripts/kafka.sh classpath "$KAFKA_VERSION")"
-latency_paired_run() {
-  local f="$WORK/latus.log"
-  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java --paired "$DIRECT" "$PROXY" lat "$US_N" "$SIZE" \
-    "$US_RATE" "$((US_N / 10))" "$WORK/latus-direct.us" "$WORK/latus-proxy.us" >"$f" 2>&1 ||
-    { tail -n 5 "$f" >&2; die "LatencyPerf --paired failed"; }
+latency_paired_run() {   # bootstrap_a bootstrap_b name: dumps $WORK/name-a.us and name-b.us
+  local f="$WORK/$3.log"
+  java -Xmx512m -cp "$KAFKA_CP" benches/harness/LatencyPerf.java --paired "$1" "$2" lat "$US_N" "$SIZE" \
+    "$US_RATE" "$((US_N / 10))" "$WORK/$3-a.us" "$WORK/$3-b.us" >"$f" 2>&1 ||
+    { tail -n 5 "$f" >&2; die "LatencyPerf --paired ($3) failed"; }
   grep -E '^[AB] records=' "$f" >&2
 }
 
@@ -157,7 +165,11 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 log "paired latency run: $US_N records a side, $US_RATE sends/s in all"
-latency_paired_run
+latency_paired_run "$DIRECT" "$PROXY" latus
+if [[ "$AA" == 1 ]]; then
+  log "A/A control: the same paired run with both sides direct"
+  latency_paired_run "$DIRECT" "$DIRECT" latus-aa
+fi
 for r in $(seq 1 "$ROUNDS"); do
   for side in direct proxy; do
     b="$DIRECT"; [[ "$side" == proxy ]] && b="$PROXY"
@@ -179,14 +191,19 @@ p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
 # The paired run: percentiles of each side, differences, bootstrap intervals over blocks of pairs.
 declare -A POOL
 while IFS='=' read -r k v; do POOL[$k]="$v"; done < <(
-  "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-direct.us" "$WORK/latus-proxy.us")
+  "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-a.us" "$WORK/latus-b.us")
+declare -A AAP
+if [[ "$AA" == 1 ]]; then
+  while IFS='=' read -r k v; do AAP[$k]="$v"; done < <(
+    "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-aa-a.us" "$WORK/latus-aa-b.us")
+fi
 u_d50=${POOL[direct_p50_us]}; u_d99=${POOL[direct_p99_us]}; u_d999=${POOL[direct_p999_us]}
 u_p50=${POOL[proxy_p50_us]}; u_p99=${POOL[proxy_p99_us]}; u_p999=${POOL[proxy_p999_us]}
 dtp=$(vals TP direct); ptp=$(vals TP proxy); dc=$(vals CONS direct); pc=$(vals CONS proxy)
 add() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%+.1f", a - b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}'; }
 LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
-CPUS="$(nproc)"; MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+CPUS="$(nproc --all)"; MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 
 {
@@ -196,6 +213,7 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "load average at start $LOAD_START, at end $LOAD_END. Medians of $ROUNDS alternating rounds; the µs latency rows"
   echo "come from one paired run (LatencyPerf.java --paired: a direct and a proxied producer sending in turn on one clock,"
   echo "$US_RATE sends/s in all, ${POOL[pairs]} pairs after warm-up; intervals: 90 % bootstrap over ${POOL[blocks]} blocks of 2,000 pairs)."
+  echo "$(pin_facts)"
   echo "Command: \`make bench-proxy\` (benches/harness/proxy.sh)."
   echo
   echo "| Measure | direct | through mirrorgate | mirrorgate's cost |"
@@ -206,6 +224,10 @@ MEM="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "| produce latency p50, µs (LatencyPerf.java --paired: $((US_RATE / 2)) rec/s a side × $SIZE B, acks=all) | $u_d50 | $u_p50 | $(add "$u_p50" "$u_d50") µs (90 %: ${POOL[added_p50_boot90_low_us]} to ${POOL[added_p50_boot90_high_us]}) |"
   echo "| produce latency p99, µs (paired) | $u_d99 | $u_p99 | $(add "$u_p99" "$u_d99") µs (90 %: ${POOL[added_p99_boot90_low_us]} to ${POOL[added_p99_boot90_high_us]}) |"
   echo "| produce latency p99.9, µs (paired) | $u_d999 | $u_p999 | $(add "$u_p999" "$u_d999") µs (90 %: ${POOL[added_p999_boot90_low_us]} to ${POOL[added_p999_boot90_high_us]}) |"
+  if [[ "$AA" == 1 ]]; then
+    echo "| A/A control, paired, both sides direct: p50, µs | ${AAP[direct_p50_us]} | ${AAP[proxy_p50_us]} (direct too) | $(add "${AAP[proxy_p50_us]}" "${AAP[direct_p50_us]}") µs (90 %: ${AAP[added_p50_boot90_low_us]} to ${AAP[added_p50_boot90_high_us]}) |"
+    echo "| A/A control: p99, µs | ${AAP[direct_p99_us]} | ${AAP[proxy_p99_us]} (direct too) | $(add "${AAP[proxy_p99_us]}" "${AAP[direct_p99_us]}") µs (90 %: ${AAP[added_p99_boot90_low_us]} to ${AAP[added_p99_boot90_high_us]}) |"
+  fi
   echo "| produce throughput, MB/s (1 KiB records, acks=1) | $dtp | $ptp | × $(ratio "$ptp" "$dtp") |"
   echo "| consume throughput, MB/s (consumer-perf fetch.MB.sec, group join left out) | $dc | $pc | × $(ratio "$pc" "$dc") |"
 } | tee "$OUT"
