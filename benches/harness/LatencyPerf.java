@@ -22,6 +22,10 @@
 //     percentiles then measures the proxy, not the moment. Prints the line above per side
 //     (prefixed "A " and "B ") and writes each side's kept latencies (µs, send order) to
 //     DUMP_A and DUMP_B.
+//   java -cp <kafka libs> LatencyPerf.java --sides K BOOTSTRAP_1 .. BOOTSTRAP_K TOPIC RECORDS RECORD_SIZE RATE WARMUP DUMP_1 .. DUMP_K
+//     The same with K producers in turn (side s writes to partition s - 1 of TOPIC, which needs K
+//     partitions), e.g. direct, a TCP relay, the proxy and direct again (an A/A control) all on
+//     one clock. --paired is --sides 2. Prints a line per side, prefixed "A ", "B ", ...
 // Exit code 1 when a send fails.
 import java.util.Arrays;
 import java.util.Properties;
@@ -42,6 +46,17 @@ public class LatencyPerf {
             }
             run(new String[] {args[1], args[2]}, args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]),
                     Double.parseDouble(args[6]), Integer.parseInt(args[7]), new String[] {args[8], args[9]});
+            return;
+        }
+        if (args.length > 1 && args[0].equals("--sides")) {
+            int k = Integer.parseInt(args[1]);
+            if (k < 1 || k > 26 || args.length != 2 + 2 * k + 5) {
+                System.err.println("usage: LatencyPerf --sides K BOOTSTRAP_1 .. BOOTSTRAP_K TOPIC RECORDS RECORD_SIZE RATE WARMUP DUMP_1 .. DUMP_K");
+                System.exit(2);
+            }
+            int at = 2 + k;
+            run(Arrays.copyOfRange(args, 2, at), args[at], Integer.parseInt(args[at + 1]), Integer.parseInt(args[at + 2]),
+                    Double.parseDouble(args[at + 3]), Integer.parseInt(args[at + 4]), Arrays.copyOfRange(args, at + 5, at + 5 + k));
             return;
         }
         if (args.length < 5) {
@@ -89,8 +104,8 @@ public class LatencyPerf {
                 final int side = i % sides;
                 final int idx = i / sides;
                 final long sent = System.nanoTime();
-                // One partition a side: neither side's appends wait for the other's
-                // partition lock (the paired run needs TOPIC with 2 partitions).
+                // One partition a side: neither side's appends wait for another's
+                // partition lock (TOPIC needs a partition per side).
                 producers[side].send(new ProducerRecord<>(topic, side, null, value), (md, e) -> {
                     latency[side][idx] = System.nanoTime() - sent;
                     if (e != null) failure.compareAndSet(null, e);
