@@ -1,5 +1,5 @@
 # mirrorgate — the two commands a new user needs are `make demo` and `make test`.
-.PHONY: demo test lint bench bench-proxy bench-fetch-rtt bench-scale bench-fill-head kafka clean faults faults-long fuzz fuzz-short
+.PHONY: demo test lint bench bench-proxy bench-relay bench-fetch-rtt bench-scale bench-fill-head kafka clean faults faults-long fuzz fuzz-short
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
@@ -44,10 +44,17 @@ bench:
 bench-mirror:
 	benches/harness/mirror.sh
 
-# The proxy's cost to clients: producer-perf latency (p50/p99/p99.9), a paired µs latency run,
-# and produce/consume throughput, directly and through mirrorgate (~10 min; not in CI).
+# The proxy's cost to clients: producer-perf latency (p50/p99/p99.9), a paired µs latency run
+# and its A/A control, and produce/consume throughput, directly and through mirrorgate (~13 min;
+# not in CI).
 bench-proxy:
 	benches/harness/proxy.sh
+
+# What a bare TCP relay (socat) costs beside mirrorgate: latency with all sides on one clock
+# and an A/A control, then consume (~9 min; needs socat; not in CI).
+bench-relay:
+	cargo build --release --bin mirrorgate
+	benches/harness/relay.sh target/release/mirrorgate
 
 # The round trip of one 3 MiB Fetch: direct, through mirrorgate forwarding it while it arrives,
 # and through mirrorgate reading it whole first (~2 min; not in CI).
