@@ -17,8 +17,8 @@
 # in docs/performance.md with the machine's load.
 # usage: benches/harness/relay.sh [MG_BIN]
 set -euo pipefail
+MG="$(realpath -m "${1:-$(dirname "$0")/../../target/release/mirrorgate}")"
 cd "$(dirname "$0")/../.."
-MG="${1:-target/release/mirrorgate}"
 US_N="${BENCH_US_RECORDS:-60000}"; US_RATE="${BENCH_US_RATE:-2000}"; REPS="${BENCH_REPS:-2}"
 TP_N="${BENCH_TP_RECORDS:-2000000}"; ROUNDS="${BENCH_ROUNDS:-5}"
 command -v socat >/dev/null || { echo "relay.sh needs socat (apt-get install socat)" >&2; exit 1; }
@@ -30,8 +30,8 @@ tool() { scripts/kafka.sh tool "$@"; }
 source benches/harness/mg_config.sh
 MG_PID=""; RELAY_PID=""
 cleanup() {
-  [[ -n "$MG_PID" ]] && kill "$MG_PID" 2>/dev/null
-  [[ -n "$RELAY_PID" ]] && pkill -P "$RELAY_PID" 2>/dev/null && kill "$RELAY_PID" 2>/dev/null
+  if [[ -n "$MG_PID" ]]; then kill "$MG_PID" 2>/dev/null || true; fi
+  if [[ -n "$RELAY_PID" ]]; then pkill -P "$RELAY_PID" 2>/dev/null || true; kill "$RELAY_PID" 2>/dev/null || true; fi
   scripts/kafka.sh stop "$CL" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
