@@ -122,10 +122,10 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     };
     tracing::debug!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     super::conn_log::opened();
-    let metrics = ConnectionMetrics::open(&listener.name);
+    let metrics = Arc::new(ConnectionMetrics::open(&listener.name));
     shared.connections.fetch_add(1, Ordering::AcqRel);
-    let identity = ClientIdentity::new(peer, tls_principal);
-    let reason = pump(client_r, client_w, identity, target, &listener, &shared, &metrics).await;
+    let identity = Arc::new(ClientIdentity::new(peer, tls_principal));
+    let reason = pump(client_r, client_w, identity, target, listener.clone(), shared.clone(), metrics.clone()).await;
     shared.connections.fetch_sub(1, Ordering::AcqRel);
     drop(metrics);
     if super::conn_log::closed(&reason) {
@@ -208,34 +208,49 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
     Err(last)
 }
 
-/// Runs both directions; returns why the connection ended.
+/// Runs both directions; returns why the connection ended. The response side is a task of
+/// its own: the request side hands it each response due through a channel, and a task woken by
+/// another lands in its worker's LIFO slot (no other worker woken, not stolen), where a task
+/// woken during its own poll is requeued as a yield and another worker is woken to steal it
+/// (tokio `Harness::poll` → `yield_now`), which moved every connection between the workers
+/// from one request to the next.
 async fn pump(
     client_r: Reader,
     client_w: Writer,
-    identity: ClientIdentity,
+    identity: Arc<ClientIdentity>,
     target: Target,
-    listener: &Listener,
-    shared: &Shared,
-    metrics: &ConnectionMetrics,
+    listener: Arc<Listener>,
+    shared: Arc<Shared>,
+    metrics: Arc<ConnectionMetrics>,
 ) -> String {
     // One slot more than the pipelining cap for the `Opened` message.
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let clock = ReadClock::new(shared.settings.read_timeouts);
     let outstanding = clock.outstanding.clone();
-    let requests = requests(client_r, target, tx, clock, &identity, shared, listener.admin, metrics);
-    let responses = responses(client_w, rx, outstanding, &identity, listener, shared, metrics);
+    let mut responses = {
+        let (identity, listener, shared, metrics) =
+            (identity.clone(), listener.clone(), shared.clone(), metrics.clone());
+        tokio::spawn(async move { responses(client_w, rx, outstanding, &identity, &listener, &shared, &metrics).await })
+    };
+    let requests = requests(client_r, target, tx, clock, &identity, &shared, listener.admin, &metrics);
     tokio::pin!(requests);
-    tokio::pin!(responses);
+    let joined = |r: Result<String, tokio::task::JoinError>| r.unwrap_or_else(|e| format!("response path failed: {e}"));
     tokio::select! {
         r = &mut requests => {
             if shared.drain.is_cancelled() {
                 // Shutting down: the responses already due still go out (the request side
                 // closed its channel, so the response side ends after the last of them).
-                let _ = tokio::time::timeout(super::DRAIN_TIMEOUT, &mut responses).await;
+                if tokio::time::timeout(super::DRAIN_TIMEOUT, &mut responses).await.is_ok() {
+                    return r;
+                }
             }
+            // The response side goes with the connection: stopped, and awaited, so that its
+            // socket half and its handles are dropped before this returns.
+            responses.abort();
+            let _ = responses.await;
             r
         }
-        r = &mut responses => r,
+        r = &mut responses => joined(r),
     }
 }
 
