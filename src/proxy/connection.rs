@@ -22,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::client::stream::BrokerStream;
 
@@ -37,6 +38,8 @@ const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 /// Api key Fetch (1): large responses are forwarded while they arrive.
 const FETCH: i16 = 1;
+/// The request side's close reason when the response side has ended (its channel closed).
+const RESPONSE_PATH_CLOSED: &str = "response path closed";
 
 use super::fetch_pass::FetchContext;
 use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED, SHORT_READ_BYTES};
@@ -227,10 +230,14 @@ async fn pump(
     let (tx, rx) = mpsc::channel::<Pending>(shared.settings.max_in_flight_requests + 1);
     let clock = ReadClock::new(shared.settings.read_timeouts);
     let outstanding = clock.outstanding.clone();
+    // Aborted when dropped: if this connection's task ends any other way (a panic on the
+    // request side), the response side does not live on with the client's write half.
     let mut responses = {
         let (identity, listener, shared, metrics) =
             (identity.clone(), listener.clone(), shared.clone(), metrics.clone());
-        tokio::spawn(async move { responses(client_w, rx, outstanding, &identity, &listener, &shared, &metrics).await })
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            responses(client_w, rx, outstanding, &identity, &listener, &shared, &metrics).await
+        }))
     };
     let requests = requests(client_r, target, tx, clock, &identity, &shared, listener.admin, &metrics);
     tokio::pin!(requests);
@@ -245,10 +252,14 @@ async fn pump(
                 }
             }
             // The response side goes with the connection: stopped, and awaited, so that its
-            // socket half and its handles are dropped before this returns.
+            // socket half and its handles are dropped before this returns. When the request
+            // side only saw the response side gone (its channel closed), the response side's
+            // own reason is the connection's.
             responses.abort();
-            let _ = responses.await;
-            r
+            match responses.await {
+                Ok(reason) if r == RESPONSE_PATH_CLOSED => reason,
+                _ => r,
+            }
         }
         r = &mut responses => joined(r),
     }
@@ -351,7 +362,7 @@ where
                 GateDecision::Local(response) => {
                     due();
                     if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
-                        return "response path closed".into();
+                        return RESPONSE_PATH_CLOSED.into();
                     }
                     continue;
                 }
@@ -394,7 +405,7 @@ where
                                     BrokerStream::Tls(s) => split_any(*s),
                                 };
                                 if tx.send(Pending::Opened(up_r)).await.is_err() {
-                                    return "response path closed".into();
+                                    return RESPONSE_PATH_CLOSED.into();
                                 }
                                 upstream = Some(BufWriter::with_capacity(64 * 1024, up_w));
                             }
@@ -413,7 +424,7 @@ where
                                     };
                                     due();
                                     if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {
-                                        return "response path closed".into();
+                                        return RESPONSE_PATH_CLOSED.into();
                                     }
                                     continue;
                                 }
@@ -441,7 +452,7 @@ where
                         };
                         due();
                         if tx.send(pending).await.is_err() {
-                            return "response path closed".into();
+                            return RESPONSE_PATH_CLOSED.into();
                         }
                     }
                     if let Err(e) = write_frame(up_w, &frame).await {
