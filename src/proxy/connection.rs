@@ -212,11 +212,12 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
 }
 
 /// Runs both directions; returns why the connection ended. The response side is a task of
-/// its own: the request side hands it each response due through a channel, and a task woken by
-/// another lands in its worker's LIFO slot (no other worker woken, not stolen), where a task
-/// woken during its own poll is requeued as a yield and another worker is woken to steal it
-/// (tokio `Harness::poll` → `yield_now`), which moved every connection between the workers
-/// from one request to the next.
+/// its own: the request side hands it each response due through a channel. A task woken by
+/// another task lands in its worker's LIFO slot (no other worker woken, not stealable); a task
+/// woken during its own poll, as one task holding both sides was by every request, is requeued
+/// as a yield and a parked worker is woken to steal it (tokio 1.54 `Harness::poll` →
+/// `yield_now` → `schedule_local`): a futex wake per request, and the connection moving
+/// between workers (docs/performance.md, "Against a bare TCP relay").
 async fn pump(
     client_r: Reader,
     client_w: Writer,
