@@ -30,6 +30,11 @@ pub struct ProxyConfig {
     /// reading from it (default 256).
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight_requests: usize,
+    /// Threads that serve client connections, each connection on one of them from accept
+    /// to close (the broker's `num.network.threads`; default: the number of CPUs). See
+    /// `proxy::network_threads`.
+    #[serde(default)]
+    pub num_network_threads: Option<usize>,
     /// Request bytes buffered across all client connections at most, in bytes (the broker's
     /// `queued.max.request.bytes`; default 256 MiB, at least `max_frame_bytes`). A request
     /// larger than 64 KiB reserves its whole size before its body is read; while the budget
@@ -453,6 +458,10 @@ pub enum LogFormat {
     Json,
 }
 
+/// Most network threads accepted: more than any machine's useful count, fewer than would
+/// exhaust its threads.
+const MAX_NETWORK_THREADS: usize = 256;
+
 fn default_max_frame_bytes() -> usize {
     DEFAULT_MAX_FRAME_BYTES
 }
@@ -578,6 +587,8 @@ pub struct Settings {
     pub max_frame_bytes: usize,
     /// In-flight request cap per client connection.
     pub max_in_flight_requests: usize,
+    /// Network threads serving client connections (at least 1).
+    pub num_network_threads: usize,
     /// Global request memory budget, bytes.
     pub queued_max_request_bytes: usize,
     /// Smallest Fetch response forwarded while it arrives, bytes (0: never).
@@ -707,6 +718,12 @@ impl ProxyConfig {
         if self.max_in_flight_requests == 0 {
             return Err(invalid("max_in_flight_requests", "must be at least 1"));
         }
+        if matches!(self.num_network_threads, Some(n) if n == 0 || n > MAX_NETWORK_THREADS) {
+            return Err(invalid(
+                "num_network_threads",
+                format!("must be between 1 and {MAX_NETWORK_THREADS} (unset = the number of CPUs)"),
+            ));
+        }
         if self.queued_max_request_bytes < self.max_frame_bytes {
             return Err(invalid(
                 "queued_max_request_bytes",
@@ -778,6 +795,9 @@ impl ProxyConfig {
             listeners,
             max_frame_bytes: self.max_frame_bytes,
             max_in_flight_requests: self.max_in_flight_requests,
+            num_network_threads: self
+                .num_network_threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),
             queued_max_request_bytes: self.queued_max_request_bytes,
             fetch_stream_min_bytes: self.fetch_stream_min_bytes,
             fetch_stream_zero_copy: self.fetch_stream_zero_copy,
@@ -933,6 +953,22 @@ listeners:
             let text = format!("{GOOD}instances:\n  {yaml}\n");
             let err = ProxyConfig::from_yaml(&text).unwrap().validate().unwrap_err();
             assert!(err.to_string().contains(key), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn network_threads_default_to_the_cpus_and_are_bounded() {
+        let s = ProxyConfig::from_yaml(GOOD).unwrap().validate().unwrap();
+        assert_eq!(s.num_network_threads, std::thread::available_parallelism().unwrap().get());
+        let s = ProxyConfig::from_yaml(&format!("{GOOD}num_network_threads: 3\n")).unwrap().validate().unwrap();
+        assert_eq!(s.num_network_threads, 3);
+        for n in [0, 257] {
+            let err = ProxyConfig::from_yaml(&format!("{GOOD}num_network_threads: {n}\n"))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("num_network_threads") && err.contains("between 1 and 256"), "{n}: {err}");
         }
     }
 

@@ -51,9 +51,21 @@ pub async fn bind(
                         if let Err(e) = stream.set_nodelay(true) {
                             tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY on a client connection");
                         }
-                        let (listener, shared) = (listener.clone(), shared.clone());
-                        tokio::spawn(async move {
-                            connection::serve(stream, peer, listener, target, shared).await;
+                        // Served on a network thread from here on: the socket leaves this
+                        // runtime's I/O driver and joins that thread's.
+                        let stream = match stream.into_std() {
+                            Ok(s) => s,
+                            Err(e) => {
+                                tracing::warn!(%peer, listener = %listener.name, error = %e, "cannot hand a client connection to a network thread; closed");
+                                continue;
+                            }
+                        };
+                        let (listener, shared2) = (listener.clone(), shared.clone());
+                        shared.network.spawn(async move {
+                            match tokio::net::TcpStream::from_std(stream) {
+                                Ok(stream) => connection::serve(stream, peer, listener, target, shared2).await,
+                                Err(e) => tracing::warn!(%peer, listener = %listener.name, error = %e, "cannot register a client connection on its network thread; closed"),
+                            }
                             drop(slot);
                         });
                     }

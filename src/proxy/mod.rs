@@ -14,6 +14,7 @@ pub mod intercept;
 pub mod limits;
 pub mod listener;
 pub mod mirror_gate;
+pub mod network_threads;
 pub mod present;
 pub mod request_metrics;
 pub mod request_span;
@@ -62,6 +63,8 @@ pub struct Shared {
     /// Client addresses whose Fetch responses are not forwarded while they arrive, for a while
     /// ([`fetch_stream`]).
     pub fetch_stream_denials: fetch_stream::Denials,
+    /// The threads client connections are served on (`num_network_threads`).
+    pub network: network_threads::NetworkThreads,
 }
 
 /// How long a shutdown waits for client connections to send their in-flight responses.
@@ -368,6 +371,9 @@ pub async fn run(
     let api_names = request_metrics::ApiNames::new(|k| {
         gate.as_ref().and_then(|g| g.table.lookup(k)).map(crate::wire::mirror::MirrorApi::name)
     });
+    let network = network_threads::NetworkThreads::start(settings.num_network_threads)
+        .map_err(|e| anyhow::anyhow!("cannot start {} network threads: {e}", settings.num_network_threads))?;
+    tracing::debug!(threads = network.len(), "network threads started");
     let shared = Arc::new(Shared {
         settings,
         directory,
@@ -378,6 +384,7 @@ pub async fn run(
         connections: Default::default(),
         api_names,
         fetch_stream_denials: fetch_stream::Denials::default(),
+        network,
     });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
