@@ -795,9 +795,9 @@ impl ProxyConfig {
             listeners,
             max_frame_bytes: self.max_frame_bytes,
             max_in_flight_requests: self.max_in_flight_requests,
-            num_network_threads: self
-                .num_network_threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),
+            num_network_threads: self.num_network_threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(MAX_NETWORK_THREADS)
+            }),
             queued_max_request_bytes: self.queued_max_request_bytes,
             fetch_stream_min_bytes: self.fetch_stream_min_bytes,
             fetch_stream_zero_copy: self.fetch_stream_zero_copy,

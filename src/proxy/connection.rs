@@ -212,12 +212,11 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
 }
 
 /// Runs both directions; returns why the connection ended. The response side is a task of
-/// its own: the request side hands it each response due through a channel. A task woken by
-/// another task lands in its worker's LIFO slot (no other worker woken, not stealable); a task
-/// woken during its own poll, as one task holding both sides was by every request, is requeued
-/// as a yield and a parked worker is woken to steal it (tokio 1.54 `Harness::poll` →
-/// `yield_now` → `schedule_local`): a futex wake per request, and the connection moving
-/// between workers (docs/performance.md, "Against a bare TCP relay").
+/// its own on the same network thread (`network_threads`): the request side hands it each
+/// response due through a channel, and its wake is a push to that thread's run queue. (On a
+/// multi-thread runtime, one task holding both sides woke itself during its own poll with
+/// every request; tokio 1.54 requeues such a task as a yield and wakes a parked worker to
+/// steal it: docs/performance.md, "Against a bare TCP relay".)
 async fn pump(
     client_r: Reader,
     client_w: Writer,
@@ -303,7 +302,7 @@ async fn requests<R>(
     target: Target,
     tx: mpsc::Sender<Pending>,
     mut clock: ReadClock,
-    identity: &ClientIdentity,
+    identity: &Arc<ClientIdentity>,
     shared: &Shared,
     admin: bool,
     metrics: &ConnectionMetrics,
@@ -346,6 +345,16 @@ where
             let mut span = RequestSpan::start(&prefix, &frame);
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
+                Some(gate) if gate.runs_on_main(prefix.api_key) => {
+                    let (gate, request, identity) = (gate.clone(), frame.clone(), identity.clone());
+                    let handled =
+                        shared.main.spawn(async move { gate.intercept(&prefix, &request, admin, &identity).await });
+                    match handled.await {
+                        Ok(Ok(d)) => d,
+                        Ok(Err(reason)) => return reason,
+                        Err(e) => return format!("api key {} not answered: {e}", prefix.api_key),
+                    }
+                }
                 Some(gate) => match gate.intercept(&prefix, &frame, admin, identity).await {
                     Ok(d) => d,
                     Err(reason) => return reason,

@@ -197,6 +197,19 @@ impl MirrorGate {
         }
     }
 
+    /// Whether a request of `api_key` is handled on the main runtime rather than on the
+    /// client connection's network thread (`proxy::network_threads`): the mirror RPCs and
+    /// the config RPCs, whose handling reads the destination's ACLs through the shared cluster
+    /// client, reads or writes the mirror state, or connects to a source cluster (TLS key
+    /// stores, SASL/SCRAM key derivation, OAuth logins). Their connections and tasks then
+    /// belong to the main runtime, and slow admin work never holds up the other connections
+    /// of a network thread. Produce, Fetch and every other request stay on the network thread.
+    pub fn runs_on_main(&self, api_key: i16) -> bool {
+        self.table.lookup(api_key).is_some()
+            || api_key == ApiKey::DescribeConfigs as i16
+            || api_key == ApiKey::IncrementalAlterConfigs as i16
+    }
+
     /// Looks at one client request. `admin_listener` says whether the listener answers
     /// mirror admin RPCs.
     ///

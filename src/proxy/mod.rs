@@ -65,6 +65,9 @@ pub struct Shared {
     pub fetch_stream_denials: fetch_stream::Denials,
     /// The threads client connections are served on (`num_network_threads`).
     pub network: network_threads::NetworkThreads,
+    /// The main runtime: the mirror RPCs and the admin work they need run there
+    /// ([`mirror_gate::MirrorGate::runs_on_main`]).
+    pub main: tokio::runtime::Handle,
 }
 
 /// How long a shutdown waits for client connections to send their in-flight responses.
@@ -385,6 +388,7 @@ pub async fn run(
         api_names,
         fetch_stream_denials: fetch_stream::Denials::default(),
         network,
+        main: tokio::runtime::Handle::current(),
     });
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
@@ -440,6 +444,7 @@ pub async fn run(
     if open > 0 {
         tracing::warn!(open, "client connections still open after the drain timeout; closing them");
     }
+    shared.network.shutdown();
     tracing::info!("mirrorgate stopped");
     Ok(())
 }

@@ -1,22 +1,25 @@
 //! Network threads: the threads that serve client connections, each a single-threaded tokio
 //! runtime with its own I/O driver and timer, as the broker's network processors
 //! (`num.network.threads`, Kafka's `SocketServer`: each accepted connection is handed to one
-//! `Processor` in turn and stays on it). A client connection, both its request side and its
+//! `Processor` and stays on it). A client connection, both its request side and its
 //! response side, lives on one thread from accept to close:
 //!
 //! - a response due wakes the response task on the thread already running: no other thread
 //!   is woken and no task moves between threads (on the shared multi-thread runtime, every
 //!   request woke the other worker through a futex, and a connection's halves moved between
 //!   workers; docs/performance.md, "Network threads");
-//! - the mirror copy loops, the state follower and the admin work stay on the main runtime,
-//!   so a busy copy never delays a client's request, and the reverse.
+//! - the mirror copy loops, the state follower and the admin work stay on the main runtime:
+//!   the mirror RPCs and the config and ACL reads they need are handed to it
+//!   ([`super::mirror_gate::MirrorGate::runs_on_main`]), so the shared cluster clients open
+//!   their connections there and slow admin work never holds up a network thread.
 //!
-//! A connection that waits on the mirror state or the destination's admin client from a
-//! network thread (the mirror RPCs) awaits futures of the main runtime's I/O resources;
-//! tokio wakes it across runtimes, so nothing here blocks a thread.
+//! A connection goes to the thread serving the fewest open connections (the first of them on
+//! a tie), so that long-lived connections spread evenly however clients open and close their
+//! bootstrap connections.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -25,54 +28,101 @@ use tokio_util::sync::CancellationToken;
 /// show them.
 pub const THREAD_NAME_PREFIX: &str = "mirrorgate-net-";
 
-/// A fixed set of network threads; tasks are handed to them in turn (round robin, as
-/// Kafka's `Acceptor` assigns connections to processors). Dropping it stops the threads:
-/// each drops its runtime, and with it the tasks still on it.
+/// Blocking-pool threads of one network thread's runtime at most (used by DNS lookups of
+/// `host:port` connects).
+const MAX_BLOCKING_THREADS: usize = 16;
+
+/// One network thread: its runtime's handle and the tasks it serves.
+#[derive(Debug)]
+struct Thread {
+    handle: Handle,
+    open: Arc<AtomicUsize>,
+}
+
+/// A fixed set of network threads. Dropping it, or [`NetworkThreads::shutdown`], stops the
+/// threads: each drops its runtime, and with it the tasks still on it.
 #[derive(Debug)]
 pub struct NetworkThreads {
-    handles: Vec<Handle>,
-    next: AtomicUsize,
+    threads: Vec<Thread>,
     stop: CancellationToken,
 }
 
+/// Counts a task as open on its thread until it ends (or is dropped with its runtime).
+struct OpenTask(Arc<AtomicUsize>);
+
+impl Drop for OpenTask {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl NetworkThreads {
-    /// Starts `count` threads (at least 1) and waits until each runtime is up.
+    /// Starts `count` threads (at least 1); returns once each runtime is up.
     ///
     /// # Errors
-    /// A thread or its runtime could not be created (the OS's thread or file limits).
+    /// A thread or its runtime could not be created (the OS's thread or file limits); the
+    /// threads already started are stopped.
     pub fn start(count: usize) -> std::io::Result<Self> {
-        let stop = CancellationToken::new();
-        let mut handles = Vec::with_capacity(count.max(1));
+        let mut set = NetworkThreads { threads: Vec::with_capacity(count.max(1)), stop: CancellationToken::new() };
         for i in 0..count.max(1) {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            handles.push(runtime.handle().clone());
-            let stop = stop.clone();
-            std::thread::Builder::new().name(format!("{THREAD_NAME_PREFIX}{i}")).spawn(move || {
-                // Runs the tasks handed to this thread until the set is dropped.
-                runtime.block_on(stop.cancelled());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let stop = set.stop.clone();
+            let name = format!("{THREAD_NAME_PREFIX}{i}");
+            let blocking_name = format!("{name}-blocking");
+            // The runtime is built and dropped on its own thread, never inside another
+            // runtime's context (where dropping one panics).
+            std::thread::Builder::new().name(name).spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .thread_name(blocking_name)
+                    .max_blocking_threads(MAX_BLOCKING_THREADS)
+                    .build();
+                match runtime {
+                    Ok(runtime) => {
+                        let _ = tx.send(Ok(runtime.handle().clone()));
+                        runtime.block_on(stop.cancelled());
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
             })?;
+            let handle =
+                rx.recv().map_err(|_| std::io::Error::other("a network thread ended before its runtime started"))??;
+            set.threads.push(Thread { handle, open: Arc::default() });
         }
-        Ok(NetworkThreads { handles, next: AtomicUsize::new(0), stop })
+        Ok(set)
     }
 
     /// How many threads there are.
     pub fn len(&self) -> usize {
-        self.handles.len()
+        self.threads.len()
     }
 
     /// Always false: there is at least one thread.
     pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
+        self.threads.is_empty()
     }
 
-    /// Runs `task` on the next thread in turn. Detached: it ends on its own, or with its
-    /// thread when the set is dropped.
+    /// Runs `task` on the thread with the fewest open tasks. Detached: it ends on its own,
+    /// or with its thread when the set stops.
     pub fn spawn<F>(&self, task: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        drop(self.handles[i].spawn(task));
+        let thread =
+            self.threads.iter().min_by_key(|t| t.open.load(Ordering::Acquire)).expect("at least one network thread");
+        thread.open.fetch_add(1, Ordering::AcqRel);
+        let open = OpenTask(thread.open.clone());
+        drop(thread.handle.spawn(async move {
+            let _open = open;
+            task.await;
+        }));
+    }
+
+    /// Stops the threads: their tasks are dropped (connections still open close).
+    pub fn shutdown(&self) {
+        self.stop.cancel();
     }
 }
 
@@ -86,33 +136,55 @@ impl Drop for NetworkThreads {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     #[test]
-    fn tasks_go_to_each_thread_in_turn_and_each_stays_on_its_thread() {
+    fn each_task_stays_on_its_thread_and_goes_where_fewest_are_open() {
         let threads = NetworkThreads::start(3).unwrap();
         assert_eq!(threads.len(), 3);
         let (tx, rx) = mpsc::channel();
-        for k in 0..6 {
-            let tx = tx.clone();
+        let release = CancellationToken::new();
+        // Three long-lived tasks: one on each thread.
+        for k in 0..3 {
+            let (tx, release) = (tx.clone(), release.clone());
             threads.spawn(async move {
                 let before = std::thread::current().name().unwrap().to_string();
                 // A task that waits (a timer of its own runtime) resumes on the same thread.
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
                 let after = std::thread::current().name().unwrap().to_string();
                 tx.send((k, before, after)).unwrap();
+                release.cancelled().await;
             });
         }
         let mut seen: Vec<(usize, String, String)> =
-            (0..6).map(|_| rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap()).collect();
+            (0..3).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
         seen.sort();
         for (k, before, after) in &seen {
             assert_eq!(before, after, "task {k} moved between threads");
-            assert_eq!(before, &format!("{THREAD_NAME_PREFIX}{}", k % 3), "task {k} not on its thread in turn");
+            assert_eq!(before, &format!("{THREAD_NAME_PREFIX}{k}"), "task {k} not on the least loaded thread");
         }
+        // Short tasks that ended free their thread: the next ones still spread evenly.
+        let (done_tx, done_rx) = mpsc::channel();
+        let done_tx2 = done_tx.clone();
+        threads.spawn(async move { done_tx2.send(std::thread::current().name().unwrap().to_string()).unwrap() });
+        assert_eq!(done_rx.recv_timeout(Duration::from_secs(5)).unwrap(), format!("{THREAD_NAME_PREFIX}0"));
+        // Wait until that task's count is given back, then fill thread 0 with a long one.
+        let wait_until = std::time::Instant::now() + Duration::from_secs(5);
+        while threads.threads[0].open.load(Ordering::Acquire) != 1 {
+            assert!(std::time::Instant::now() < wait_until, "the ended task still counts as open");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let release2 = CancellationToken::new();
+        let r = release2.clone();
+        threads.spawn(async move { r.cancelled().await });
+        threads.spawn(async move { done_tx.send(std::thread::current().name().unwrap().to_string()).unwrap() });
+        assert_eq!(done_rx.recv_timeout(Duration::from_secs(5)).unwrap(), format!("{THREAD_NAME_PREFIX}1"));
+        release.cancel();
+        release2.cancel();
     }
 
     #[test]
-    fn dropping_the_set_stops_its_threads_tasks() {
+    fn stopping_the_set_drops_its_threads_tasks() {
         let threads = NetworkThreads::start(1).unwrap();
         let (tx, rx) = mpsc::channel::<()>();
         threads.spawn(async move {
@@ -120,8 +192,13 @@ mod tests {
             std::future::pending::<()>().await;
             drop(tx);
         });
-        drop(threads);
+        threads.shutdown();
         // The sender is dropped with the task: recv sees the channel closed, not a timeout.
-        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Err(mpsc::RecvTimeoutError::Disconnected));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Err(mpsc::RecvTimeoutError::Disconnected));
+        let wait_until = std::time::Instant::now() + Duration::from_secs(5);
+        while threads.threads[0].open.load(Ordering::Acquire) != 0 {
+            assert!(std::time::Instant::now() < wait_until, "a dropped task still counts as open");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
