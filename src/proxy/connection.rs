@@ -126,15 +126,32 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     tracing::debug!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     super::conn_log::opened();
     let metrics = Arc::new(ConnectionMetrics::open(&listener.name));
-    shared.connections.fetch_add(1, Ordering::AcqRel);
+    let open = Counted::new(&shared.connections);
     let identity = Arc::new(ClientIdentity::new(peer, tls_principal));
     let reason = pump(client_r, client_w, identity, target, listener.clone(), shared.clone(), metrics.clone()).await;
-    shared.connections.fetch_sub(1, Ordering::AcqRel);
+    drop(open);
     drop(metrics);
     if super::conn_log::closed(&reason) {
         tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
     } else {
         tracing::debug!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
+    }
+}
+
+/// Counts one open client connection in `Shared::connections` (which the shutdown's drain
+/// waits on) until dropped, also when the connection's task panics or is dropped.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

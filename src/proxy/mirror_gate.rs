@@ -107,6 +107,9 @@ pub struct MirrorGate {
     acls: AclCache,
     /// Keeps clients away from the state topic.
     pub state: StateTopicGuard,
+    /// The runtime it was made on (the main runtime): lookups that open a destination
+    /// connection run there, not on a client connection's network thread.
+    main: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for MirrorGate {
@@ -141,6 +144,7 @@ impl MirrorGate {
             topic_names: DashMap::new(),
             acls: AclCache::new(acl_client, super_users),
             state,
+            main: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -178,7 +182,15 @@ impl MirrorGate {
         if let Some(n) = self.topic_names.get(&key) {
             return Some(n.clone());
         }
-        if let Ok((_, topics)) = self.destination.topics().await {
+        // A new destination connection (TLS, SASL key derivation): made on the main runtime.
+        let topics = match &self.main {
+            Some(main) => {
+                let destination = self.destination.clone();
+                main.spawn(async move { destination.topics().await }).await.ok()
+            }
+            None => Some(self.destination.topics().await),
+        };
+        if let Some(Ok((_, topics))) = topics {
             for t in topics.values() {
                 self.topic_names.insert(t.topic_id.clone(), t.name.clone());
             }

@@ -70,6 +70,15 @@ pub struct Shared {
     pub main: tokio::runtime::Handle,
 }
 
+/// Stops the network threads when dropped.
+struct StopOnDrop<'a>(&'a network_threads::NetworkThreads);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
 /// How long a shutdown waits for client connections to send their in-flight responses.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a shutdown waits for the copy loops to finish their in-flight appends.
@@ -390,6 +399,9 @@ pub async fn run(
         network,
         main: tokio::runtime::Handle::current(),
     });
+    // The network threads stop when this returns, however it returns (a later listener's
+    // bind failing included), not when the last connection lets go of `shared`.
+    let _network = StopOnDrop(&shared.network);
     for l in &shared.settings.listeners {
         listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
             .await?;
@@ -444,7 +456,6 @@ pub async fn run(
     if open > 0 {
         tracing::warn!(open, "client connections still open after the drain timeout; closing them");
     }
-    shared.network.shutdown();
     tracing::info!("mirrorgate stopped");
     Ok(())
 }

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
-/// Prefix of the network threads' names (`mirrorgate-net-0`, …), as `top -H` and a profiler
-/// show them.
-pub const THREAD_NAME_PREFIX: &str = "mirrorgate-net-";
+/// Prefix of the network threads' names (`mg-net-0`, …, their blocking threads
+/// `mg-net-0-blk`), as `top -H` and a profiler show them: Linux keeps 15 bytes of a name.
+pub const THREAD_NAME_PREFIX: &str = "mg-net-";
 
 /// Blocking-pool threads of one network thread's runtime at most (used by DNS lookups of
 /// `host:port` connects).
@@ -68,7 +68,7 @@ impl NetworkThreads {
             let (tx, rx) = std::sync::mpsc::channel();
             let stop = set.stop.clone();
             let name = format!("{THREAD_NAME_PREFIX}{i}");
-            let blocking_name = format!("{name}-blocking");
+            let blocking_name = format!("{name}-blk");
             // The runtime is built and dropped on its own thread, never inside another
             // runtime's context (where dropping one panics).
             std::thread::Builder::new().name(name).spawn(move || {
@@ -152,6 +152,9 @@ mod tests {
                 // A task that waits (a timer of its own runtime) resumes on the same thread.
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 let after = std::thread::current().name().unwrap().to_string();
+                // The name the OS shows (`top -H`, perf), which Linux cuts at 15 bytes.
+                #[cfg(target_os = "linux")]
+                assert_eq!(std::fs::read_to_string("/proc/thread-self/comm").unwrap().trim_end(), after);
                 tx.send((k, before, after)).unwrap();
                 release.cancelled().await;
             });
