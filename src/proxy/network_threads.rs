@@ -5,9 +5,9 @@
 //! response side, lives on one thread from accept to close:
 //!
 //! - a response due wakes the response task on the thread already running: no other thread
-//!   is woken and no task moves between threads (on the shared multi-thread runtime, every
-//!   request woke the other worker through a futex, and a connection's halves moved between
-//!   workers; docs/performance.md, "Network threads");
+//!   is woken and no task moves between threads (on the shared multi-thread runtime a
+//!   connection's two tasks could run on two workers, and a request then woke the other one
+//!   through a futex; docs/performance.md, "Network threads");
 //! - the mirror copy loops, the state follower and the admin work stay on the main runtime:
 //!   the mirror RPCs and the config and ACL reads they need are handed to it
 //!   ([`super::mirror_gate::MirrorGate::runs_on_main`]), so the shared cluster clients open
