@@ -45,6 +45,7 @@ use super::fetch_pass::FetchContext;
 use super::fetch_stream::{FetchStream, DENIAL_TTL, FETCH_SPLICED_BYTES, FETCH_STREAMED, SHORT_READ_BYTES};
 use super::halves::{split_any, split_tcp, Reader, Writer};
 use super::mirror_gate::GateDecision;
+use super::open_count::OpenCount;
 use super::request_metrics::ConnectionMetrics;
 use super::request_span::RequestSpan;
 use super::rewrite::AddressMap;
@@ -126,7 +127,8 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
     tracing::debug!(%peer, listener = %listener.name, port = local, ?target, tls = listener.tls.is_some(), "client connection opened");
     super::conn_log::opened();
     let metrics = Arc::new(ConnectionMetrics::open(&listener.name));
-    let open = Counted::new(&shared.connections);
+    // Counted in `Shared::connections`, which the shutdown's drain waits on.
+    let open = OpenCount::hold(&shared.connections);
     let identity = Arc::new(ClientIdentity::new(peer, tls_principal));
     let reason = pump(client_r, client_w, identity, target, listener.clone(), shared.clone(), metrics.clone()).await;
     drop(open);
@@ -135,23 +137,6 @@ pub async fn serve(client: TcpStream, peer: SocketAddr, listener: Arc<Listener>,
         tracing::info!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
     } else {
         tracing::debug!(%peer, listener = %listener.name, port = local, ?target, %reason, "client connection closed");
-    }
-}
-
-/// Counts one open client connection in `Shared::connections` (which the shutdown's drain
-/// waits on) until dropped, also when the connection's task panics or is dropped.
-struct Counted<'a>(&'a AtomicUsize);
-
-impl<'a> Counted<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Counted(count)
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -336,6 +321,10 @@ where
     let mut upstream_addr: Option<Arc<str>> = None;
     let outstanding = clock.outstanding.clone();
     let due = || outstanding.fetch_add(1, Ordering::AcqRel);
+    // Registered once with the shutdown token, not once per read (its waiter list is shared by
+    // every connection on every network thread).
+    let draining = shared.drain.cancelled();
+    tokio::pin!(draining);
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -510,7 +499,7 @@ where
                 r = wait => r,
                 // Shutting down: no new request is read (a partial one was never forwarded;
                 // the client sends it again on another connection).
-                _ = shared.drain.cancelled() => return "mirrorgate is shutting down".into(),
+                _ = &mut draining => return "mirrorgate is shutting down".into(),
             };
             match read {
                 Ok(r) => break r,

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod listener;
 pub mod mirror_gate;
 pub mod network_threads;
+pub mod open_count;
 pub mod present;
 pub mod request_metrics;
 pub mod request_span;

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::runtime::Handle;
+
+use super::open_count::OpenCount;
 use tokio_util::sync::CancellationToken;
 
 /// Prefix of the network threads' names (`mg-net-0`, …, their blocking threads
@@ -45,15 +47,6 @@ struct Thread {
 pub struct NetworkThreads {
     threads: Vec<Thread>,
     stop: CancellationToken,
-}
-
-/// Counts a task as open on its thread until it ends (or is dropped with its runtime).
-struct OpenTask(Arc<AtomicUsize>);
-
-impl Drop for OpenTask {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl NetworkThreads {
@@ -112,8 +105,8 @@ impl NetworkThreads {
     {
         let thread =
             self.threads.iter().min_by_key(|t| t.open.load(Ordering::Acquire)).expect("at least one network thread");
-        thread.open.fetch_add(1, Ordering::AcqRel);
-        let open = OpenTask(thread.open.clone());
+        // Open on this thread until the task ends or is dropped with the runtime.
+        let open = OpenCount::hold(thread.open.clone());
         drop(thread.handle.spawn(async move {
             let _open = open;
             task.await;
