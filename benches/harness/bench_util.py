@@ -13,6 +13,12 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       prints the CPU time (utime + stime, seconds) of each PID, space-separated (-1 if gone).
   bench_util.py threads PID
       per-thread CPU seconds of PID (name and seconds, busiest first).
+  bench_util.py cpu-split PID...
+      user and system CPU seconds of each PID, its reaped children included (a forking
+      relay's per-connection processes): "USER SYSTEM" per PID, space-separated.
+  bench_util.py machine-snapshot / machine-since SNAPSHOT
+      the machine's CPU counters (/proc/stat), and the share of the time since SNAPSHOT that
+      the CPUs were busy and that the hypervisor took (steal: a VM's neighbours).
   bench_util.py free-ports COUNT
       first port of COUNT consecutive free loopback ports.
   bench_util.py produce-uneven BOOTSTRAP TOPIC TOTAL SIZE PARTITIONS
@@ -186,6 +192,41 @@ def cpu_seconds(pid):
 
 def cmd_cpu(*pids):
     print(" ".join(f"{cpu_seconds(p):.2f}" for p in pids))
+
+
+def cpu_split(pid):
+    """(user, system) CPU seconds of PID and of its children it has reaped (utime + cutime,
+    stime + cstime; proc(5)); (-1, -1) if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return ((int(fields[11]) + int(fields[13])) / TICK, (int(fields[12]) + int(fields[14])) / TICK)
+    except (OSError, IndexError, ValueError):
+        return (-1.0, -1.0)
+
+
+def cmd_cpu_split(*pids):
+    print(" ".join(f"{u:.2f} {s:.2f}" for u, s in map(cpu_split, pids)))
+
+
+def _machine():
+    # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal (guest time is
+    # already in user), in ticks.
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    return ticks
+
+
+def cmd_machine_snapshot():
+    print(",".join(map(str, _machine())))
+
+
+def cmd_machine_since(snapshot):
+    before = [int(v) for v in snapshot.split(",")]
+    d = [b - a for a, b in zip(before, _machine())]
+    total = max(sum(d), 1)
+    busy = total - d[3] - d[4]
+    print(f"busy {100 * busy / total:.0f} %, steal {100 * d[7] / total:.1f} %")
 
 
 def cmd_threads(pid):
@@ -558,6 +599,9 @@ if __name__ == "__main__":
         "log-stats": cmd_log_stats,
         "cpu": cmd_cpu,
         "threads": cmd_threads,
+        "cpu-split": cmd_cpu_split,
+        "machine-snapshot": cmd_machine_snapshot,
+        "machine-since": cmd_machine_since,
         "free-ports": cmd_free_ports,
         "produce-uneven": cmd_produce_uneven,
         "create-topics": cmd_create_topics,
