@@ -18,7 +18,7 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       relay's per-connection processes): "USER SYSTEM" per PID, space-separated.
   bench_util.py machine-snapshot / machine-since SNAPSHOT
       the machine's CPU counters (/proc/stat), and the share of the time since SNAPSHOT that
-      the CPUs were busy and that the hypervisor took (steal: a VM's neighbours).
+      the CPUs were busy, steal included (the time the hypervisor gave a VM's neighbours).
   bench_util.py free-ports COUNT
       first port of COUNT consecutive free loopback ports.
   bench_util.py produce-uneven BOOTSTRAP TOPIC TOTAL SIZE PARTITIONS
@@ -226,7 +226,7 @@ def cmd_machine_since(snapshot):
     d = [b - a for a, b in zip(before, _machine())]
     total = max(sum(d), 1)
     busy = total - d[3] - d[4]
-    print(f"busy {100 * busy / total:.0f} %, steal {100 * d[7] / total:.1f} %")
+    print(f"busy {100 * busy / total:.0f} % (steal {100 * d[7] / total:.1f} % of it)")
 
 
 def cmd_threads(pid):

@@ -9,7 +9,7 @@
 #            (2) runs; prints each side's p50 and p99 differences from the first direct side,
 #            with 90 % bootstrap intervals (bench_util.py latency-paired), the machine's busy
 #            and steal time (a VM's neighbours) during the run, and mirrorgate's and the
-#            relay's user and system CPU per request;
+#            relay's user and system CPU per record sent;
 #   consume  consumer-perf's fetch.MB.sec over BENCH_TP_RECORDS (2000000) records of 1 KiB in
 #            3 partitions, BENCH_ROUNDS (5) rounds of direct, relay and mirrorgate in turn.
 # socat relays each connection in its own process with a 256 KiB buffer and TCP_NODELAY on both
@@ -65,27 +65,38 @@ sides_run() {   # name records: dumps $WORK/name-<side>.us
     { tail -n 5 "$WORK/$1.log" >&2; exit 1; }
 }
 sides_run warmup 10000
-# CPU per request of a side: user and system µs over the run's US_N requests of that side.
-per_request() {   # before after: "USER SYSTEM" seconds each
+# CPU per record sent by a side (one Produce request each at linger.ms=0; Metadata and idle
+# work included): user and system µs over the run's US_N records of that side.
+per_request() {   # before after: "USER SYSTEM" seconds each (-1 when the process is gone)
   awk -v n="$US_N" -v b="$1" -v a="$2" 'BEGIN { split(b, x, " "); split(a, y, " ");
+    if (x[1] < 0 || y[1] < 0) { printf "gone"; exit }
     printf "user %d µs, system %d µs", (y[1] - x[1]) * 1e6 / n, (y[2] - x[2]) * 1e6 / n }'
 }
+# The relay's per-connection processes count in its reaped-children CPU once they have exited
+# (with the producers' connections) and been reaped: wait for that, 10 s at most.
+relay_idle() {
+  for _ in $(seq 1 100); do pgrep -P "$RELAY_PID" >/dev/null || return 0; sleep 0.1; done
+}
 for rep in $(seq 1 "$REPS"); do
+  relay_idle
   MACHINE="$("$PY" benches/harness/bench_util.py machine-snapshot)"
   MG_CPU="$("$PY" benches/harness/bench_util.py cpu-split "$MG_PID")"
   RELAY_CPU="$("$PY" benches/harness/bench_util.py cpu-split "$RELAY_PID")"
   sides_run "lat-$rep" "$US_N"
-  # The relay's connections have closed with the producers: their CPU is in the parent's
-  # reaped-children counters.
-  sleep 1
+  # Read at once: the percentiles below take CPU of their own.
+  LOAD="$(cut -d' ' -f1 /proc/loadavg)"
+  MACHINE="$("$PY" benches/harness/bench_util.py machine-since "$MACHINE")"
+  MG_CPU="$(per_request "$MG_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$MG_PID")")"
+  relay_idle
+  RELAY_CPU="$(per_request "$RELAY_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$RELAY_PID")")"
   for side in relay mirrorgate aa; do
     declare -A R=()
     while IFS='=' read -r k v; do R[$k]="$v"; done < <(
       "$PY" benches/harness/bench_util.py latency-paired "$WORK/lat-$rep-direct" "$WORK/lat-$rep-$side")
     echo "latency run $rep $side: added p50 ${R[added_p50_us]} µs (90 %: ${R[added_p50_boot90_low_us]} to ${R[added_p50_boot90_high_us]}), added p99 ${R[added_p99_us]} µs (90 %: ${R[added_p99_boot90_low_us]} to ${R[added_p99_boot90_high_us]}); direct p50 ${R[direct_p50_us]} p99 ${R[direct_p99_us]} µs"
   done
-  echo "latency run $rep: load $(cut -d' ' -f1 /proc/loadavg), machine $("$PY" benches/harness/bench_util.py machine-since "$MACHINE")"
-  echo "latency run $rep CPU a request: mirrorgate $(per_request "$MG_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$MG_PID")"), relay $(per_request "$RELAY_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$RELAY_PID")")"
+  echo "latency run $rep: load $LOAD, machine $MACHINE"
+  echo "latency run $rep CPU a record sent: mirrorgate $MG_CPU, relay $RELAY_CPU"
 done
 tool topics --bootstrap-server "$DIRECT" --create --topic tp --partitions 3 --replication-factor 1 >/dev/null
 tool producer-perf --topic tp --num-records "$TP_N" --record-size 1024 --throughput -1 \

@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 use super::open_count::OpenCount;
-use tokio_util::sync::CancellationToken;
 
 /// Prefix of the network threads' names (`mg-net-0`, …, their blocking threads
 /// `mg-net-0-blk`), as `top -H` and a profiler show them: Linux keeps 15 bytes of a name.
