@@ -181,11 +181,18 @@ def cmd_log_stats(data_dir, topic):
     print(total_bytes, batches, records)
 
 
+def _stat_ticks(path):
+    """utime, stime, cutime, cstime (ticks) of a /proc/PID/stat or /proc/PID/task/TID/stat file
+    (proc(5): the fields after the command name); OSError, IndexError or ValueError if gone."""
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return [int(v) for v in fields[11:15]]
+
+
 def cpu_seconds(pid):
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
+        utime, stime, _, _ = _stat_ticks(f"/proc/{pid}/stat")
+        return (utime + stime) / TICK
     except (OSError, IndexError, ValueError):
         return -1.0
 
@@ -198,9 +205,8 @@ def cpu_split(pid):
     """(user, system) CPU seconds of PID and of its children it has reaped (utime + cutime,
     stime + cstime; proc(5)); (-1, -1) if gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return ((int(fields[11]) + int(fields[13])) / TICK, (int(fields[12]) + int(fields[14])) / TICK)
+        utime, stime, cutime, cstime = _stat_ticks(f"/proc/{pid}/stat")
+        return ((utime + cutime) / TICK, (stime + cstime) / TICK)
     except (OSError, IndexError, ValueError):
         return (-1.0, -1.0)
 
@@ -235,9 +241,8 @@ def cmd_threads(pid):
         try:
             with open(os.path.join(t, "comm")) as f:
                 name = f.read().strip()
-            with open(os.path.join(t, "stat")) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            rows.append(((int(fields[11]) + int(fields[12])) / TICK, name, os.path.basename(t)))
+            utime, stime, _, _ = _stat_ticks(os.path.join(t, "stat"))
+            rows.append(((utime + stime) / TICK, name, os.path.basename(t)))
         except (OSError, IndexError, ValueError):
             pass
     for secs, name, tid in sorted(rows, reverse=True)[:12]:

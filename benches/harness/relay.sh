@@ -67,7 +67,7 @@ sides_run() {   # name records: dumps $WORK/name-<side>.us
 sides_run warmup 10000
 # CPU per record sent by a side (one Produce request each at linger.ms=0; Metadata and idle
 # work included): user and system µs over the run's US_N records of that side.
-per_request() {   # before after: "USER SYSTEM" seconds each (-1 when the process is gone)
+per_record() {   # before after: "USER SYSTEM" seconds each (-1 when the process is gone)
   awk -v n="$US_N" -v b="$1" -v a="$2" 'BEGIN { split(b, x, " "); split(a, y, " ");
     if (x[1] < 0 || y[1] < 0) { printf "gone"; exit }
     printf "user %d µs, system %d µs", (y[1] - x[1]) * 1e6 / n, (y[2] - x[2]) * 1e6 / n }'
@@ -86,9 +86,9 @@ for rep in $(seq 1 "$REPS"); do
   # Read at once: the percentiles below take CPU of their own.
   LOAD="$(cut -d' ' -f1 /proc/loadavg)"
   MACHINE="$("$PY" benches/harness/bench_util.py machine-since "$MACHINE")"
-  MG_CPU="$(per_request "$MG_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$MG_PID")")"
+  MG_CPU="$(per_record "$MG_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$MG_PID")")"
   relay_idle
-  RELAY_CPU="$(per_request "$RELAY_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$RELAY_PID")")"
+  RELAY_CPU="$(per_record "$RELAY_CPU" "$("$PY" benches/harness/bench_util.py cpu-split "$RELAY_PID")")"
   for side in relay mirrorgate aa; do
     declare -A R=()
     while IFS='=' read -r k v; do R[$k]="$v"; done < <(
