@@ -9,7 +9,9 @@
 //! Invariant beyond "no panic": a rewritten response is accepted again by the same rewrite
 //! (what the proxy sends a client decodes at the version the client asked for). For Fetch,
 //! the walk that lets a response pass without a decode (src/wire/fetch_scan.rs) is driven
-//! too: a body it accepts must decode, to the same topics, partitions and records.
+//! too: a body it accepts must decode, to the same topics, partitions and records; for Produce,
+//! the walk that decides whether a response has KIP-951 node endpoints to rewrite
+//! (src/wire/produce_response_scan.rs): a body it accepts must decode, with the same answer.
 #![no_main]
 
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use mirrorgate::proxy::intercept;
 use mirrorgate::proxy::mirror_gate::Rejected;
 use mirrorgate::proxy::rewrite::AddressMap;
 use mirrorgate::proxy::route::ResponseAction;
-use mirrorgate::wire::{fetch_scan, header};
+use mirrorgate::wire::{fetch_scan, header, produce_response_scan};
 use mirrorgate::wire::scan::TopicRef;
 
 struct Map;
@@ -88,7 +90,14 @@ fn client_produce(frame: &Bytes, version: i16) {
     let Ok(start) = header::response_header_len(frame, ApiKey::Produce.response_header_version(version)) else {
         return;
     };
-    let _ = ProduceResponse::decode(&mut frame.slice(start..), version);
+    let body = frame.slice(start..);
+    let decoded = ProduceResponse::decode(&mut body.clone(), version);
+    if let Ok(endpoints) = produce_response_scan::has_node_endpoints(&body, version) {
+        match decoded {
+            Ok(resp) => assert_eq!(endpoints, !resp.node_endpoints.is_empty(), "Produce v{version}"),
+            Err(e) => panic!("Produce v{version}: the walk accepted a body kafka-protocol refuses: {e}"),
+        }
+    }
 }
 
 /// src/wire/fetch_scan.rs: whatever the walk accepts decodes to what the walk saw.

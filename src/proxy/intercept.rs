@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::wire::header;
+use crate::wire::{header, produce_response_scan};
 
 use super::brokers::BrokerDirectory;
 use super::fetch_pass::{self, FetchContext};
@@ -60,8 +60,14 @@ pub fn apply(
     let body_start = header::response_header_len(&frame, header_version).map_err(|e| e.to_string())?;
     let body = frame.slice(body_start..);
     let ctx = |e: anyhow::Error| format!("{key:?} v{decode_version} response: {e}");
-    let mut out = BytesMut::with_capacity(body.len() + 64);
-    header::put_response_header(&mut out, correlation_id, header_version);
+    // The response header and `resp` encoded at the decode version: only for an edited
+    // response (one that goes back as it came costs no allocation).
+    let encoded = |resp: &dyn Encode| -> Result<Bytes, String> {
+        let mut out = BytesMut::with_capacity(body.len() + 64);
+        header::put_response_header(&mut out, correlation_id, header_version);
+        resp.encode_into(&mut out, decode_version).map_err(ctx)?;
+        Ok(out.freeze())
+    };
     match action {
         ResponseAction::Forward | ResponseAction::Merged(..) | ResponseAction::Present(..) => {
             unreachable!("handled above")
@@ -77,7 +83,10 @@ pub fn apply(
             if fallback {
                 resp.error_code = versions::UNSUPPORTED_VERSION;
             }
+            let mut out = BytesMut::with_capacity(body.len() + 64);
+            header::put_response_header(&mut out, correlation_id, header_version);
             resp.encode(&mut out, v).map_err(ctx)?;
+            Ok(out.freeze())
         }
         ResponseAction::Metadata => {
             let mut resp = MetadataResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
@@ -92,37 +101,42 @@ pub fn apply(
                     }
                 }
             }
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::FindCoordinator => {
             let mut resp = FindCoordinatorResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             rewrite::find_coordinator(&mut resp, decode_version, map);
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::DescribeCluster => {
             let mut resp = DescribeClusterResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             rewrite::describe_cluster(&mut resp, map);
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::Produce => {
+            // Walked first: decoded only when it carries KIP-951 node endpoints to rewrite
+            // (a body the walk refuses is decoded, and refused by the decoder as before).
+            if produce_response_scan::has_node_endpoints(&body, decode_version) == Ok(false) {
+                return Ok(frame);
+            }
             let mut resp = ProduceResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             if !rewrite::produce(&mut resp, map) {
                 return Ok(frame);
             }
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::ProduceMerge(rejected) => {
             let mut resp = ProduceResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
             rewrite::produce(&mut resp, map);
             let resp = mirror_gate::produce_rejections(resp, rejected.as_slice());
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::Fetch => {
             // Walked first: decoded only when an edit is due (super::fetch_pass).
             let fetch_ctx = gate.map(FetchContext::of);
             match fetch_pass::response(&body, decode_version, map, fetch_ctx.as_ref()).map_err(ctx)? {
-                None => return Ok(frame),
-                Some(resp) => resp.encode(&mut out, decode_version).map_err(ctx)?,
+                None => Ok(frame),
+                Some(resp) => encoded(&resp),
             }
         }
         ResponseAction::ShareFetch => {
@@ -140,7 +154,7 @@ pub fn apply(
             if !changed {
                 return Ok(frame);
             }
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
         ResponseAction::ShareAcknowledge => {
             let mut resp = ShareAcknowledgeResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
@@ -150,10 +164,20 @@ pub fn apply(
             for e in &mut resp.node_endpoints {
                 (e.host, e.port) = map.advertised(e.node_id.0);
             }
-            resp.encode(&mut out, decode_version).map_err(ctx)?;
+            encoded(&resp)
         }
     }
-    Ok(out.freeze())
+}
+
+/// [`Encodable`] as an object: the one method [`apply`]'s encoder needs.
+trait Encode {
+    fn encode_into(&self, out: &mut BytesMut, version: i16) -> anyhow::Result<()>;
+}
+
+impl<T: Encodable> Encode for T {
+    fn encode_into(&self, out: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+        self.encode(out, version)
+    }
 }
 
 /// An ApiVersions response (header v0 + body at `version`) built by mirrorgate itself while
@@ -475,6 +499,45 @@ mod tests {
         let out =
             apply(ResponseAction::ShareAcknowledge, 79, 1, frame.clone(), &NoMap, &directory(), &[], None).unwrap();
         assert_eq!(out.as_ptr(), frame.as_ptr(), "forwarded as it came");
+    }
+
+    /// Produce v10+ (KIP-951): a response without node endpoints goes back as the broker's
+    /// own `Bytes` (walked, not decoded); one with them gets them pointed at mirrorgate.
+    #[test]
+    fn produce_responses_pass_as_the_brokers_bytes_unless_they_carry_node_endpoints() {
+        use kafka_protocol::messages::produce_response::{NodeEndpoint, PartitionProduceResponse, TopicProduceResponse};
+        for version in 10..=ApiKey::Produce.valid_versions().max {
+            let frame = |endpoints: bool| {
+                let mut resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+                    .with_topic_id(uuid::Uuid::from_bytes([4; 16]))
+                    .with_name(kafka_protocol::messages::TopicName(if version < 13 {
+                        kafka_protocol::protocol::StrBytes::from_static_str("t")
+                    } else {
+                        Default::default()
+                    }))
+                    .with_partition_responses(vec![PartitionProduceResponse::default().with_base_offset(41)])]);
+                if endpoints {
+                    resp.node_endpoints = vec![NodeEndpoint::default()
+                        .with_node_id(kafka_protocol::messages::BrokerId(2))
+                        .with_host(kafka_protocol::protocol::StrBytes::from_static_str("broker-2"))
+                        .with_port(9092)];
+                }
+                let mut out = BytesMut::new();
+                header::put_response_header(&mut out, 31, 1);
+                resp.encode(&mut out, version).unwrap();
+                out.freeze()
+            };
+            let plain = frame(false);
+            let out = apply(ResponseAction::Produce, 0, version, plain.clone(), &NoMap, &directory(), &[], None).unwrap();
+            assert_eq!((out.as_ptr(), out.len()), (plain.as_ptr(), plain.len()), "v{version}: forwarded as it came");
+            let with = frame(true);
+            let out = apply(ResponseAction::Produce, 0, version, with.clone(), &NoMap, &directory(), &[], None).unwrap();
+            let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
+            let got = ProduceResponse::decode(&mut body, version).unwrap();
+            assert_eq!(header::response_correlation_id(&out).unwrap(), 31);
+            assert_eq!((got.node_endpoints[0].host.as_str(), got.node_endpoints[0].port), ("127.0.0.1", 9002));
+            assert_eq!(got.responses[0].partition_responses[0].base_offset, 41, "v{version}");
+        }
     }
 
     fn intercepted_produce_range() -> (i16, i16) {

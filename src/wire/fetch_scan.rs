@@ -18,8 +18,8 @@
 
 use std::ops::Range;
 
-use super::mirror::codec;
-use super::mirror::{WireError, MAX_STRING_BYTES};
+use super::mirror::WireError;
+use super::response_cursor::{fixed_tagged_struct, node_endpoints, Cursor};
 use super::scan::{ScanError, PREALLOC_MAX};
 
 /// Lowest Fetch response version walked (the proxy refuses Fetch below v4).
@@ -88,180 +88,6 @@ impl FetchResponseScan<'_> {
     }
 }
 
-/// A cursor over one body; `rest` is always a suffix of the `len` bytes walked. `total` is
-/// the body's whole length: `len` itself, or more when only a prefix of the body has arrived
-/// ([`fetch_response_prefix`]); counts are checked against what the whole body has left.
-struct Cursor<'a> {
-    rest: &'a [u8],
-    len: usize,
-    total: usize,
-    flexible: bool,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(bytes: &'a [u8], flexible: bool) -> Self {
-        Self { rest: bytes, len: bytes.len(), total: bytes.len(), flexible }
-    }
-
-    fn pos(&self) -> usize {
-        self.len - self.rest.len()
-    }
-
-    /// Bytes the whole body has left after the cursor (those arrived and those to come).
-    fn remaining(&self) -> usize {
-        self.total.saturating_sub(self.pos())
-    }
-
-    fn skip(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ScanError> {
-        if self.rest.len() < n {
-            return Err(WireError::Truncated { what, needed: n, remaining: self.rest.len() }.into());
-        }
-        let (head, rest) = self.rest.split_at(n);
-        self.rest = rest;
-        Ok(head)
-    }
-
-    fn i32(&mut self, what: &'static str) -> Result<i32, ScanError> {
-        Ok(codec::get_i32(&mut self.rest, what)?)
-    }
-
-    fn uvarint(&mut self, what: &'static str) -> Result<u32, ScanError> {
-        Ok(codec::get_uvarint(&mut self.rest, what)?)
-    }
-
-    /// A string (compact when flexible), UTF-8 checked, borrowed; `None` for null.
-    fn str(&mut self, what: &'static str) -> Result<Option<&'a str>, ScanError> {
-        let len = if self.flexible {
-            match self.uvarint(what)? {
-                0 => return Ok(None),
-                n => (n - 1) as usize,
-            }
-        } else {
-            match codec::get_i16(&mut self.rest, what)? {
-                -1 => return Ok(None),
-                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
-                n => n as usize,
-            }
-        };
-        if len > MAX_STRING_BYTES {
-            return Err(WireError::StringTooLong { what, len }.into());
-        }
-        let raw = self.skip(len, what)?;
-        std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
-    }
-
-    /// A nullable length (compact when flexible: `n + 1`, 0 for null; else `i32`, -1 for null).
-    fn nullable_len(&mut self, what: &'static str) -> Result<Option<usize>, ScanError> {
-        if self.flexible {
-            return Ok(match self.uvarint(what)? {
-                0 => None,
-                n => Some((n - 1) as usize),
-            });
-        }
-        match self.i32(what)? {
-            -1 => Ok(None),
-            n if n < -1 => Err(ScanError::NegativeLength { what, len: n }),
-            n => Ok(Some(n as usize)),
-        }
-    }
-
-    /// A nullable array's count (compact when flexible), refused unless `count × min_elem`
-    /// bytes remain.
-    fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
-        let Some(count) = self.nullable_len(what)? else { return Ok(None) };
-        if count.saturating_mul(min_elem.max(1)) > self.remaining() {
-            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
-        }
-        Ok(Some(count))
-    }
-
-    fn array_len(&mut self, min_elem: usize, what: &'static str) -> Result<usize, ScanError> {
-        Ok(self.nullable_array_len(min_elem, what)?.ok_or(WireError::UnexpectedNull { what })?)
-    }
-
-    /// Nullable `bytes` (compact when flexible): the byte range of the payload, `None` for null.
-    /// `at_length` is told the range once the length has been read, before the payload is.
-    fn nullable_bytes(
-        &mut self,
-        what: &'static str,
-        at_length: impl FnOnce(&Range<usize>),
-    ) -> Result<Option<Range<usize>>, ScanError> {
-        let Some(len) = self.nullable_len(what)? else { return Ok(None) };
-        let start = self.pos();
-        at_length(&(start..start.saturating_add(len)));
-        self.skip(len, what)?;
-        Ok(Some(start..start + len))
-    }
-
-    /// A tagged-field section (flexible only): each field's tag and value are handed to
-    /// `field`, which checks the tags it knows and ignores the others (opaque).
-    fn tagged_fields(
-        &mut self,
-        what: &'static str,
-        mut field: impl FnMut(u32, &'a [u8]) -> Result<(), ScanError>,
-    ) -> Result<(), ScanError> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let count = self.uvarint(what)? as usize;
-        // Each field takes at least two bytes: its tag and its size.
-        if count.saturating_mul(2) > self.remaining() {
-            return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
-        }
-        for _ in 0..count {
-            let tag = self.uvarint(what)?;
-            if i32::try_from(tag).is_err() {
-                return Err(WireError::InvalidTag { what, tag }.into());
-            }
-            let size = self.uvarint(what)? as usize;
-            let value = self.skip(size, what)?;
-            field(tag, value)?;
-        }
-        Ok(())
-    }
-
-    /// A tagged-field section with no known field.
-    fn opaque_tagged_fields(&mut self, what: &'static str) -> Result<(), ScanError> {
-        self.tagged_fields(what, |_, _| Ok(()))
-    }
-
-    /// Requires every byte to have been read.
-    fn end(&self, what: &'static str) -> Result<(), ScanError> {
-        if self.rest.is_empty() {
-            Ok(())
-        } else {
-            Err(WireError::TrailingBytes { what, remaining: self.rest.len() }.into())
-        }
-    }
-}
-
-/// Walks a flexible tagged struct `value` made of `fixed` bytes of fixed-width fields and
-/// its own tagged fields, which must end exactly at the end of `value`.
-fn fixed_tagged_struct(value: &[u8], fixed: usize, what: &'static str) -> Result<(), ScanError> {
-    let mut c = Cursor::new(value, true);
-    c.skip(fixed, what)?;
-    c.opaque_tagged_fields(what)?;
-    c.end(what)
-}
-
-/// Walks the `node_endpoints` tagged field (a compact array of `NodeEndpoint`: `node_id`,
-/// `host`, `port`, `rack`, tagged fields) filling exactly `value`; whether it has an entry.
-fn node_endpoints(value: &[u8]) -> Result<bool, ScanError> {
-    const WHAT: &str = "node_endpoints";
-    let mut c = Cursor::new(value, true);
-    // node_id, host (≥ 1), port, rack (≥ 1), tags (≥ 1)
-    let n = c.array_len(4 + 1 + 4 + 1 + 1, WHAT)?;
-    for _ in 0..n {
-        c.skip(4, "node_endpoints.node_id")?;
-        c.str("node_endpoints.host")?.ok_or(WireError::UnexpectedNull { what: "node_endpoints.host" })?;
-        c.skip(4, "node_endpoints.port")?;
-        c.str("node_endpoints.rack")?;
-        c.opaque_tagged_fields(WHAT)?;
-    }
-    c.end(WHAT)?;
-    Ok(n > 0)
-}
-
 /// Walks a Fetch response body (after the response header) of `version` 4–18 and returns its
 /// topics, partitions and `records` byte ranges (relative to `body`), and whether
 /// `node_endpoints` is non-empty. Record batches are skipped, never parsed or copied.
@@ -326,7 +152,7 @@ pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<
     }
     let mut scan = FetchResponseScan { topics: Vec::new(), partitions: Vec::new(), node_endpoints: false };
     let mut c = Cursor::new(body, version >= 12);
-    c.total = total.max(body.len());
+    c.set_total(total);
     let mut walked = 0;
     let mut partial = None;
     let (refused, needed) = match walk(&mut c, version, &mut scan, &mut walked, &mut partial) {
@@ -334,7 +160,7 @@ pub fn fetch_response_prefix(body: &[u8], total: usize, version: i16) -> Result<
         // Bytes still to come, not a malformed body: a read past what has arrived that the
         // whole body still has room for.
         Err(ScanError::Wire(WireError::Truncated { needed, .. }))
-            if body.len() < c.total && c.pos() + needed <= c.total =>
+            if body.len() < c.total() && c.pos() + needed <= c.total() =>
         {
             (false, c.pos() + needed)
         }
@@ -390,7 +216,7 @@ fn walk<'a>(
         scan.partitions.reserve(pn.min(PREALLOC_MAX));
         for _ in 0..pn {
             let partition_index = c.i32("partitions.partition_index")?;
-            let error_code = codec::get_i16(&mut c.rest, "partitions.error_code")?;
+            let error_code = c.i16("partitions.error_code")?;
             c.skip(fixed_head - 6, "partitions.high_watermark..log_start_offset")?;
             if let Some(an) = c.nullable_array_len(aborted_min, "partitions.aborted_transactions")? {
                 for _ in 0..an {

@@ -9,6 +9,8 @@ pub mod frame;
 pub mod header;
 pub mod mirror;
 pub mod produce;
+pub mod produce_response_scan;
 pub mod records;
+mod response_cursor;
 pub mod scan;
 pub mod split;
