@@ -13,6 +13,7 @@ use std::sync::Arc;
 use memchr::memmem;
 
 use super::control::ControlState;
+use super::topics::uuid_from_base64;
 use super::model::{destination_offset, is_shifted, source_end_offset, source_offset, OffsetSegment};
 
 /// The offset map of one shifted partition, ascending by source start.
@@ -160,12 +161,6 @@ impl OffsetMaps {
         self.topics.keys().any(|n| memmem::find(frame, n.as_bytes()).is_some())
             || self.ids.keys().any(|id| memmem::find(frame, id).is_some())
     }
-}
-
-/// The 16 bytes of a topic id printed in Kafka's base64 (URL-safe, no padding).
-fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).ok()?.try_into().ok()
 }
 
 #[cfg(test)]

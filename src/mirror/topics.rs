@@ -344,6 +344,13 @@ pub fn base64_uuid(bytes: &[u8; 16]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// The 16 bytes of a topic id printed in Kafka's base64 ([`base64_uuid`]); `None` for a
+/// string that is not one.
+pub fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).ok()?.try_into().ok()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -40,7 +40,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use super::authz::{AclCache, ClientIdentity, Operation, CLUSTER_AUTHORIZATION_FAILED};
 use super::state_guard::{Guarded, StateTopicGuard};
 use crate::mirror::control::ControlPlane;
-use crate::mirror::topics::{base64_uuid, ClusterAccess};
+use crate::mirror::topics::{uuid_from_base64, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
 use crate::wire::header::{self, RequestPrefix};
 use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable};
@@ -101,8 +101,10 @@ pub struct MirrorGate {
     /// Mirror RPC api keys.
     pub table: MirrorApiTable,
     destination: ClusterAccess,
-    /// Destination topic id (Kafka's base64) → name, for Produce v13 and DeleteTopics v6.
-    topic_names: DashMap<String, String>,
+    /// Destination topic id (Kafka `uuid`, 16 bytes) → name, for Produce v13 and DeleteTopics
+    /// v6: looked up with every Produce v13 request, so keyed by the bytes as they come and
+    /// shared, not copied, on a hit.
+    topic_names: DashMap<[u8; 16], Arc<str>>,
     /// The destination's CLUSTER ACLs, for authorizing what mirrorgate answers itself.
     acls: AclCache,
     /// Keeps clients away from the state topic.
@@ -160,26 +162,27 @@ impl MirrorGate {
 
     /// The name of a destination topic id learned from Metadata, without asking the cluster.
     pub fn known_topic_name(&self, id: &[u8; 16]) -> Option<String> {
-        self.topic_names.get(&base64_uuid(id)).map(|n| n.clone())
+        self.topic_names.get(id).map(|n| n.to_string())
     }
 
     /// Records a topic id seen in a Metadata response.
     pub fn learn_topic_id(&self, id: &[u8; 16], name: &str) {
         if *id != [0; 16] {
             self.state.learn(id, name);
-            self.topic_names.insert(base64_uuid(id), name.to_string());
+            if self.topic_names.get(id).is_none_or(|known| **known != *name) {
+                self.topic_names.insert(*id, Arc::from(name));
+            }
         }
     }
 
     /// The name of destination topic `id`. The state topic's ids are checked first, so a
     /// request naming the state topic by id is refused even when the destination cannot be
     /// asked (fail closed).
-    async fn topic_name_for_id(&self, id: &KafkaUuid) -> Option<String> {
+    async fn topic_name_for_id(&self, id: &KafkaUuid) -> Option<Arc<str>> {
         if self.state.is_state_topic_id(&id.0) {
-            return Some(self.state.name().to_string());
+            return Some(Arc::from(self.state.name()));
         }
-        let key = base64_uuid(&id.0);
-        if let Some(n) = self.topic_names.get(&key) {
+        if let Some(n) = self.topic_names.get(&id.0) {
             return Some(n.clone());
         }
         // A new destination connection (TLS, SASL key derivation): made on the main runtime.
@@ -192,21 +195,16 @@ impl MirrorGate {
         };
         if let Some(Ok((_, topics))) = topics {
             for t in topics.values() {
-                self.topic_names.insert(t.topic_id.clone(), t.name.clone());
+                if let Some(topic_id) = uuid_from_base64(&t.topic_id) {
+                    self.topic_names.insert(topic_id, Arc::from(t.name.as_str()));
+                }
             }
         }
-        let name = self.topic_names.get(&key).map(|n| n.clone());
+        let name = self.topic_names.get(&id.0).map(|n| n.clone());
         if let Some(n) = &name {
             self.state.learn(&id.0, n);
         }
         name
-    }
-
-    async fn resolve(&self, topic: &TopicRef) -> Option<String> {
-        match topic {
-            TopicRef::Name(n) => Some(n.0.to_string()),
-            TopicRef::Id(id) => self.topic_name_for_id(id).await,
-        }
     }
 
     /// Whether a request of `api_key` is handled on the main runtime rather than on the
@@ -349,7 +347,7 @@ impl MirrorGate {
                 for e in &entries {
                     let name = match (&e.name, &e.topic_id) {
                         (Some(n), _) => Some(n.0.to_string()),
-                        (None, Some(id)) => self.topic_name_for_id(id).await,
+                        (None, Some(id)) => self.topic_name_for_id(id).await.map(|n| n.to_string()),
                         (None, None) => None,
                     };
                     topics.push(name.unwrap_or_default());
@@ -507,8 +505,15 @@ impl MirrorGate {
             .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
         let mut rejected = Vec::new();
         for t in &scan.topics {
-            let Some(name) = self.resolve(&t.topic).await else { continue };
-            if let Some((code, message)) = self.refusal(&name) {
+            // By name (v3–12) without a copy; by id (v13) through the learned ids.
+            let refusal = match &t.topic {
+                TopicRef::Name(n) => self.refusal(&n.0),
+                TopicRef::Id(id) => match self.topic_name_for_id(id).await {
+                    Some(name) => self.refusal(&name),
+                    None => continue,
+                },
+            };
+            if let Some((code, message)) = refusal {
                 for p in &t.partitions {
                     rejected.push(Rejected {
                         topic: t.topic.clone(),
