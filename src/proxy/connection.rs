@@ -325,6 +325,11 @@ where
     // every connection on every network thread).
     let draining = shared.drain.cancelled();
     tokio::pin!(draining);
+    // The read deadline's timer, armed once and moved only when it fires or a deadline comes
+    // earlier (a partial frame's): a read moves the idle deadline later, which `clock.expired()`
+    // finds when the timer fires, so reads do not register a timer each.
+    let timer = tokio::time::sleep_until(clock.deadline());
+    tokio::pin!(timer);
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -494,19 +499,19 @@ where
         }
         clock.waiting(!buf.is_empty(), granted);
         let read = loop {
-            let wait = tokio::time::timeout_at(clock.deadline(), read_more(&mut client_r, &mut buf, &decoder));
-            let read = tokio::select! {
-                r = wait => r,
+            let deadline = clock.deadline();
+            if deadline < timer.deadline() {
+                timer.as_mut().reset(deadline);
+            }
+            tokio::select! {
+                r = read_more(&mut client_r, &mut buf, &decoder) => break r,
+                () = &mut timer => match clock.expired() {
+                    Expired::No => timer.as_mut().reset(clock.deadline()),
+                    Expired::Close(reason) => return reason,
+                },
                 // Shutting down: no new request is read (a partial one was never forwarded;
                 // the client sends it again on another connection).
                 _ = &mut draining => return "mirrorgate is shutting down".into(),
-            };
-            match read {
-                Ok(r) => break r,
-                Err(_) => match clock.expired() {
-                    Expired::No => continue,
-                    Expired::Close(reason) => return reason,
-                },
             }
         };
         clock.read();

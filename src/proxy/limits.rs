@@ -279,8 +279,14 @@ impl ReadClock {
         tokio::time::Instant::from_std(at)
     }
 
-    /// Called when [`ReadClock::deadline`] passed without a read.
+    /// Called when a read deadline passed without a read: one taken from
+    /// [`ReadClock::deadline`] earlier, which a read since may have moved later (the caller
+    /// arms its timer once and re-arms it only when it fires, rather than once per read).
+    /// [`Expired::No`] when the current deadline has not passed yet.
     pub fn expired(&mut self) -> Expired {
+        if tokio::time::Instant::now() < self.deadline() {
+            return Expired::No;
+        }
         if let Some(start) = self.frame_started {
             metrics::counter!("mirrorgate_client_connections_timed_out_total", "reason" => "partial_frame")
                 .increment(1);
@@ -338,11 +344,17 @@ mod tests {
     fn idle_expiry_waits_while_a_response_is_due_and_partial_frames_expire() {
         let mut clock =
             ReadClock::new(ReadTimeouts { idle: Duration::from_millis(10), frame: Duration::from_millis(5) });
+        // A timer armed before the last read fires early: not expired yet.
+        assert_eq!(clock.expired(), Expired::No);
+        std::thread::sleep(Duration::from_millis(12));
         clock.outstanding.store(1, Ordering::Release);
         assert_eq!(clock.expired(), Expired::No);
+        std::thread::sleep(Duration::from_millis(12));
         clock.outstanding.store(0, Ordering::Release);
         assert!(matches!(clock.expired(), Expired::Close(r) if r.contains("idle")));
         clock.waiting(true, false);
+        assert_eq!(clock.expired(), Expired::No, "the frame clock has just started");
+        std::thread::sleep(Duration::from_millis(6));
         assert!(matches!(clock.expired(), Expired::Close(r) if r.contains("not complete")));
         clock.read();
         clock.frame_done();
