@@ -17,6 +17,11 @@
 //!   v17 response of 6 partitions holding 1 MiB of record batches (16 KiB uncompressed v2
 //!   batches, no placeholder, no `node_endpoints`), which goes back to the client unchanged;
 //!   throughput in bytes and in frames.
+//! - `produce_response`: the response side of a producer's acks=all Produce, [`intercept::apply`]
+//!   with [`ResponseAction::Produce`] on a Produce v13 answer of one topic (by id) and one
+//!   partition without KIP-951 `node_endpoints`, which goes back unchanged (`walk`), beside
+//!   kafka-protocol's `ProduceResponse::decode` of the same body (`decode`, what `apply` did
+//!   for every Produce v10+ response before it walked them).
 //!
 //! Inputs are real requests encoded with kafka-protocol: a small Fetch v12 (~100 bytes, a
 //! consumer's long poll) and a large Produce v9 (1 MiB of opaque `records`, a flexible request
@@ -356,5 +361,44 @@ fn fetch_response_benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(passthrough, benches, span_benches, fetch_response_benches);
+/// A Produce v13 response frame (header v1 + body): one topic by id, one partition appended at
+/// base offset 41, no errors, no `node_endpoints`: what an acks=all producer gets back.
+fn produce_response_frame() -> Bytes {
+    use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use kafka_protocol::messages::ProduceResponse;
+    let resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+        .with_topic_id(uuid::Uuid::from_bytes([5; 16]))
+        .with_partition_responses(vec![PartitionProduceResponse::default()
+            .with_index(3)
+            .with_base_offset(41)
+            .with_log_append_time_ms(-1)])]);
+    let mut out = BytesMut::new();
+    out.put_i32(42); // correlation id
+    out.put_u8(0); // header v1: no tagged fields
+    resp.encode(&mut out, 13).expect("encode Produce response");
+    out.freeze()
+}
+
+fn produce_response_benches(c: &mut Criterion) {
+    use kafka_protocol::messages::ProduceResponse;
+    use kafka_protocol::protocol::Decodable;
+    let frame = produce_response_frame();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let directory = BrokerDirectory::new(vec!["127.0.0.1:9092".into()], tx);
+    let apply = |f: Bytes| {
+        intercept::apply(ResponseAction::Produce, ApiKey::Produce as i16, 13, f, &Advertised, &directory, &[], None)
+            .expect("a valid Produce response")
+    };
+    assert_eq!(apply(frame.clone()), frame, "nothing to change: the broker's bytes");
+    let body = frame.slice(5..);
+    let mut g = c.benchmark_group("produce_response");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::new("frames", "v13_walk"), |b| b.iter(|| apply(black_box(frame.clone()))));
+    g.bench_function(BenchmarkId::new("frames", "v13_decode"), |b| {
+        b.iter(|| ProduceResponse::decode(&mut black_box(body.clone()), 13).expect("decodes"))
+    });
+    g.finish();
+}
+
+criterion_group!(passthrough, benches, span_benches, fetch_response_benches, produce_response_benches);
 criterion_main!(passthrough);
