@@ -82,6 +82,8 @@ impl Drop for StopOnDrop<'_> {
 
 /// How long a shutdown waits for client connections to send their in-flight responses.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a shutdown waits for the network threads to drop their connections and stop.
+pub const NETWORK_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a shutdown waits for the copy loops to finish their in-flight appends.
 pub const DATA_PLANE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -456,6 +458,11 @@ pub async fn run(
     let open = shared.connections.load(std::sync::atomic::Ordering::Acquire);
     if open > 0 {
         tracing::warn!(open, "client connections still open after the drain timeout; closing them");
+    }
+    // The network threads drop what is left on them (connections still open close, and log
+    // it) before the instance says it stopped.
+    if !shared.network.stop(NETWORK_STOP_TIMEOUT).await {
+        tracing::warn!(timeout_s = NETWORK_STOP_TIMEOUT.as_secs(), "network threads did not stop in time");
     }
     tracing::info!("mirrorgate stopped");
     Ok(())

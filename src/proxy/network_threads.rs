@@ -20,6 +20,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -33,12 +34,17 @@ pub const THREAD_NAME_PREFIX: &str = "mg-net-";
 /// Blocking-pool threads of one network thread's runtime at most (used by DNS lookups of
 /// `host:port` connects).
 const MAX_BLOCKING_THREADS: usize = 16;
+/// How long a stopping network thread waits for its blocking-pool threads (a DNS lookup in
+/// progress) before it leaves them behind.
+const BLOCKING_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// One network thread: its runtime's handle and the tasks it serves.
 #[derive(Debug)]
 struct Thread {
     handle: Handle,
     open: Arc<AtomicUsize>,
+    /// Cancelled by the thread once its runtime, and every task on it, is gone.
+    stopped: CancellationToken,
 }
 
 /// A fixed set of network threads. Dropping it, or [`NetworkThreads::shutdown`], stops the
@@ -60,6 +66,8 @@ impl NetworkThreads {
         for i in 0..count.max(1) {
             let (tx, rx) = std::sync::mpsc::channel();
             let stop = set.stop.clone();
+            let stopped = CancellationToken::new();
+            let done = stopped.clone();
             let name = format!("{THREAD_NAME_PREFIX}{i}");
             let blocking_name = format!("{name}-blk");
             // The runtime is built and dropped on its own thread, never inside another
@@ -74,15 +82,18 @@ impl NetworkThreads {
                     Ok(runtime) => {
                         let _ = tx.send(Ok(runtime.handle().clone()));
                         runtime.block_on(stop.cancelled());
+                        // Drops the tasks still on it (their connections close).
+                        runtime.shutdown_timeout(BLOCKING_SHUTDOWN);
                     }
                     Err(e) => {
                         let _ = tx.send(Err(e));
                     }
                 }
+                done.cancel();
             })?;
             let handle =
                 rx.recv().map_err(|_| std::io::Error::other("a network thread ended before its runtime started"))??;
-            set.threads.push(Thread { handle, open: Arc::default() });
+            set.threads.push(Thread { handle, open: Arc::default(), stopped });
         }
         Ok(set)
     }
@@ -116,6 +127,19 @@ impl NetworkThreads {
     /// Stops the threads: their tasks are dropped (connections still open close).
     pub fn shutdown(&self) {
         self.stop.cancel();
+    }
+
+    /// Stops the threads and waits, at most `timeout`, until each has dropped its runtime and
+    /// the tasks on it (a connection's close is logged by then); whether all did.
+    pub async fn stop(&self, timeout: Duration) -> bool {
+        self.shutdown();
+        let deadline = tokio::time::Instant::now() + timeout;
+        for t in &self.threads {
+            if tokio::time::timeout_at(deadline, t.stopped.cancelled()).await.is_err() {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -196,5 +220,30 @@ mod tests {
             assert!(std::time::Instant::now() < wait_until, "a dropped task still counts as open");
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// `stop` returns once every thread has dropped its runtime: a task's drop has run by then.
+    #[tokio::test]
+    async fn stop_waits_until_every_thread_has_dropped_its_tasks() {
+        let threads = NetworkThreads::start(2).unwrap();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        struct CountDrop(Arc<AtomicUsize>);
+        impl Drop for CountDrop {
+            fn drop(&mut self) {
+                // Slow enough that a stop which did not wait would see it unfinished.
+                std::thread::sleep(Duration::from_millis(50));
+                self.0.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        for _ in 0..2 {
+            let guard = CountDrop(dropped.clone());
+            threads.spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            });
+        }
+        assert!(threads.stop(Duration::from_secs(5)).await, "the threads did not stop");
+        assert_eq!(dropped.load(Ordering::Acquire), 2, "stop returned before the tasks were dropped");
+        assert!(threads.threads.iter().all(|t| t.stopped.is_cancelled()));
     }
 }
