@@ -13,8 +13,8 @@ use std::sync::Arc;
 use memchr::memmem;
 
 use super::control::ControlState;
-use super::topics::uuid_from_base64;
 use super::model::{destination_offset, is_shifted, source_end_offset, source_offset, OffsetSegment};
+use super::topics::uuid_from_base64;
 
 /// The offset map of one shifted partition, ascending by source start.
 pub type Segments = Arc<[OffsetSegment]>;

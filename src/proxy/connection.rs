@@ -503,15 +503,18 @@ where
             if deadline < timer.deadline() {
                 timer.as_mut().reset(deadline);
             }
+            // In this order: a shutdown first; bytes already there win over a deadline that
+            // passed while this thread was busy elsewhere.
             tokio::select! {
+                biased;
+                // Shutting down: no new request is read (a partial one was never forwarded;
+                // the client sends it again on another connection).
+                _ = &mut draining => return "mirrorgate is shutting down".into(),
                 r = read_more(&mut client_r, &mut buf, &decoder) => break r,
                 () = &mut timer => match clock.expired() {
                     Expired::No => timer.as_mut().reset(clock.deadline()),
                     Expired::Close(reason) => return reason,
                 },
-                // Shutting down: no new request is read (a partial one was never forwarded;
-                // the client sends it again on another connection).
-                _ = &mut draining => return "mirrorgate is shutting down".into(),
             }
         };
         clock.read();

@@ -502,10 +502,14 @@ mod tests {
     }
 
     /// Produce v10+ (KIP-951): a response without node endpoints goes back as the broker's
-    /// own `Bytes` (walked, not decoded); one with them gets them pointed at mirrorgate.
+    /// own `Bytes`; one with them gets them pointed at mirrorgate. (What the client gets, as
+    /// before the walk; that the walk agrees with the decoder is `wire::produce_response_scan`'s
+    /// tests and the `responses` fuzz target.)
     #[test]
     fn produce_responses_pass_as_the_brokers_bytes_unless_they_carry_node_endpoints() {
-        use kafka_protocol::messages::produce_response::{NodeEndpoint, PartitionProduceResponse, TopicProduceResponse};
+        use kafka_protocol::messages::produce_response::{
+            NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+        };
         for version in 10..=ApiKey::Produce.valid_versions().max {
             let frame = |endpoints: bool| {
                 let mut resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
@@ -528,10 +532,12 @@ mod tests {
                 out.freeze()
             };
             let plain = frame(false);
-            let out = apply(ResponseAction::Produce, 0, version, plain.clone(), &NoMap, &directory(), &[], None).unwrap();
+            let out =
+                apply(ResponseAction::Produce, 0, version, plain.clone(), &NoMap, &directory(), &[], None).unwrap();
             assert_eq!((out.as_ptr(), out.len()), (plain.as_ptr(), plain.len()), "v{version}: forwarded as it came");
             let with = frame(true);
-            let out = apply(ResponseAction::Produce, 0, version, with.clone(), &NoMap, &directory(), &[], None).unwrap();
+            let out =
+                apply(ResponseAction::Produce, 0, version, with.clone(), &NoMap, &directory(), &[], None).unwrap();
             let mut body = out.slice(header::response_header_len(&out, 1).unwrap()..);
             let got = ProduceResponse::decode(&mut body, version).unwrap();
             assert_eq!(header::response_correlation_id(&out).unwrap(), 31);

@@ -342,19 +342,20 @@ mod tests {
 
     #[test]
     fn idle_expiry_waits_while_a_response_is_due_and_partial_frames_expire() {
+        // Budgets far above a test thread's scheduling delays on a loaded machine.
         let mut clock =
-            ReadClock::new(ReadTimeouts { idle: Duration::from_millis(10), frame: Duration::from_millis(5) });
+            ReadClock::new(ReadTimeouts { idle: Duration::from_millis(400), frame: Duration::from_millis(300) });
         // A timer armed before the last read fires early: not expired yet.
         assert_eq!(clock.expired(), Expired::No);
-        std::thread::sleep(Duration::from_millis(12));
+        std::thread::sleep(Duration::from_millis(410));
         clock.outstanding.store(1, Ordering::Release);
         assert_eq!(clock.expired(), Expired::No);
-        std::thread::sleep(Duration::from_millis(12));
+        std::thread::sleep(Duration::from_millis(410));
         clock.outstanding.store(0, Ordering::Release);
         assert!(matches!(clock.expired(), Expired::Close(r) if r.contains("idle")));
         clock.waiting(true, false);
         assert_eq!(clock.expired(), Expired::No, "the frame clock has just started");
-        std::thread::sleep(Duration::from_millis(6));
+        std::thread::sleep(Duration::from_millis(310));
         assert!(matches!(clock.expired(), Expired::Close(r) if r.contains("not complete")));
         clock.read();
         clock.frame_done();

@@ -83,7 +83,7 @@ impl Drop for StopOnDrop<'_> {
 /// How long a shutdown waits for client connections to send their in-flight responses.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a shutdown waits for the network threads to drop their connections and stop.
-pub const NETWORK_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+pub const NETWORK_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a shutdown waits for the copy loops to finish their in-flight appends.
 pub const DATA_PLANE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -459,8 +459,8 @@ pub async fn run(
     if open > 0 {
         tracing::warn!(open, "client connections still open after the drain timeout; closing them");
     }
-    // The network threads drop what is left on them (connections still open close, and log
-    // it) before the instance says it stopped.
+    // The network threads drop what is left on them (connections still open close) before the
+    // instance says it stopped.
     if !shared.network.stop(NETWORK_STOP_TIMEOUT).await {
         tracing::warn!(timeout_s = NETWORK_STOP_TIMEOUT.as_secs(), "network threads did not stop in time");
     }

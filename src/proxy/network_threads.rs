@@ -73,6 +73,8 @@ impl NetworkThreads {
             // The runtime is built and dropped on its own thread, never inside another
             // runtime's context (where dropping one panics).
             std::thread::Builder::new().name(name).spawn(move || {
+                // Told however the thread ends (a panic included).
+                let _stopped = done.drop_guard();
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .thread_name(blocking_name)
@@ -89,7 +91,6 @@ impl NetworkThreads {
                         let _ = tx.send(Err(e));
                     }
                 }
-                done.cancel();
             })?;
             let handle =
                 rx.recv().map_err(|_| std::io::Error::other("a network thread ended before its runtime started"))??;
@@ -130,7 +131,8 @@ impl NetworkThreads {
     }
 
     /// Stops the threads and waits, at most `timeout`, until each has dropped its runtime and
-    /// the tasks on it (a connection's close is logged by then); whether all did.
+    /// the tasks on it (a connection dropped so closes without a log line of its own); whether
+    /// all did.
     pub async fn stop(&self, timeout: Duration) -> bool {
         self.shutdown();
         let deadline = tokio::time::Instant::now() + timeout;

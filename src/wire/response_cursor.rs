@@ -103,7 +103,11 @@ impl<'a> Cursor<'a> {
 
     /// A nullable array's count (compact when flexible), refused unless `count × min_elem`
     /// bytes remain.
-    pub(crate) fn nullable_array_len(&mut self, min_elem: usize, what: &'static str) -> Result<Option<usize>, ScanError> {
+    pub(crate) fn nullable_array_len(
+        &mut self,
+        min_elem: usize,
+        what: &'static str,
+    ) -> Result<Option<usize>, ScanError> {
         let Some(count) = self.nullable_len(what)? else { return Ok(None) };
         if count.saturating_mul(min_elem.max(1)) > self.remaining() {
             return Err(WireError::CountExceedsRemaining { what, count, remaining: self.remaining() }.into());
