@@ -7,8 +7,8 @@
 use std::ops::Range;
 
 use super::mirror::codec;
-use super::mirror::{WireError, MAX_STRING_BYTES};
-use super::scan::ScanError;
+use super::mirror::WireError;
+use super::scan::{string_len, ScanError};
 
 /// A cursor over one body; `rest` is always a suffix of the `len` bytes walked. `total` is
 /// the body's whole length: `len` itself, or more when only a prefix of the body has arrived
@@ -67,21 +67,7 @@ impl<'a> Cursor<'a> {
 
     /// A string (compact when flexible), UTF-8 checked, borrowed; `None` for null.
     pub(crate) fn str(&mut self, what: &'static str) -> Result<Option<&'a str>, ScanError> {
-        let len = if self.flexible {
-            match self.uvarint(what)? {
-                0 => return Ok(None),
-                n => (n - 1) as usize,
-            }
-        } else {
-            match codec::get_i16(&mut self.rest, what)? {
-                -1 => return Ok(None),
-                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
-                n => n as usize,
-            }
-        };
-        if len > MAX_STRING_BYTES {
-            return Err(WireError::StringTooLong { what, len }.into());
-        }
+        let Some(len) = string_len(&mut self.rest, self.flexible, what)? else { return Ok(None) };
         let raw = self.skip(len, what)?;
         std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
     }

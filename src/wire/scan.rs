@@ -125,6 +125,28 @@ pub enum ScanError {
     ScanMismatch,
 }
 
+/// The length of a string read off `rest` (compact when `flexible`: `n + 1`, 0 for null; else
+/// `INT16`, -1 for null), refused above [`MAX_STRING_BYTES`]; `None` for null. Shared by the
+/// request walks here and the response walks ([`super::response_cursor`]).
+pub(super) fn string_len(rest: &mut &[u8], flexible: bool, what: &'static str) -> Result<Option<usize>, ScanError> {
+    let len = if flexible {
+        match codec::get_uvarint(rest, what)? {
+            0 => return Ok(None),
+            n => (n - 1) as usize,
+        }
+    } else {
+        match codec::get_i16(rest, what)? {
+            -1 => return Ok(None),
+            n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
+            n => n as usize,
+        }
+    };
+    if len > MAX_STRING_BYTES {
+        return Err(WireError::StringTooLong { what, len }.into());
+    }
+    Ok(Some(len))
+}
+
 /// A cursor over one request frame; `rest` is always a suffix of `frame`.
 struct Walk<'a> {
     frame: &'a [u8],
@@ -221,21 +243,7 @@ impl<'a> Walk<'a> {
     /// A string (compact from the first flexible version, `INT16`-prefixed before), checked
     /// for length and UTF-8 without copying; `None` for null.
     fn str_slice(&mut self, what: &'static str) -> Result<Option<&'a str>, ScanError> {
-        let len = if self.flexible {
-            match codec::get_uvarint(&mut self.rest, what)? {
-                0 => return Ok(None),
-                n => (n - 1) as usize,
-            }
-        } else {
-            match codec::get_i16(&mut self.rest, what)? {
-                -1 => return Ok(None),
-                n if n < -1 => return Err(ScanError::NegativeLength { what, len: n.into() }),
-                n => n as usize,
-            }
-        };
-        if len > MAX_STRING_BYTES {
-            return Err(WireError::StringTooLong { what, len }.into());
-        }
+        let Some(len) = string_len(&mut self.rest, self.flexible, what)? else { return Ok(None) };
         let r = self.skip(len, what)?;
         let raw = self.frame.get(r).unwrap_or_default();
         std::str::from_utf8(raw).map(Some).map_err(|_| WireError::InvalidUtf8 { what }.into())
