@@ -60,14 +60,15 @@ pub fn apply(
     let body_start = header::response_header_len(&frame, header_version).map_err(|e| e.to_string())?;
     let body = frame.slice(body_start..);
     let ctx = |e: anyhow::Error| format!("{key:?} v{decode_version} response: {e}");
-    // The response header and `resp` encoded at the decode version: only for an edited
-    // response (one that goes back as it came costs no allocation).
-    let encoded = |resp: &dyn Encode| -> Result<Bytes, String> {
+    // The response header and `resp` encoded at `version`: only for an edited response (one
+    // that goes back as it came costs no allocation).
+    let encoded_at = |resp: &dyn Encode, version: i16| -> Result<Bytes, String> {
         let mut out = BytesMut::with_capacity(body.len() + 64);
         header::put_response_header(&mut out, correlation_id, header_version);
-        resp.encode_into(&mut out, decode_version).map_err(ctx)?;
+        resp.encode_into(&mut out, version).map_err(ctx)?;
         Ok(out.freeze())
     };
+    let encoded = |resp: &dyn Encode| encoded_at(resp, decode_version);
     match action {
         ResponseAction::Forward | ResponseAction::Merged(..) | ResponseAction::Present(..) => {
             unreachable!("handled above")
@@ -83,10 +84,7 @@ pub fn apply(
             if fallback {
                 resp.error_code = versions::UNSUPPORTED_VERSION;
             }
-            let mut out = BytesMut::with_capacity(body.len() + 64);
-            header::put_response_header(&mut out, correlation_id, header_version);
-            resp.encode(&mut out, v).map_err(ctx)?;
-            Ok(out.freeze())
+            encoded_at(&resp, v)
         }
         ResponseAction::Metadata => {
             let mut resp = MetadataResponse::decode(&mut body.clone(), decode_version).map_err(ctx)?;
