@@ -361,6 +361,15 @@ fn bad_input_closes_only_that_connection() {
     send_and_expect_close(mg.first_port, &hello, false);
     mg.wait_for_log("TLS handshake on a plaintext port", Duration::from_secs(30));
 
+    // A request mirrorgate forwards unread (Heartbeat v4: flexible header, no client id) with a
+    // body the broker cannot parse: the broker closes its connection (SocketServer closes on an
+    // InvalidRequestException), and the response side's reason closes the client's.
+    let mut garbled = 17i32.to_be_bytes().to_vec();
+    garbled.extend_from_slice(&[0, 12, 0, 4, 0, 0, 0, 9, 0xff, 0xff, 0]);
+    garbled.extend_from_slice(&[0xff; 6]);
+    send_and_expect_close(broker_port, &garbled, false);
+    mg.wait_for_log("destination broker closed the connection", Duration::from_secs(30));
+
     assert!(mg.is_running(), "mirrorgate exited");
     let meta = rt
         .block_on(good.send(&MetadataRequest::default().with_topics(None), 12))
@@ -373,7 +382,7 @@ fn bad_input_closes_only_that_connection() {
     let rss_after = mg.rss_kib();
     assert!(rss_after < rss_before + 20 * 1024, "memory jumped from {rss_before} KiB to {rss_after} KiB");
     let log = mg.log();
-    assert!(log.matches("client connection closed").count() >= 4, "{}", tail(&log, 30));
+    assert!(log.matches("client connection closed").count() >= 5, "{}", tail(&log, 30));
 }
 
 /// Issue 15, item 4: junk connections do not flood the log. 300 connections that each send a
