@@ -58,116 +58,27 @@ SRC_NAME="bench-src-$$"
 DST_NAME="bench-dst-$$"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 
-T0=$(date +%s%3N)
-LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
-now_ms() { date +%s%3N; }
-log() { printf '[bench-mirror %6.1fs] %s\n' "$(( $(now_ms) - T0 ))e-3" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+BENCH_NAME=bench-mirror
+# shellcheck source=benches/harness/common.sh
+source benches/harness/common.sh
 tool() { scripts/kafka.sh tool "$@"; }
-
-for cmd in cargo java mvn python3; do
-  command -v "$cmd" >/dev/null 2>&1 || die "required command not found: $cmd"
-done
-
-# ---------------------------------------------------------------------------------------------
-# cleanup
-# ---------------------------------------------------------------------------------------------
-MG_PID="" MM2_PID="" SAMPLER_PID="" STARTED_CLUSTERS=()
-stop_pid() {   # pid, seconds before KILL
-  local pid="$1" secs="${2:-10}"
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-CLEANED=0
-cleanup() {
-  [[ "$CLEANED" == 1 ]] && return 0
-  CLEANED=1
-  trap - INT TERM
+MM2_PID="" SAMPLER_PID=""
+stop_workers() {
   stop_pid "$SAMPLER_PID" 1
   stop_pid "$MM2_PID" 10
-  stop_pid "$MG_PID" 5
-  local c
-  for c in "${STARTED_CLUSTERS[@]+"${STARTED_CLUSTERS[@]}"}"; do
-    scripts/kafka.sh stop "$c" >/dev/null 2>&1 || true
-  done
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-rm -rf "$WORK"
-mkdir -p "$WORK"
-PY="$(scripts/pyenv.sh)"
-util() { "$PY" benches/harness/bench_util.py "$@"; }
+bench_start cargo java mvn python3
 
 # ---------------------------------------------------------------------------------------------
 # build, clusters, mirrorgate
 # ---------------------------------------------------------------------------------------------
-if [[ -n "${BENCH_MG_BIN:-}" ]]; then
-  cp "$BENCH_MG_BIN" "$WORK/mirrorgate"
-  COMMIT="binary $BENCH_MG_BIN"
-else
-  if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    log "building mirrorgate (cargo build --release)"
-    cargo build --release --quiet --bin mirrorgate
-  fi
-  # A private copy: others may rebuild target/release while the benchmark runs.
-  cp target/release/mirrorgate "$WORK/mirrorgate"
-  # The commit the binary was built from (+dirty-src: uncommitted changes under src/ at build time).
-  COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
-fi
-MG_BIN="$WORK/mirrorgate"
-scripts/kafka.sh fetch "$KAFKA_VERSION"
-
-log "starting clusters $SRC_NAME and $DST_NAME (full JIT, heap $HEAP)"
-STARTED_CLUSTERS=("$SRC_NAME" "$DST_NAME")
-start_cluster() {
-  MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
-    scripts/kafka.sh start "$1" --owner-pid $$ >"$WORK/$1.bootstrap" 2>"$WORK/$1.start.log"
-}
-start_cluster "$SRC_NAME" & p1=$!
-start_cluster "$DST_NAME" & p2=$!
-wait "$p1" || { cat "$WORK/$SRC_NAME.start.log" >&2; die "source cluster did not start"; }
-wait "$p2" || { cat "$WORK/$DST_NAME.start.log" >&2; die "destination cluster did not start"; }
-SRC="$(cat "$WORK/$SRC_NAME.bootstrap")"
-DST="$(cat "$WORK/$DST_NAME.bootstrap")"
-KAFKA_STATE="${MIRRORGATE_KAFKA_DIR:-$REPO/.kafka}"
-SRC_PID="$(cat "$KAFKA_STATE/$SRC_NAME/node-1/pid")"
-DST_PID="$(cat "$KAFKA_STATE/$DST_NAME/node-1/pid")"
+bench_binary
+bench_clusters
 SRC_DATA="$KAFKA_STATE/$SRC_NAME/node-1/data"
 DST_DATA="$KAFKA_STATE/$DST_NAME/node-1/data"
 log "source $SRC (pid $SRC_PID), destination $DST (pid $DST_PID)"
 
-MG_PORT="$(util free-ports 12)"
-MG="127.0.0.1:$MG_PORT"
-cat >"$WORK/mirrorgate.yaml" <<EOF
-destination:
-  bootstrap_servers: $DST
-listeners:
-  - name: bench
-    bind_host: 127.0.0.1
-    advertised_host: 127.0.0.1
-    port_range: $MG_PORT-$((MG_PORT + 11))
-    admin: true
-mirror_state:
-  topic: __mirror_state
-  num_partitions: 3
-log:
-  level: info
-EOF
-log "starting mirrorgate on $MG"
-"$MG_BIN" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
-MG_PID=$!
-deadline=$(( $(date +%s) + 60 ))
-until grep -q 'mirrorgate ready' "$WORK/mirrorgate.log" 2>/dev/null; do
-  kill -0 "$MG_PID" 2>/dev/null || { tail -n 20 "$WORK/mirrorgate.log" >&2; MG_PID=""; die "mirrorgate exited"; }
-  (( $(date +%s) < deadline )) || { tail -n 20 "$WORK/mirrorgate.log" >&2; die "mirrorgate not ready after 60s"; }
-  sleep 0.2
-done
-mg() { "$MG_BIN" mirrors --bootstrap-server "$MG" "$@"; }
+bench_mirrorgate
 
 # ---------------------------------------------------------------------------------------------
 # measurement helpers
@@ -199,7 +110,6 @@ col_avg() { awk -v c="$2" '{s+=$c; n++} END{if (n) printf "%.0f", s/n; else prin
 
 mbps() { awk -v b="$1" -v ms="$2" 'BEGIN{printf "%.1f", (ms > 0 ? b / 1e6 / (ms / 1000) : 0)}'; }
 rps() { awk -v n="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? n / (ms / 1000) : 0)}'; }
-secs() { awk -v ms="$1" 'BEGIN{printf "%.1f", ms / 1000}'; }
 pct() { awk -v c="$1" -v ms="$2" 'BEGIN{printf "%.0f", (ms > 0 ? 100 * c / (ms / 1000) : 0)}'; }
 cpu_of() { util cpu "$@"; }
 # CPU-seconds per GB of record payload: cpu_per_gb <cpu seconds> <bytes>

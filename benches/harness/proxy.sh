@@ -51,41 +51,19 @@ DATE="$(date -u +%F)"
 OUT="${BENCH_OUT:-benches/harness/proxy-results-$DATE.md}"
 WORK="$REPO/target/bench-proxy"
 CLUSTER="bench-proxy-$$"
-T0=$(date +%s%3N)
-LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
-log() { printf '[bench-proxy %6.1fs] %s\n' "$(( $(date +%s%3N) - T0 ))e-3" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+BENCH_NAME=bench-proxy
+# shellcheck source=benches/harness/common.sh
+source benches/harness/common.sh
 tool() { scripts/kafka.sh tool "$@"; }
 # shellcheck source=benches/harness/mg_config.sh
 source benches/harness/mg_config.sh
 
-MG_PID=""
-cleanup() {
-  trap - INT TERM
-  if [[ -n "$MG_PID" ]]; then kill -TERM "$MG_PID" 2>/dev/null || true; wait "$MG_PID" 2>/dev/null || true; fi
-  scripts/kafka.sh stop "$CLUSTER" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-rm -rf "$WORK"
-mkdir -p "$WORK"
-PY="$(scripts/pyenv.sh)"
-if [[ -n "${BENCH_MG_BIN:-}" ]]; then
-  cp "$BENCH_MG_BIN" "$WORK/mirrorgate"
-  COMMIT="binary $BENCH_MG_BIN"
-else
-  if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    log "building mirrorgate (cargo build --release)"
-    cargo build --release --quiet --bin mirrorgate
-  fi
-  cp target/release/mirrorgate "$WORK/mirrorgate"
-  COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
-fi
+bench_start cargo java python3
+bench_binary
 scripts/kafka.sh fetch "$KAFKA_VERSION" >/dev/null
 
 log "starting cluster $CLUSTER"
+STARTED_CLUSTERS=("$CLUSTER")
 MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
   scripts/kafka.sh start "$CLUSTER" --owner-pid $$ >"$WORK/bootstrap" 2>"$WORK/start.log" ||
   { cat "$WORK/start.log" >&2; die "cluster did not start"; }

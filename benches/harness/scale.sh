@@ -65,84 +65,21 @@ SRC_NAME="scale-src-$$"
 DST_NAME="scale-dst-$$"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 
-T0=$(date +%s%3N)
-LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
-now_ms() { date +%s%3N; }
-log() { printf '[bench-scale %7.1fs] %s\n' "$(( $(now_ms) - T0 ))e-3" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-secs() { awk -v ms="$1" 'BEGIN{printf "%.1f", ms / 1000}'; }
-
-for cmd in cargo java python3; do
-  command -v "$cmd" >/dev/null 2>&1 || die "required command not found: $cmd"
-done
-
-# ---------------------------------------------------------------------------------------------
-# cleanup
-# ---------------------------------------------------------------------------------------------
-MG_PID="" PRODUCER_PID="" SAMPLER_PID="" STARTED_CLUSTERS=()
-stop_pid() {   # pid, seconds before KILL
-  local pid="$1" secs="${2:-10}"
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-CLEANED=0
-cleanup() {
-  [[ "$CLEANED" == 1 ]] && return 0
-  CLEANED=1
-  trap - INT TERM
+BENCH_NAME=bench-scale
+# shellcheck source=benches/harness/common.sh
+source benches/harness/common.sh
+PRODUCER_PID="" SAMPLER_PID=""
+stop_workers() {
   stop_pid "$SAMPLER_PID" 2
   stop_pid "$PRODUCER_PID" 10
-  stop_pid "$MG_PID" 5
-  local c
-  for c in "${STARTED_CLUSTERS[@]+"${STARTED_CLUSTERS[@]}"}"; do
-    scripts/kafka.sh stop "$c" >/dev/null 2>&1 || true
-  done
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-rm -rf "$WORK"
-mkdir -p "$WORK"
-PY="$(scripts/pyenv.sh)"
-util() { "$PY" benches/harness/bench_util.py "$@"; }
+bench_start cargo java python3
 
 # ---------------------------------------------------------------------------------------------
 # build, clusters, mirrorgate
 # ---------------------------------------------------------------------------------------------
-if [[ -n "${BENCH_MG_BIN:-}" ]]; then
-  cp "$BENCH_MG_BIN" "$WORK/mirrorgate"
-  COMMIT="binary $BENCH_MG_BIN"
-else
-  if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    log "building mirrorgate (cargo build --release)"
-    cargo build --release --quiet --bin mirrorgate
-  fi
-  # A private copy: others may rebuild target/release while the benchmark runs.
-  cp target/release/mirrorgate "$WORK/mirrorgate"
-  COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty-src')"
-fi
-MG_BIN="$WORK/mirrorgate"
-scripts/kafka.sh fetch "$KAFKA_VERSION"
-
-log "starting clusters $SRC_NAME and $DST_NAME (full JIT, heap $HEAP)"
-STARTED_CLUSTERS=("$SRC_NAME" "$DST_NAME")
-start_cluster() {
-  MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
-    scripts/kafka.sh start "$1" --owner-pid $$ >"$WORK/$1.bootstrap" 2>"$WORK/$1.start.log"
-}
-start_cluster "$SRC_NAME" & p1=$!
-start_cluster "$DST_NAME" & p2=$!
-wait "$p1" || { cat "$WORK/$SRC_NAME.start.log" >&2; die "source cluster did not start"; }
-wait "$p2" || { cat "$WORK/$DST_NAME.start.log" >&2; die "destination cluster did not start"; }
-SRC="$(head -n 1 "$WORK/$SRC_NAME.bootstrap")"
-DST="$(head -n 1 "$WORK/$DST_NAME.bootstrap")"
-KAFKA_STATE="${MIRRORGATE_KAFKA_DIR:-$REPO/.kafka}"
-SRC_PID="$(cat "$KAFKA_STATE/$SRC_NAME/node-1/pid")"
-DST_PID="$(cat "$KAFKA_STATE/$DST_NAME/node-1/pid")"
+bench_binary
+bench_clusters
 log "source $SRC (pid $SRC_PID), destination $DST (pid $DST_PID)"
 
 log "creating $TOPICS topics × $PARTS partitions on the source, seeding $SEED records of $SIZE B each"
@@ -152,34 +89,7 @@ SEEDED="$(util seed "$SRC" "$PREFIX" "$TOPICS" "$PARTS" "$SEED" "$SIZE")"
 SETUP_MS=$(( $(now_ms) - t ))
 log "source: $TOTAL_PARTS partitions, $SEEDED records in $(secs "$SETUP_MS") s"
 
-LISTEN_N=12
-MG_PORT="$(util free-ports "$LISTEN_N")"
-MG="127.0.0.1:$MG_PORT"
-cat >"$WORK/mirrorgate.yaml" <<EOF
-destination:
-  bootstrap_servers: $DST
-listeners:
-  - name: bench
-    bind_host: 127.0.0.1
-    advertised_host: 127.0.0.1
-    port_range: $MG_PORT-$((MG_PORT + LISTEN_N - 1))
-    admin: true
-mirror_state:
-  topic: __mirror_state
-  num_partitions: 3
-log:
-  level: info
-EOF
-log "starting mirrorgate on $MG"
-"$MG_BIN" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
-MG_PID=$!
-deadline=$(( $(date +%s) + 60 ))
-until grep -q 'mirrorgate ready' "$WORK/mirrorgate.log" 2>/dev/null; do
-  kill -0 "$MG_PID" 2>/dev/null || { tail -n 20 "$WORK/mirrorgate.log" >&2; MG_PID=""; die "mirrorgate exited"; }
-  (( $(date +%s) < deadline )) || { tail -n 20 "$WORK/mirrorgate.log" >&2; die "mirrorgate not ready after 60s"; }
-  sleep 0.2
-done
-mg() { "$MG_BIN" mirrors --bootstrap-server "$MG" "$@"; }
+bench_mirrorgate
 rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 cpu_s() { util cpu "$@"; }
 
@@ -213,7 +123,7 @@ T_SOAK=$(now_ms)
 "$PY" benches/harness/bench_util.py produce-steady "$SRC" "$PREFIX" "$TOPICS" "$PARTS" "$RATE" "$SIZE" "$SOAK" \
   >"$WORK/producer.out" 2>"$WORK/producer.err" &
 PRODUCER_PID=$!
-"$PY" benches/harness/bench_util.py sample "$MG_PID" "$MG_BIN" "$MG" "$MIRROR" "${SRC##*:}" "${DST##*:}" "$MG_PORT" "$((MG_PORT + LISTEN_N - 1))" \
+"$PY" benches/harness/bench_util.py sample "$MG_PID" "$MG_BIN" "$MG" "$MIRROR" "${SRC##*:}" "${DST##*:}" "$MG_PORT" "$((MG_PORT + MG_PORTS - 1))" \
   "$INTERVAL" "$WORK/samples.csv" 2>"$WORK/sampler.err" &
 SAMPLER_PID=$!
 n=0
