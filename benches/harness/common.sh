@@ -68,6 +68,7 @@ bench_binary() {
     COMMIT="binary $BENCH_MG_BIN"
   else
     if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+      command -v cargo >/dev/null 2>&1 || die "required command not found: cargo (or give BENCH_MG_BIN)"
       log "building mirrorgate (cargo build --release)"
       cargo build --release --quiet --bin mirrorgate
     fi

@@ -67,7 +67,7 @@ stop_workers() {
   stop_pid "$SAMPLER_PID" 1
   stop_pid "$MM2_PID" 10
 }
-bench_start cargo java mvn python3
+bench_start java mvn python3
 
 # ---------------------------------------------------------------------------------------------
 # build, clusters, mirrorgate

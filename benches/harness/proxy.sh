@@ -58,7 +58,7 @@ tool() { scripts/kafka.sh tool "$@"; }
 # shellcheck source=benches/harness/mg_config.sh
 source benches/harness/mg_config.sh
 
-bench_start cargo java python3
+bench_start java python3
 bench_binary
 scripts/kafka.sh fetch "$KAFKA_VERSION" >/dev/null
 

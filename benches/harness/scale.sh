@@ -73,7 +73,7 @@ stop_workers() {
   stop_pid "$SAMPLER_PID" 2
   stop_pid "$PRODUCER_PID" 10
 }
-bench_start cargo java python3
+bench_start java python3
 
 # ---------------------------------------------------------------------------------------------
 # build, clusters, mirrorgate
