@@ -369,6 +369,13 @@ fn bad_input_closes_only_that_connection() {
     garbled.extend_from_slice(&[0xff; 6]);
     send_and_expect_close(broker_port, &garbled, false);
     mg.wait_for_log("destination broker closed the connection", Duration::from_secs(30));
+    let log = mg.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("client connection closed") && l.contains("destination broker closed the connection")),
+        "the client connection's close line does not carry the response side's reason:\n{}",
+        tail(&log, 30)
+    );
 
     assert!(mg.is_running(), "mirrorgate exited");
     let meta = rt

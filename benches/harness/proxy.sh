@@ -69,7 +69,7 @@ MIRRORGATE_KAFKA_FULL_JIT=1 MIRRORGATE_KAFKA_HEAP="$HEAP" \
   { cat "$WORK/start.log" >&2; die "cluster did not start"; }
 DIRECT="$(cat "$WORK/bootstrap")"
 
-PORT="$("$PY" benches/harness/bench_util.py free-ports 12)"
+PORT="$(util free-ports 12)"
 PROXY="127.0.0.1:$PORT"
 mg_config "$DIRECT" "$PORT" "${BENCH_MG_EXTRA_YAML:-}" >"$WORK/mirrorgate.yaml"
 "${MG_PIN[@]}" "$WORK/mirrorgate" run --config "$WORK/mirrorgate.yaml" </dev/null >"$WORK/mirrorgate.log" 2>&1 &
@@ -169,11 +169,11 @@ p50=$(col proxy 1); p99=$(col proxy 2); p999=$(col proxy 3)
 # The paired run: percentiles of each side, differences, bootstrap intervals over blocks of pairs.
 declare -A POOL
 while IFS='=' read -r k v; do POOL[$k]="$v"; done < <(
-  "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-a.us" "$WORK/latus-b.us")
+  util latency-paired "$WORK/latus-a.us" "$WORK/latus-b.us")
 declare -A AAP
 if [[ "$AA" == 1 ]]; then
   while IFS='=' read -r k v; do AAP[$k]="$v"; done < <(
-    "$PY" benches/harness/bench_util.py latency-paired "$WORK/latus-aa-a.us" "$WORK/latus-aa-b.us")
+    util latency-paired "$WORK/latus-aa-a.us" "$WORK/latus-aa-b.us")
 fi
 u_d50=${POOL[direct_p50_us]}; u_d99=${POOL[direct_p99_us]}; u_d999=${POOL[direct_p999_us]}
 u_p50=${POOL[proxy_p50_us]}; u_p99=${POOL[proxy_p99_us]}; u_p999=${POOL[proxy_p999_us]}
