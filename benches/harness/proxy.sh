@@ -58,6 +58,8 @@ tool() { scripts/kafka.sh tool "$@"; }
 # shellcheck source=benches/harness/mg_config.sh
 source benches/harness/mg_config.sh
 
+# latency-paired needs one block of 2,000 pairs after LatencyPerf leaves the first tenth out.
+(( US_N - US_N / 10 >= 2000 )) || die "BENCH_US_RECORDS=$US_N is too few: the paired run needs at least 2222 records a side (2,000 pairs after the warm-up tenth)"
 bench_start java python3
 bench_binary
 scripts/kafka.sh fetch "$KAFKA_VERSION" >/dev/null
