@@ -1,26 +1,34 @@
-"""The fault runner's checker: the prefix invariant of every mirror partition.
+"""The fault runner's checker: the prefix invariant of every mirror partition, at each
+isolation level, through mirrorgate and directly on the destination.
 
-A check reads every destination partition THROUGH mirrorgate (its client listener) at
-read_uncommitted and at read_committed, up to the destination end E that mirrorgate's
-ListOffsets answered at the start of the check, then reads the source (directly, at
-read_committed) up to the same E, and compares the records each view shows below E:
-(offset, key, value, headers in order, timestamp type and value).
+A check (`check`) takes the destination end E of every partition through mirrorgate
+(ListOffsets at read_committed: mirrorgate's last stable offset, in source offsets) and reads:
 
-Non-data offsets (transaction markers, aborted records, compaction holes, the placeholders
-mirrorgate writes for them) are invisible to consumers on both sides, so the sequences must be
-equal record for record. The one exception is a compacted topic: the source's and the
-destination's log cleaners run independently, so an offset one side still shows may already
-be cleaned on the other. There a record missing on one side is accepted only when that side
-shows a later record with the same key below E (what the cleaner keeps); every offset both
-sides show must still be identical, and the destination must never show a record at an offset
-where the source never had one (checked against the source read, where a missing source record
-needs a later same-key source record). For compacted topics both sides are read to their
-own current ends, past E (only offsets below E are compared): either cleaner may have removed
-a record below E because of a later record with the same key above E.
+- the destination THROUGH mirrorgate (every live instance in the bootstrap list) at
+  read_uncommitted and at read_committed, from offset 0 up to E;
+- the destination DIRECTLY (what a consumer migrated off mirrorgate sees) at both levels up to
+  its own ends, translated to source offsets through the offset map of
+  `mirrors --describe --json` (a hidden duplicate marker shifts a direct reader's offsets);
+  placeholder records are left out and remembered (`compare.direct_to_source`);
+- the source directly at read_uncommitted and at read_committed up to E.
+
+Each destination view is compared with the source view of the SAME isolation level
+(`compare.compare_view`, whose docstring says what must hold): aborted records are on the
+source log (the workload flushes before it aborts) and, with real markers, on the destination
+as aborted records, so read_uncommitted shows them on both sides at the same offsets and
+read_committed on neither. Compacted topics are read to their current ends on both sides and
+judged from what the workload wrote (its ledger).
+
+A view that cannot be read to its end within the time limit is *inconclusive*: counted, and
+judged by `verdict` (the final check must be conclusive; more than 10 % inconclusive views in
+a run fails it).
 """
 
+import json
+import os
 import time
 
+import compare
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
@@ -28,22 +36,6 @@ def _record(msg):
     ts_type, ts = msg.timestamp()
     headers = tuple((k, v) for k, v in (msg.headers() or []))
     return (msg.offset(), msg.key(), msg.value(), headers, ts_type, ts)
-
-
-def _short(b, n=40):
-    if b is None:
-        return "null"
-    if isinstance(b, bytes):
-        s = b[:n].hex() if any(c < 32 or c > 126 for c in b[:n]) else b[:n].decode()
-        return s + ("..." if len(b) > n else "")
-    return str(b)
-
-
-def describe_record(r):
-    if r is None:
-        return "(none)"
-    off, key, value, headers, ts_type, ts = r
-    return f"offset {off} key={_short(key)} value={_short(value)} headers={[(k, _short(v, 16)) for k, v in headers]} ts={ts_type}:{ts}"
 
 
 class ReadResult:
@@ -111,85 +103,11 @@ def read_views(bootstrap, isolation, targets, timeout_s, label):
     return res
 
 
-def _ranges(offsets):
-    """'3..5, 9' for [3, 4, 5, 9] (at most 5 ranges listed)."""
-    out = []
-    for o in offsets:
-        if out and out[-1][1] == o - 1:
-            out[-1][1] = o
-        else:
-            out.append([o, o])
-    text = ", ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in out[:5])
-    return text + (f" and {len(out) - 5} more ranges" if len(out) > 5 else "")
-
-
-def _by_offset(records):
-    return {r[0]: r for r in records}
-
-
-def _later_same_key(records_by_offset, key, offset):
-    return any(o > offset and r[1] == key for o, r in records_by_offset.items())
-
-
-def compare_partition(tp, source, dest, compacted, end, stats=None):
-    """Problems (strings) of one destination view against the source view below `end`.
-    `stats` (a dict) counts the compacted-topic offsets accepted because one side's cleaner
-    removed them: `cleaned_on_destination_only`, `cleaned_on_source_only`."""
-    problems = []
-    stats = {} if stats is None else stats
-    offs = [r[0] for r in dest]
-    if any(b <= a for a, b in zip(offs, offs[1:])):
-        dup = next(b for a, b in zip(offs, offs[1:]) if b <= a)
-        problems.append(f"offsets not strictly increasing (offset {dup} repeated or out of order)")
-    if not compacted:
-        for i, (s, d) in enumerate(zip(source, dest)):
-            if s != d:
-                if s[0] < d[0]:
-                    lost = [r[0] for r in source[i:] if r[0] < d[0]]
-                    problems.append(
-                        f"source offset(s) {_ranges(lost)} missing on the destination (its next visible record is at offset {d[0]}): "
-                        f"first missing {describe_record(s)}"
-                    )
-                elif s[0] > d[0]:
-                    problems.append(f"destination shows offset {d[0]}, which the source does not (source's next visible record is at {s[0]}): {describe_record(d)}")
-                else:
-                    problems.append(f"record at offset {s[0]} differs: source {describe_record(s)} / destination {describe_record(d)}")
-                break
-        else:
-            if len(source) != len(dest):
-                i = min(len(source), len(dest))
-                extra = "source" if len(source) > len(dest) else "destination"
-                r = (source if extra == "source" else dest)[i]
-                problems.append(
-                    f"{extra} has {abs(len(source) - len(dest))} more visible records below end {end}: "
-                    f"first {describe_record(r)} ({'missing on the destination' if extra == 'source' else 'not on the source'})"
-                )
-        return problems
-    s_by, d_by = _by_offset(source), _by_offset(dest)
-    for off in sorted(o for o in set(s_by) | set(d_by) if o < end):
-        s, d = s_by.get(off), d_by.get(off)
-        if s is not None and d is not None:
-            if s != d:
-                problems.append(f"offset {off} differs: source {describe_record(s)} / destination {describe_record(d)}")
-        elif s is not None:
-            if not _later_same_key(d_by, s[1], off):
-                problems.append(f"offset {off} missing on the destination and not compacted there: source {describe_record(s)}")
-            else:
-                stats["cleaned_on_destination_only"] = stats.get("cleaned_on_destination_only", 0) + 1
-        else:
-            if not _later_same_key(s_by, d[1], off):
-                problems.append(f"offset {off} on the destination has no source record nor a later source record with its key: {describe_record(d)}")
-            else:
-                stats["cleaned_on_source_only"] = stats.get("cleaned_on_source_only", 0) + 1
-        if len(problems) >= 5:
-            problems.append("(further differences of this partition not listed)")
-            break
-    return problems
-
-
-def end_offsets(bootstrap, partitions, timeout_s=30):
-    """{(topic, partition): high watermark} read with ListOffsets through `bootstrap`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-ends-{time.time_ns()}", "enable.auto.commit": False, "log_level": 2})
+def end_offsets(bootstrap, partitions, timeout_s=30, isolation="read_committed"):
+    """{(topic, partition): end} read with ListOffsets through `bootstrap`: the last stable
+    offset at read_committed, the high watermark at read_uncommitted (librdkafka sends the
+    consumer's isolation level)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-ends-{time.time_ns()}", "enable.auto.commit": False, "isolation.level": isolation, "log_level": 2})
     try:
         out = {}
         for t, p in partitions:
@@ -208,3 +126,153 @@ def end_offsets(bootstrap, partitions, timeout_s=30):
         return out
     finally:
         c.close()
+
+
+LEVELS = ("read_uncommitted", "read_committed")
+OTHER = {"read_uncommitted": "read_committed", "read_committed": "read_uncommitted"}
+
+
+def check_timeout(final):
+    """Seconds a check may spend reading one view (FAULTS_CHECK_TIMEOUT overrides both)."""
+    if os.environ.get("FAULTS_CHECK_TIMEOUT"):
+        return float(os.environ["FAULTS_CHECK_TIMEOUT"])
+    return 600 if final else 240
+
+
+class Check:
+    """One full check of every mirror partition (see the module docstring). `run` collects
+    violations and counts (`run.violation`, `run.log`, `run.checks`); `partitions` lists the
+    (topic, partition) pairs, `compacted` the compacted topics; `segments` maps a partition to
+    its offset map (None: direct views are inconclusive); `ledger(tp)` gives what the workload
+    wrote; `aborted_hidden_ok` accepts aborted records missing at read_uncommitted
+    (placeholder markers)."""
+
+    def __init__(self, run, partitions, compacted, ledger, aborted_hidden_ok=False):
+        self.run, self.parts, self.compacted, self.ledger = run, partitions, compacted, ledger
+        self.aborted_hidden_ok = aborted_hidden_ok
+
+    def _read(self, bootstrap, level, targets, timeout, label):
+        try:
+            return read_views(bootstrap, level, targets, timeout, label)
+        except Exception as e:  # noqa: BLE001 - a read that fails is inconclusive
+            res = ReadResult()
+            for tp in targets:
+                res.records[tp] = []
+                res.incomplete[tp] = f"{label}: {e!r}"
+            return res
+
+    def run_check(self, mg_bootstrap, src_bootstrap, dst_bootstrap, segments, final=False):
+        """Reads and compares; returns E ({tp: end through mirrorgate}) or None when the ends
+        could not be read (every view inconclusive)."""
+        run, parts = self.run, self.parts
+        t_from = time.time()
+        timeout = check_timeout(final)
+        n_views = 4 * len(parts)
+        try:
+            ends = end_offsets(mg_bootstrap, parts)
+        except Exception as e:  # noqa: BLE001 - mirrorgate may be down right now
+            run.log(f"check inconclusive: destination ends unavailable through mirrorgate ({e})", event=False)
+            run.count_views(n_views, n_views, final)
+            return None
+        comp = [tp for tp in parts if tp[0] in self.compacted]
+        views, reads_to = {}, {}
+        for level in LEVELS:
+            # A compacted partition is read to its current end, past E: either cleaner may
+            # have removed a record below E because of a later one above E.
+            targets = dict(ends)
+            if comp:
+                targets.update(end_offsets(mg_bootstrap, comp, isolation=level))
+            reads_to[("mg", level)] = targets
+            views[("mg", level)] = self._read(mg_bootstrap, level, targets, timeout, f"through-mirrorgate-{level}")
+        for level in LEVELS:
+            targets = end_offsets(dst_bootstrap, parts, isolation=level)
+            reads_to[("direct", level)] = targets
+            views[("direct", level)] = self._read(dst_bootstrap, level, targets, timeout, f"direct-{level}")
+        source, source_to = {}, {}
+        for level in LEVELS:
+            targets = dict(ends)
+            if comp:
+                targets.update(end_offsets(src_bootstrap, comp, isolation=level))
+            source_to[level] = targets
+            source[level] = self._read(src_bootstrap, level, targets, timeout, f"source-{level}")
+        t_to = time.time()
+        n_ok = n_inconclusive = 0
+        for tp in parts:
+            n_ok_tp, n_inc_tp = self._compare_partition(tp, ends[tp], views, reads_to, source, source_to, segments, final, t_from, t_to)
+            n_ok += n_ok_tp
+            n_inconclusive += n_inc_tp
+        run.count_views(n_views, n_inconclusive, final)
+        run.checks["made"] += 1
+        run.prev_check_start = t_from
+        run.checks["views_matching"] += n_ok
+        total = sum(len(v.records.get(tp, [])) for v in views.values() for tp in parts)
+        run.log(
+            f"check {run.checks['made']}{' (final)' if final else ''}: {n_ok} of {n_views} views match the source at their isolation level, "
+            f"{n_inconclusive} inconclusive ({total} destination records read, ends {sum(ends.values())} offsets) in {t_to - t_from:.1f}s",
+            event=False,
+        )
+        return ends
+
+    def _compare_partition(self, tp, e, views, reads_to, source, source_to, segments, final, t_from, t_to):
+        run = self.run
+        compacted = tp[0] in self.compacted
+        ledger = self.ledger(tp) if compacted else None
+        n_ok = n_inc = 0
+        seg = (segments or {}).get(tp)
+        holes = set()
+        direct = {}
+        for level in LEVELS:
+            v = views[("direct", level)]
+            if seg is not None and tp not in v.incomplete:
+                direct[level], h = compare.direct_to_source(v.records[tp], seg)
+                holes |= h
+        for level in LEVELS:
+            src = source[level]
+            other = source[OTHER[level]]
+            for where in ("mg", "direct"):
+                v = views[(where, level)]
+                why = src.incomplete.get(tp) or other.incomplete.get(tp) or v.incomplete.get(tp)
+                if why is None and where == "direct" and level not in direct:
+                    why = "no offset map from mirrors --describe" if seg is None else "unreadable"
+                if why is not None:
+                    run.log(f"check inconclusive on {tp[0]}-{tp[1]} ({where} at {level}): {why}", event=False)
+                    n_inc += 1
+                    continue
+                dest = v.records[tp] if where == "mg" else direct[level]
+                read_end = reads_to[(where, level)][tp]
+                if where == "direct":
+                    read_end = compare.source_offset(read_end, seg)
+                stats = run.checks["compaction"] if final else None
+                s_records = src.records[tp] if compacted else [r for r in src.records[tp] if r[0] < e]
+                problems = compare.compare_view(
+                    s_records,
+                    dest,
+                    e,
+                    level=level,
+                    other_source=other.records[tp],
+                    compacted=compacted,
+                    ledger=ledger,
+                    read_end=read_end,
+                    source_end=source_to[level][tp],
+                    placeholders=holes,
+                    aborted_hidden_ok=self.aborted_hidden_ok,
+                    stats=stats,
+                )
+                view = f"{'destination through mirrorgate' if where == 'mg' else 'destination read directly'} at {level}, end {e}"
+                if problems:
+                    run.violation(tp, view, problems, t_from, t_to)
+                else:
+                    n_ok += 1
+        return n_ok, n_inc
+
+
+def describe_segments(rows):
+    """{(topic, partition): offset map} from `mirrors --describe --json` rows."""
+    return {(x["topic"], x["partition"]): x.get("segments") or [] for x in rows}
+
+
+def parse_describe(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -88,6 +89,8 @@ class Mirrorgate:
         self.proc = None
         self.starts = 0
         self.paused = False  # SIGSTOPped by the nemesis
+        self.expected_exit = False  # the runner or the nemesis stopped it (kill -9, SIGTERM)
+        self.crashed = None  # {"exit": status, "at_s", "last_lines"} when it exited by itself
         self.scaled_down = False  # SIGTERMed by the nemesis' `scale` action, to start again later
         self.up_at = None  # when a scaled-down instance is due to start again
 
@@ -103,7 +106,7 @@ class Mirrorgate:
         env.pop("RUST_LOG", None)
         self.proc = subprocess.Popen([self.binary, "run", "--config", self.config_path], stdout=log, stderr=log, env=env)
         self.starts += 1
-        self.paused = self.scaled_down = False
+        self.paused = self.scaled_down = self.expected_exit = False
         self.up_at = None
         deadline = time.time() + wait_s
         while time.time() < deadline:
@@ -117,8 +120,39 @@ class Mirrorgate:
         return False
 
     def kill9(self):
+        """SIGKILL; returns the exit status (-9 when the signal killed it)."""
+        self.expected_exit = True
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        return self.proc.wait()
+
+    def last_lines(self, n=20):
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.log_path) - 16384))
+                return [x.decode("utf-8", "replace") for x in f.read().splitlines()[-n:]]
+        except OSError as e:
+            return [f"(log unreadable: {e})"]
+
+    def exited_by_itself(self):
+        """True (once) when the process exited without the runner or the nemesis stopping
+        it; `crashed` then holds its exit status and last log lines."""
+        if self.proc is None or self.expected_exit or self.crashed is not None or self.proc.poll() is None:
+            return False
+        self.crashed = {"instance": self.label, "pid": self.proc.pid, "exit": self.proc.returncode, "last_lines": self.last_lines()}
+        return True
+
+    def panics(self):
+        """Lines of its log that report a panic (all its lives)."""
+        out = []
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return out
+        for i, line in enumerate(lines):
+            if "panicked at" in line:
+                out.append(" | ".join(lines[i : i + 3])[:600])
+        return out
 
     def signal(self, sig):
         self.proc.send_signal(sig)
@@ -127,6 +161,7 @@ class Mirrorgate:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self):
+        self.expected_exit = True
         if self.alive():
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
@@ -220,21 +255,66 @@ WEIGHTS = {
 }
 
 
+class Confirmed(Exception):
+    """Raised by an action whose fault could not be confirmed (the message says why)."""
+
+
+def process_state(pid):
+    """The state letter of /proc/<pid>/stat ('R', 'S', 'T', ...), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def gone(pid, wait_s=15):
+    """True once process `pid` no longer exists (or is a zombie) within `wait_s`."""
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        if process_state(pid) in (None, "Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def probe(hostport, timeout=2.0):
+    """None when a TCP connection to `hostport` opens, else the error text."""
+    host, port = hostport.split(",")[0].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
 class Nemesis:
     """Draws actions from a seeded generator and applies them one at a time; every step is
     written to the event log with its wall time. With several mirrorgate instances, a
     mirrorgate action picks one of them at random (seeded), and `scale-mirrorgate` stops one
-    (SIGTERM) that stays down across the next actions until it is due again (or the heal)."""
+    (SIGTERM) that stays down across the next actions until it is due again (or the heal).
 
-    def __init__(self, rng, source, destination, fleet, topics_prefix, log_event, netns, t0=None):
+    Every fault is confirmed before it counts (`counts`): a kill by the process being gone, a
+    pause by the process state `T`, a broker restart by the broker back in every ISR, a leader
+    move by the leaders having changed (before -> after logged), a cut by a probe connection
+    that fails during it and succeeds after it. An action that could not be confirmed, or
+    raised, is listed in `unconfirmed` with the reason; `windows` holds (start, end, kind) of
+    every action (the workload's errors inside one are caused by a fault). `without` names the
+    kinds the run was told to do without (FAULTS_WITHOUT): never drawn."""
+
+    def __init__(self, rng, source, destination, fleet, topics_prefix, log_event, netns, t0=None, without=()):
         self.t0 = time.time() if t0 is None else t0
         self.rng, self.src, self.dst, self.fleet = rng, source, destination, fleet
         self.several = len(fleet) > 1
-        self.kinds = KINDS + (KINDS_SEVERAL if self.several else [])
+        self.without = set(without)
+        self.kinds = [k for k in KINDS + (KINDS_SEVERAL if self.several else []) if k not in self.without]
         self.prefix, self.log_event, self.netns = topics_prefix, log_event, netns
         self.counts = {k: 0 for k in self.kinds}
+        self.unconfirmed = {}  # kind -> [reason]
         self.skipped = {}  # actions not taken (no instance to take them on)
         self.scale_actions = []  # one dict per scale action (instance, times, how it went)
+        self.leader_moves = []  # {"cluster", "topic", "moved": {partition: "a->b"}}
+        self.windows = []
         self.cut = None
         self.lock = threading.Lock()
 
@@ -242,16 +322,22 @@ class Nemesis:
     def paused(self):
         return any(m.paused for m in self.fleet)
 
+    def missing(self):
+        """Kinds not confirmed once yet."""
+        return [k for k in self.kinds if self.counts[k] == 0]
+
     def plan(self, short):
-        """The next (kind, params) pair; the first len(kinds) draws of a short run cover every kind."""
+        """The next (kind, params) pair; a short run first draws every kind once, then each
+        kind not yet confirmed again, before random ones."""
         if short and not hasattr(self, "_first"):
             self._first = list(self.kinds)
             self.rng.shuffle(self._first)
         if short and self._first:
             kind = self._first.pop()
+        elif short and self.missing():
+            kind = self.missing()[0]
         else:
-            kinds = [k for k in self.kinds if self.netns or not k.startswith("cut-")]
-            kind = self.rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
+            kind = self.rng.choices(self.kinds, [WEIGHTS[k] for k in self.kinds])[0]
         params = {
             "down_s": round(self.rng.uniform(2, 20), 1),
             "node": self.rng.randint(1, 3),
@@ -265,11 +351,21 @@ class Nemesis:
         return kind, params
 
     def apply(self, kind, params):
-        if kind.startswith("cut-") and not self.netns:
-            self.log_event(f"{kind} skipped: no network namespace")
-            return
-        if getattr(self, kind.replace("-", "_"))(params) is False:
+        t0 = time.time()
+        try:
+            r = getattr(self, kind.replace("-", "_"))(params)
+        except Exception as e:  # noqa: BLE001 - an action that raised is not a confirmed fault
+            r = e
+        finally:
+            self.windows.append((t0, time.time(), kind))
+        if r is False:
             self.skipped[kind] = self.skipped.get(kind, 0) + 1
+            return
+        if isinstance(r, Exception):
+            why = str(r) if isinstance(r, Confirmed) else f"raised {r!r}"
+            self.unconfirmed.setdefault(kind, []).append(f"+{t0 - self.t0:.1f}s {why}")
+            self.log_event(f"{kind} NOT confirmed: {why}")
+            self.heal()
             return
         self.counts[kind] += 1
 
@@ -293,36 +389,51 @@ class Nemesis:
                 self.log_event(f"{m.label} started again after scale-down (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
 
     def kill9_mirrorgate(self, p):
-        m = self._pick(p, self.fleet.running())
+        m = self._pick(p, [x for x in self.fleet.running() if x.crashed is None])
         if m is None:
             self.log_event("kill -9 mirrorgate skipped: no instance running")
             return False
-        self.log_event(f"kill -9 {m.label} (pid {m.proc.pid})")
-        m.kill9()
+        pid = m.proc.pid
+        self.log_event(f"kill -9 {m.label} (pid {pid})")
+        rc = m.kill9()
+        if rc != -signal.SIGKILL or not gone(pid):
+            raise Confirmed(f"{m.label} pid {pid} after SIGKILL: exit status {rc}, state {process_state(pid)}")
         time.sleep(p["restart_delay_s"])
         t0 = time.time()
         ready = m.start()
-        self.log_event(f"{m.label} restarted (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
+        self.log_event(f"{m.label} killed (exit {rc}, pid {pid} gone), restarted (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'} after {time.time() - t0:.1f}s")
+        if not ready:
+            raise Confirmed(f"{m.label} not ready within 120 s of its restart after kill -9")
 
     def pause_mirrorgate(self, p):
-        m = self._pick(p, self.fleet.running())
+        m = self._pick(p, [x for x in self.fleet.running() if x.crashed is None])
         if m is None:
             self.log_event("SIGSTOP mirrorgate skipped: no instance running")
             return False
         d = min(p["down_s"], 15)
-        self.log_event(f"SIGSTOP {m.label} (pid {m.proc.pid}) for {d}s")
+        pid = m.proc.pid
         m.paused = True
         m.signal(signal.SIGSTOP)
+        state = None
+        for _ in range(50):
+            state = process_state(pid)
+            if state == "T":
+                break
+            time.sleep(0.1)
+        self.log_event(f"SIGSTOP {m.label} (pid {pid}) for {d}s: process state {state}")
         time.sleep(d)
         m.signal(signal.SIGCONT)
         m.paused = False
-        self.log_event(f"SIGCONT {m.label}")
+        after = process_state(pid)
+        self.log_event(f"SIGCONT {m.label}: process state {after}")
+        if state != "T":
+            raise Confirmed(f"{m.label} pid {pid} state {state} after SIGSTOP, not T")
 
     def scale_mirrorgate(self, p):
         """SIGTERM one instance (only while at least two run): it drains, leaves the group and
         its work moves at once; it starts again `scaled_down_s` later (checked before each
         action) or at the heal."""
-        up = [m for m in self.fleet.running() if not m.paused]
+        up = [m for m in self.fleet.running() if not m.paused and m.crashed is None]
         if len(up) < 2:
             self.log_event(f"scale-mirrorgate skipped: only {len(up)} instance(s) up")
             return False
@@ -330,8 +441,12 @@ class Nemesis:
         pid = m.proc.pid
         self.log_event(f"scale down: SIGTERM {m.label} (pid {pid}), down for {p['scaled_down_s']}s")
         t0 = time.time()
+        m.expected_exit = True
         m.signal(signal.SIGTERM)
         rec = {"instance": m.name, "pid": pid, "down_at_s": round(t0 - self.t0, 1), "planned_down_s": p["scaled_down_s"]}
+        m.scaled_down = True
+        m.up_at = time.time() + p["scaled_down_s"]
+        self.scale_actions.append(rec)
         try:
             rc = m.proc.wait(60)
             rec["exit"] = rc
@@ -341,9 +456,20 @@ class Nemesis:
             rec["exit"] = "killed: no exit within 60s of SIGTERM"
             self.log_event(f"{m.label} did not exit within 60s of SIGTERM: kill -9")
             m.kill9()
-        m.scaled_down = True
-        m.up_at = time.time() + p["scaled_down_s"]
-        self.scale_actions.append(rec)
+            raise Confirmed(f"{m.label} did not exit within 60 s of SIGTERM")
+
+    def _in_every_isr(self, c, node, wait_s):
+        """True once `node` is in the ISR of every partition it replicates (every topic)."""
+        deadline = time.time() + wait_s
+        while time.time() < deadline:
+            try:
+                parts = c.partitions("")
+                if parts and all(node in isr for rep, isr, _ in parts.values() if node in rep):
+                    return True
+            except Exception:  # noqa: BLE001 - metadata unavailable: not back yet
+                pass
+            time.sleep(1)
+        return False
 
     def _restart_broker(self, c, p):
         n = p["node"]
@@ -352,19 +478,28 @@ class Nemesis:
             time.sleep(2)
         if time.time() - t0 > 1:
             self.log_event(f"waited {time.time() - t0:.0f}s for full ISRs on {c.role} (fully replicated: {c.fully_replicated()})")
+        pid = c.node_pid(n)
+        if pid is None or process_state(pid) is None:
+            raise Confirmed(f"{c.role} broker {n}: no live process behind its pid file ({pid})")
         how = "kill -9" if p["hard"] else "stop (SIGTERM)"
-        self.log_event(f"{how} {c.role} broker {n} for {p['down_s']}s")
+        self.log_event(f"{how} {c.role} broker {n} (pid {pid}) for {p['down_s']}s")
         c.down = n
         if p["hard"]:
-            pid = c.node_pid(n)
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-        sh([KAFKA_SH, "stop-node", c.name, str(n)], timeout=120)
+            os.kill(pid, signal.SIGKILL)
+        else:
+            sh([KAFKA_SH, "stop-node", c.name, str(n)], timeout=120)
+        if not gone(pid, 60):
+            raise Confirmed(f"{c.role} broker {n} pid {pid} still there after {how}")
+        if p["hard"]:
+            sh([KAFKA_SH, "stop-node", c.name, str(n)], timeout=120)
         time.sleep(p["down_s"])
         t0 = time.time()
         sh([KAFKA_SH, "start-node", c.name, str(n)], timeout=300)
         c.down = None
-        self.log_event(f"{c.role} broker {n} back after {time.time() - t0:.1f}s start")
+        back = self._in_every_isr(c, n, 180)
+        self.log_event(f"{c.role} broker {n} (pid {pid} gone) {'back in every ISR' if back else 'NOT back in every ISR'} {time.time() - t0:.1f}s after its start")
+        if not back:
+            raise Confirmed(f"{c.role} broker {n} not back in every ISR within 180 s")
 
     def restart_source_broker(self, p):
         self._restart_broker(self.src, p)
@@ -392,17 +527,27 @@ class Nemesis:
             sh([KAFKA_SH, "tool", "reassign-partitions", "--bootstrap-server", c.bootstrap, "--reassignment-json-file", f.name, "--execute"], timeout=180)
         finally:
             os.unlink(f.name)
-        admin = c.admin()  # kept referenced until the result is in: a destroyed handle fails the future
-        fut = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, part) for t, part in mine])
-        try:
-            res = fut.result(60)
-            errs = {f"{k.topic}-{k.partition}": str(v) for k, v in res.items() if v is not None and "ELECTION_NOT_NEEDED" not in str(v)}
-        except Exception as e:  # noqa: BLE001 - reported in the event log
-            errs = {"all": str(e)}
-        time.sleep(1)
-        after = {tp: v[2] for tp, v in c.partitions(topic).items() if tp[0] == topic}
-        moved = sorted(f"{t}-{part}:{before.get((t, part))}->{after.get((t, part))}" for t, part in mine)
-        self.log_event(f"moved {c.role} leaders of {topic} (replica order rotated, preferred election): {' '.join(moved)}{' errors ' + str(errs) if errs else ''}")
+        errs = {}
+        after = dict(before)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            admin = c.admin()  # kept referenced until the result is in: a destroyed handle fails the future
+            fut = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, part) for t, part in mine])
+            try:
+                res = fut.result(60)
+                errs = {f"{k.topic}-{k.partition}": str(v) for k, v in res.items() if v is not None and "ELECTION_NOT_NEEDED" not in str(v)}
+            except Exception as e:  # noqa: BLE001 - reported in the event log
+                errs = {"all": str(e)}
+            time.sleep(1)
+            after = {tp: v[2] for tp, v in c.partitions(topic).items() if tp[0] == topic}
+            if all(after.get(tp) not in (None, -1, before[tp]) for tp in mine):
+                break
+        moved = {f"{t}-{part}": f"{before.get((t, part))}->{after.get((t, part))}" for t, part in sorted(mine)}
+        self.leader_moves.append({"cluster": c.role, "topic": topic, "at_s": round(time.time() - self.t0, 1), "leaders": moved})
+        self.log_event(f"moved {c.role} leaders of {topic} (replica order rotated, preferred election): {' '.join(f'{k}:{v}' for k, v in moved.items())}{' errors ' + str(errs) if errs else ''}")
+        stayed = [k for (t, part), k in zip(sorted(mine), moved) if after.get((t, part)) in (None, -1, before[(t, part)])]
+        if stayed:
+            raise Confirmed(f"{c.role} leaders of {', '.join(stayed)} did not change within 30 s ({errs or 'no error'})")
 
     def move_source_leaders(self, p):
         self._move_leaders(self.src, p)
@@ -411,14 +556,29 @@ class Nemesis:
         self._move_leaders(self.dst, p)
 
     def _cut(self, role, p):
+        if not self.netns:
+            raise Confirmed("no network namespace: the cut cannot be made")
         addr = MG_ADDR[role]
+        c = self.src if role == "source" else self.dst
+        before = probe(c.mg_bootstrap)
+        if before is not None:
+            raise Confirmed(f"probe of {c.mg_bootstrap} failed before the cut: {before}")
         self.log_event(f"cut network mirrorgate <-> {role} ({addr}) for {p['down_s']}s")
         self.cut = role
         net_rules(addr, True)
+        during = probe(c.mg_bootstrap)
         time.sleep(p["down_s"])
         net_rules(addr, False)
         self.cut = None
-        self.log_event(f"network mirrorgate <-> {role} restored")
+        after = probe(c.mg_bootstrap)
+        for _ in range(20):
+            if after is None:
+                break
+            time.sleep(0.5)
+            after = probe(c.mg_bootstrap)
+        self.log_event(f"network mirrorgate <-> {role} restored (probe of {c.mg_bootstrap}: during the cut {during or 'CONNECTED'}; after {after or 'connected'})")
+        if during is None or after is not None:
+            raise Confirmed(f"cut of {role} not confirmed: probe during the cut {'connected' if during is None else 'failed'}, after it {'connected' if after is None else 'failed: ' + after}")
 
     def cut_source_network(self, p):
         self._cut("source", p)
@@ -427,7 +587,9 @@ class Nemesis:
         self._cut("destination", p)
 
     def heal(self):
-        """Undo whatever a failed action may have left behind, and start every instance again."""
+        """Undo whatever a failed action may have left behind, and start again every instance
+        the nemesis stopped. An instance that exited by itself stays down (the run fails on
+        it: `Mirrorgate.crashed`)."""
         if self.cut:
             net_rules(MG_ADDR[self.cut], False)
             self.cut = None
@@ -441,7 +603,7 @@ class Nemesis:
                 c.down = None
         self.start_due(force=True)
         for m in self.fleet:
-            if not m.alive():
+            m.exited_by_itself()
+            if not m.alive() and m.crashed is None and m.expected_exit:
                 ready = m.start()
-                if self.several:
-                    self.log_event(f"{m.label} started at the heal (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'}")
+                self.log_event(f"{m.label} started at the heal (pid {m.proc.pid}), {'ready' if ready else 'NOT ready'}")

@@ -10,8 +10,13 @@
 #   FAULTS_KEEP=1 (keep the clusters' state dirs), MIRRORGATE_CACHE (Kafka jar cache),
 #   FAULTS_MARKERS (mirror.transaction.markers of the mirror: real, the default, or placeholder),
 #   FAULTS_INSTANCES (mirrorgate instances sharing the mirror work; default 1),
-#   FAULTS_LOG_LEVEL (mirrorgate's log filter; default info).
-# Exit status: the runner's (0 = no violation, 1 = violation or failed end checks).
+#   FAULTS_LOG_LEVEL (mirrorgate's log filter; default info),
+#   FAULTS_NO_NETNS=1 (do not use a network namespace: cuts are then impossible, and the run
+#   fails unless FAULTS_WITHOUT=cuts says to do without them),
+#   FAULTS_WITHOUT (comma-separated fault kinds the run may go without; `cuts` = both cuts),
+#   FAULTS_CHECK_TIMEOUT (s a check may spend reading one view; default 240, 600 final),
+#   FAULTS_RATE_SCALE (the workload's rate factor; default 1).
+# Exit status: the runner's (0 = passed; 1 = a violation or any failure of verdict.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${FAULTS_MG_BIN:-}" ]]; then
@@ -26,5 +31,5 @@ if [[ "${FAULTS_NO_NETNS:-0}" != "1" ]] && unshare -n true 2>/dev/null && comman
   exec unshare -n -- bash -c 'set -e; ip link set lo up; ip rule add pref 100 lookup local; ip rule del pref 0;
     FAULTS_NETNS=1 exec "$0" faults/runner.py "$@"' "$PY" "$@"
 fi
-echo "[faults.sh] no network namespace available (need root or CAP_NET_ADMIN and unshare): network cuts are skipped" >&2
+echo "[faults.sh] no network namespace (FAULTS_NO_NETNS=1, or no root/CAP_NET_ADMIN, unshare, ip): network cuts are impossible; the run fails unless FAULTS_WITHOUT=cuts" >&2
 exec "$PY" faults/runner.py "$@"

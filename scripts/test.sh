@@ -16,7 +16,10 @@ scripts/kafka.sh fetch 3.9.1 >/dev/null
 scripts/kafka.sh fetch-tiered 3.9.1 >/dev/null
 
 step "Python test client (confluent-kafka / librdkafka) in .venv"
-scripts/pyenv.sh >/dev/null
+PY="$(scripts/pyenv.sh)"
+
+step "The fault runner's judge: pytest of faults/ with synthetic views (faults/tests)"
+"$PY" -m pytest -q -p no:cacheprovider faults/tests
 
 step "Go test client (franz-go, sarama; modules pinned in tests/go/go.sum)"
 command -v go >/dev/null || { echo "Go is needed for tests/produce_refusal.rs (franz-go, sarama): install Go >= 1.26" >&2; exit 1; }
