@@ -19,6 +19,12 @@
 # Exit status: the runner's (0 = passed; 1 = a violation or any failure of verdict.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Prerequisites first, all problems at once (README.md, "Prerequisites").
+source scripts/prereqs.sh
+[[ -n "${FAULTS_MG_BIN:-}" ]] || prereq_rust
+prereq_kafka
+prereq_python
+prereq_report faults
 if [[ -z "${FAULTS_MG_BIN:-}" ]]; then
   cargo build --release --bin mirrorgate >&2
   export FAULTS_MG_BIN="$PWD/target/release/mirrorgate"

@@ -48,8 +48,15 @@ RSS_MB="${FUZZ_RSS_MB:-1024}"
 
 log() { printf '[fuzz.sh] %s\n' "$*" >&2; }
 
-# --- Tools: nightly and cargo-fuzz (not needed with FUZZ_BIN_DIR).
+# --- Prerequisites (README.md, "Prerequisites"), then the nightly toolchain and cargo-fuzz
+# (none of them needed with FUZZ_BIN_DIR).
 if [[ -z "${FUZZ_BIN_DIR:-}" ]]; then
+  source "$REPO/scripts/prereqs.sh"
+  prereq_rust
+  prereq_cmd rustup "rustup" "fuzzing builds with the $TOOLCHAIN toolchain, which this script installs with rustup" \
+    "Install Rust with rustup: https://rustup.rs"
+  prereq_cmd c++ "A C++ compiler" "cargo-fuzz builds libFuzzer (C++)" "Debian: build-essential"
+  prereq_report fuzz
   if ! rustup run "$TOOLCHAIN" rustc --version >/dev/null 2>&1; then
     log "installing the $TOOLCHAIN toolchain"
     rustup toolchain install "$TOOLCHAIN" --profile minimal

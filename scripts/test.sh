@@ -9,6 +9,27 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Every prerequisite first, all problems at once (README.md, "Prerequisites").
+source scripts/prereqs.sh
+prereq_rust
+prereq_kafka
+prereq_python
+prereq_go
+prereq_cmd openssl "OpenSSL" "the TLS tests make their certificates with it (scripts/kafka.sh --secure)" "Debian: openssl"
+prereq_cmd keytool "keytool" "the TLS tests make Java trust stores with it" "It comes with the JDK (Debian: openjdk-17-jdk-headless)"
+prereq_cmd tmux "tmux" "tests/describe_watch.rs runs \`mirrors --describe --watch\` in a terminal" "Debian: tmux"
+prereq_cmd gzip "gzip" "tests/broker_behaviour.rs compresses a batch with it" "Debian: gzip"
+# Prometheus: installed below from Debian's package when missing, which needs apt-get and root
+# or sudo.
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  if ! command -v apt-get >/dev/null; then
+    PREREQ_PROBLEMS+=("Prometheus (prometheus, promtool): not found on PATH, and no apt-get to install Debian's package; tests/prometheus.rs runs them. Install it from https://prometheus.io/download/ (the tests run with Debian 12's 2.42.0) and put prometheus and promtool on PATH")
+  elif [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null; then
+    PREREQ_PROBLEMS+=("Prometheus (prometheus, promtool): not found on PATH; make test installs Debian's package with apt-get, which needs root or sudo. Install it first: apt-get install prometheus")
+  fi
+fi
+prereq_report "make test"
+
 step "Kafka jars (4.1.1 for the suite, 4.4.0 for the smoke test, 3.9.1 with its tiered-storage test jar for tests/versions.rs)"
 scripts/kafka.sh fetch 4.1.1 >/dev/null
 scripts/kafka.sh fetch 4.4.0 >/dev/null
@@ -22,12 +43,10 @@ step "The fault runner's judge: pytest of faults/ with synthetic views (faults/t
 "$PY" -m pytest -q -p no:cacheprovider faults/tests
 
 step "Go test client (franz-go, sarama; modules pinned in tests/go/go.sum)"
-command -v go >/dev/null || { echo "Go is needed for tests/produce_refusal.rs (franz-go, sarama): install Go >= 1.26" >&2; exit 1; }
 (cd tests/go && go build -mod=readonly -o ../../target/test-mirrorgate/go-produce ./produce)
 
 step "Prometheus and promtool (tests/prometheus.rs), from Debian when missing (about 10 s)"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-  command -v apt-get >/dev/null || { echo "tests/prometheus.rs needs prometheus and promtool on PATH (Debian package prometheus)" >&2; exit 1; }
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get install -y --no-install-recommends prometheus >/dev/null \
     || { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends prometheus >/dev/null; }
