@@ -108,7 +108,7 @@ impl ClientError {
 
 impl Drop for BrokerConnection {
     fn drop(&mut self) {
-        crate::telemetry::metrics::broker_connection(&self.addr, false);
+        crate::client::metrics::broker_connection(&self.addr, false);
     }
 }
 
@@ -213,11 +213,11 @@ impl BrokerConnection {
             None => BrokerStream::Plain(tcp),
         };
         let mut conn = Self::from_stream(addr, stream, request_timeout, max_frame_bytes, socket);
-        crate::telemetry::metrics::broker_connection(addr, true);
+        crate::client::metrics::broker_connection(addr, true);
         if let Some(creds) = &security.sasl {
             let started = std::time::Instant::now();
             let result = crate::client::sasl::authenticate(&mut conn, creds).await;
-            crate::telemetry::metrics::broker_authentication(addr, creds.mechanism.name(), result.is_ok());
+            crate::client::metrics::broker_authentication(addr, creds.mechanism.name(), result.is_ok());
             result?;
             let session = Session::random(started, conn.session_lifetime_ms);
             tracing::debug!(broker = addr, mechanism = creds.mechanism.name(), user = %creds.username, session_lifetime_ms = conn.session_lifetime_ms, "SASL authenticated");
@@ -270,7 +270,7 @@ impl BrokerConnection {
         // Counted as Kafka's `Selector` counts them: a success, or a refusal of the
         // credentials or certificate; a transport error is neither (the connection just ends).
         if result.as_ref().map_or_else(ClientError::is_security, |_| true) {
-            crate::telemetry::metrics::broker_reauthentication(&self.addr, mechanism, result.is_ok(), latency);
+            crate::client::metrics::broker_reauthentication(&self.addr, mechanism, result.is_ok(), latency);
         }
         match result {
             Ok(()) => {

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod conn;
 pub mod connect;
+pub mod metrics;
 pub mod oauth;
 pub mod reauth;
 pub mod sasl;

@@ -10,6 +10,7 @@ pub mod dataplane;
 pub mod follow;
 pub mod loops;
 pub mod members;
+pub mod metrics;
 pub mod model;
 pub mod offset_maps;
 pub mod persist;

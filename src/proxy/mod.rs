@@ -285,7 +285,7 @@ async fn open_mirror_gate(
     ));
     crate::mirror::sync::spawn(control.clone(), settings, shutdown.clone());
     if settings.metrics_listen.is_some() {
-        tokio::spawn(crate::telemetry::metrics::collect(control.clone(), shutdown.clone()));
+        tokio::spawn(crate::mirror::metrics::collect(control.clone(), shutdown.clone()));
     }
     let acl_client = data_client.clone();
     let data_plane =
@@ -347,7 +347,13 @@ pub async fn run(
     use crate::telemetry::http::set_not_ready;
     // Served from the start: /health answers while the destination is awaited, /ready says why not.
     if let Some(addr) = settings.metrics_listen {
-        crate::telemetry::metrics::install(addr)?;
+        crate::telemetry::metrics::install(
+            addr,
+            &[
+                (request_metrics::REQUEST_DURATION, request_metrics::REQUEST_DURATION_BUCKETS),
+                (crate::mirror::metrics::SOURCE_FETCH_DURATION, request_metrics::REQUEST_DURATION_BUCKETS),
+            ],
+        )?;
     }
     set_not_ready(Some("waiting for the destination cluster"));
     let started = tokio::time::Instant::now();

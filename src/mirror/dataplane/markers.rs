@@ -850,7 +850,7 @@ pub(super) async fn hide_extra_markers(
     let seg = OffsetSegment { source_start: source_next, destination_start: end };
     segments.push(seg);
     task.persist_segments(segments).await?;
-    crate::telemetry::metrics::hidden_markers(&task.mirror, &task.topic, task.partition, end - from);
+    crate::mirror::metrics::hidden_markers(&task.mirror, &task.topic, task.partition, end - from);
     tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, from, to = end, source_offset = source_next, shift = seg.shift(), "the destination's transaction coordinator wrote mirrorgate's transaction marker where the source has none (written twice after a leader change, or a transaction ended on its timeout): those destination offsets are hidden behind a new offset segment; reads through mirrorgate are unchanged, a direct reader skips them and sees later offsets shifted");
     Ok(None)
 }

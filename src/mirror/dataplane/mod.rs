@@ -343,7 +343,7 @@ impl DataPlane {
                 // KIP-1279 DeadThreadCount: counted per mirror; the partition goes FAILED
                 // (retryable) and a new loop takes over after the backoff.
                 let mirror = self.control.partition(&key.0, key.1).map(|r| r.mirror).unwrap_or_default();
-                crate::telemetry::metrics::dead_task(&mirror, "copy_loop");
+                crate::mirror::metrics::dead_task(&mirror, "copy_loop");
             }
             Outcome::Failed { message: format!("mirror loop panicked: {e}"), retryable: true }
         });

@@ -88,7 +88,7 @@ pub struct FetchMux {
 impl FetchMux {
     /// A multiplexer over `client` with the fetch settings of mirror `mirror`.
     pub fn new(client: ClusterClient, settings: FetchSettings, mirror: &str) -> Arc<Self> {
-        crate::telemetry::metrics::register_mirror(mirror);
+        crate::mirror::metrics::register_mirror(mirror);
         Arc::new(Self {
             client,
             settings,
@@ -180,7 +180,7 @@ impl FetchMux {
             rate: self.rate.clone(),
             conn: None,
             session: FetchSession::new(),
-            metrics: crate::telemetry::metrics::SourceFetchMetrics::new(&self.mirror, node_id),
+            metrics: crate::mirror::metrics::SourceFetchMetrics::new(&self.mirror, node_id),
         };
         // A fetcher that panics is counted (KIP-1279 DeadThreadCount); the next fetch for its
         // broker finds the channel closed and starts another.
@@ -190,7 +190,7 @@ impl FetchMux {
             if let Err(e) = task.await {
                 if e.is_panic() {
                     tracing::error!(%mirror, broker = node_id, error = %e, "source fetcher panicked; the next fetch starts another");
-                    crate::telemetry::metrics::dead_task(&mirror, "fetcher");
+                    crate::mirror::metrics::dead_task(&mirror, "fetcher");
                 }
             }
         });
@@ -364,7 +364,7 @@ struct Fetcher {
     conn: Option<DedicatedConnection>,
     session: FetchSession,
     /// Its source broker's series (requests, bytes, errors, latency).
-    metrics: crate::telemetry::metrics::SourceFetchMetrics,
+    metrics: crate::mirror::metrics::SourceFetchMetrics,
 }
 
 impl Fetcher {
@@ -476,7 +476,7 @@ impl Fetcher {
                 Ok(Sent::Throttled(wait)) if jobs.iter().any(|j| !j.reply.is_closed()) => {
                     throttled += 1;
                     self.stats.throttled.fetch_add(1, Ordering::Relaxed);
-                    crate::telemetry::metrics::record_fetch_throttled(&self.mirror, wait.as_millis() as u64);
+                    crate::mirror::metrics::record_fetch_throttled(&self.mirror, wait.as_millis() as u64);
                     tokio::time::sleep(wait).await;
                 }
                 other => break other,
@@ -549,7 +549,7 @@ impl Fetcher {
     ) -> Result<Sent, MuxError> {
         let waited = self.rate.wait().await;
         if !waited.is_zero() {
-            crate::telemetry::metrics::mirror_rate_throttled(&self.mirror, waited);
+            crate::mirror::metrics::mirror_rate_throttled(&self.mirror, waited);
         }
         let mut room = self.reserve(small).await;
         let plan = self.session.plan(wants);
@@ -604,7 +604,7 @@ impl Fetcher {
         let counter = if plan.full { &self.stats.full } else { &self.stats.incremental };
         counter.fetch_add(1, Ordering::Relaxed);
         self.stats.partitions_listed.fetch_add(plan.send.len() as u64, Ordering::Relaxed);
-        crate::telemetry::metrics::record_fetch(&self.mirror, plan.full, plan.send.len());
+        crate::mirror::metrics::record_fetch(&self.mirror, plan.full, plan.send.len());
         self.metrics.requests.increment(1);
         let sent_at = std::time::Instant::now();
         let resp = match self.request(&req).await {

@@ -1004,7 +1004,7 @@ impl PartitionTask {
                     if let Some(o) = self.append(w, vec![run], count as i64).await? {
                         return Ok(Some(o));
                     }
-                    crate::telemetry::metrics::record_append(&self.mirror, len, count as i64);
+                    crate::mirror::metrics::record_append(&self.mirror, len, count as i64);
                 }
             }
             if k + 1 < pieces.len() {

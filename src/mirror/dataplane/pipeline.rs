@@ -472,11 +472,11 @@ impl PartitionTask {
     ) -> Result<Option<Outcome>, Retry> {
         if answer.as_ref().is_ok_and(|base| *base == sent.expected) {
             w.state_ts = Some(sent.max_ts);
-            crate::telemetry::metrics::record_append(&self.mirror, sent.bytes, sent.records);
+            crate::mirror::metrics::record_append(&self.mirror, sent.bytes, sent.records);
             if sent.merged > 1 {
-                crate::telemetry::metrics::record_coalesced(&self.mirror, sent.merged);
+                crate::mirror::metrics::record_coalesced(&self.mirror, sent.merged);
                 if sent.recompressed {
-                    crate::telemetry::metrics::record_recompressed(&self.mirror, sent.merged);
+                    crate::mirror::metrics::record_recompressed(&self.mirror, sent.merged);
                 }
             }
             if let Some(mut g) = self.control.progress(&self.topic, self.partition) {

@@ -94,7 +94,7 @@ impl ByteRate {
         let elapsed = now.duration_since(s.window_start);
         if elapsed >= RATE_WINDOW {
             let rate = s.window_bytes as f64 / elapsed.as_secs_f64();
-            crate::telemetry::metrics::mirror_byte_rate(&self.mirror, rate);
+            crate::mirror::metrics::mirror_byte_rate(&self.mirror, rate);
             s.window_start = now;
             s.window_bytes = 0;
         }
