@@ -3,6 +3,8 @@
 
 # The main job end to end: a source and a destination cluster on loopback, mirrorgate in front of
 # the destination, a mirror, live data, read-only enforcement and a failover (Ctrl-C stops it all).
+# Builds target/demo/mirrorgate with Cargo.toml's `demo` profile (no LTO: a short first build);
+# releases, benchmarks and the fault runner use the fat-LTO release profile.
 demo:
 	scripts/demo.sh
 
