@@ -14,10 +14,12 @@ test:
 	scripts/test.sh
 
 # The fault runner (docs/reliability.md): a live workload mirrored between two 3-node clusters
-# while a seeded nemesis kills, pauses, partitions and moves leaders, and a checker asserts that
-# the destination is a prefix of the source. Short form (every fault at least once, ~4 min; the
-# CI form) and long form (FAULTS_DURATION seconds, default 30 min). FAULTS_SEED reproduces a run;
-# FAULTS_INSTANCES=N runs N mirrorgate instances sharing the work (default 1).
+# while a seeded nemesis kills, pauses, partitions and moves leaders (each fault confirmed),
+# tailing consumers and checks assert that the destination is a prefix of the source at each
+# isolation level, through mirrorgate and directly. Short form (every fault confirmed at least
+# once, ~4 min; the CI form) and long form (FAULTS_DURATION seconds, default 30 min).
+# FAULTS_SEED reproduces a run; FAULTS_INSTANCES=N runs N mirrorgate instances sharing the work
+# (default 1); FAULTS_RECORD=label writes the run's record to docs/results/.
 faults:
 	FAULTS_DURATION=$${FAULTS_DURATION:-120} scripts/faults.sh --short
 

@@ -161,10 +161,12 @@ class Check:
                 res.incomplete[tp] = f"{label}: {e!r}"
             return res
 
-    def run_check(self, mg_bootstrap, src_bootstrap, dst_bootstrap, segments, final=False):
+    def run_check(self, mg_bootstrap, src_bootstrap, dst_bootstrap, segments_fn, final=False):
         """Reads and compares; returns E ({tp: end through mirrorgate}) or None when the ends
-        could not be read (every view inconclusive)."""
+        could not be read (every view inconclusive). `segments_fn()` gives the offset maps
+        ({tp: map}) of `mirrors --describe --json`, or None."""
         run, parts = self.run, self.parts
+        segments = segments_fn()
         t_from = time.time()
         timeout = check_timeout(final)
         n_views = 4 * len(parts)
@@ -188,11 +190,25 @@ class Check:
             targets = end_offsets(dst_bootstrap, parts, isolation=level)
             reads_to[("direct", level)] = targets
             views[("direct", level)] = self._read(dst_bootstrap, level, targets, timeout, f"direct-{level}")
+        # The offset map again: a partition whose map changed during the direct reads (a
+        # hidden duplicate marker) cannot be translated for sure; its direct views are
+        # inconclusive.
+        after = segments_fn() if segments is not None else None
+        if after is not None:
+            segments = {tp: m for tp, m in segments.items() if after.get(tp) == m}
+        elif segments is not None:
+            segments = None
         source, source_to = {}, {}
         for level in LEVELS:
             targets = dict(ends)
             if comp:
                 targets.update(end_offsets(src_bootstrap, comp, isolation=level))
+            # A direct reader sees the destination up to its own end, which may be past E
+            # (an append mirrorgate has not recorded yet): the source is read that far too.
+            for tp in parts:
+                if segments is not None and tp in segments:
+                    d_end = compare.source_offset(reads_to[("direct", level)][tp], segments[tp])
+                    targets[tp] = max(targets[tp], d_end)
             source_to[level] = targets
             source[level] = self._read(src_bootstrap, level, targets, timeout, f"source-{level}")
         t_to = time.time()
@@ -240,14 +256,17 @@ class Check:
                     continue
                 dest = v.records[tp] if where == "mg" else direct[level]
                 read_end = reads_to[(where, level)][tp]
+                end = e
                 if where == "direct":
+                    # Compared up to the destination's own end (in source offsets).
                     read_end = compare.source_offset(read_end, seg)
+                    end = max(e, read_end) if not compacted else e
                 stats = run.checks["compaction"] if final else None
-                s_records = src.records[tp] if compacted else [r for r in src.records[tp] if r[0] < e]
+                s_records = src.records[tp] if compacted else [r for r in src.records[tp] if r[0] < end]
                 problems = compare.compare_view(
                     s_records,
                     dest,
-                    e,
+                    end,
                     level=level,
                     other_source=other.records[tp],
                     compacted=compacted,
@@ -258,7 +277,7 @@ class Check:
                     aborted_hidden_ok=self.aborted_hidden_ok,
                     stats=stats,
                 )
-                view = f"{'destination through mirrorgate' if where == 'mg' else 'destination read directly'} at {level}, end {e}"
+                view = f"{'destination through mirrorgate' if where == 'mg' else 'destination read directly'} at {level}, end {end}"
                 if problems:
                     run.violation(tp, view, problems, t_from, t_to)
                 else:

@@ -30,9 +30,10 @@ mirrorgate, in source offsets):
   ledger: every delivered record with its offset, `workload.Ledger`) or the source shows, and
   the destination view does not, is excused only when the workload wrote a later record with
   the same key below the end the view was read to (`read_end`: no cleaner can act on a
-  record it does not have yet); or, for an offset the destination holds as a placeholder (the
-  source's cleaner had removed it before it was copied), below the source's end as read by
-  the check (`source_end`). A destination record where the source view shows none must equal
+  record it does not have yet); or, for an offset the source view lacks too or the
+  destination holds as a placeholder (the source's cleaner removed it, perhaps before it was
+  copied, and the destination's cleaner may since have removed the placeholder), below the
+  source's end as read by the check (`source_end`). A destination record where the source view shows none must equal
   the record the workload wrote at that offset (the source's cleaner removed it since).
 """
 
@@ -212,7 +213,10 @@ def _missing(off, s, level, o_by, written, read_end, source_end, placeholders, a
         if later is not None:
             stats["compacted_excused"] = stats.get("compacted_excused", 0) + 1
             return None
-        later = written.later_same_key(key, off, source_end) if off in placeholders else None
+        # Gone from the source view too (its cleaner removed it, perhaps before it was copied:
+        # a placeholder, which the destination's cleaner may have removed since), or held as
+        # a placeholder: the source's cleaner needed a later record of its key on the source.
+        later = written.later_same_key(key, off, max(read_end, source_end)) if (s is None or off in placeholders) else None
         if later is not None:
             stats["compacted_excused_source_hole"] = stats.get("compacted_excused_source_hole", 0) + 1
             return None

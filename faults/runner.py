@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import checker  # noqa: E402
+import record  # noqa: E402
 import verdict  # noqa: E402
 from nemesis import REPO, Cluster, Fleet, Mirrorgate, Nemesis  # noqa: E402
 from tail import Tails  # noqa: E402
@@ -94,7 +95,8 @@ class Run:
             "problems": problems,
             "events_around": self.events_around(t_from, t_to),
         }
-        key = (v["partition"], view.split(",")[0], problems[0])
+        # One full report per partition, view and class of problem ("[missing]", ...).
+        key = (v["partition"], view.split(",")[0], problems[0].split("]")[0] if problems[0].startswith("[") else problems[0])
         with self.lock:
             self.violations.append(v)
             seen = key in self.reported
@@ -166,8 +168,7 @@ def check(run, src, dst, fleet, judge, final=False):
     ends read through mirrorgate, or None."""
     mg = fleet.bootstrap_list()
     log_owners(run, run.args.mirrorgate, fleet, mg.split(",")[0], f"at check {run.checks['made'] + 1}")
-    segments = describe_segments(run, fleet)
-    return judge.run_check(mg, src.bootstrap, dst.bootstrap, segments, final=final)
+    return judge.run_check(mg, src.bootstrap, dst.bootstrap, lambda: describe_segments(run, fleet), final=final)
 
 
 def wait_lag_zero(run, binary, fleet, src, timeout_s, give_up_failed_s=90):
@@ -514,6 +515,9 @@ def write_summary(run, commit, fleet, state, without, failures):
     with open(os.path.join(args.work, "summary.json"), "w") as f:
         json.dump({**summary, "violation_details": run.violations}, f, indent=2, default=str)
     run.log(f"SUMMARY {json.dumps(summary, default=str)}")
+    if os.environ.get("FAULTS_RECORD"):
+        out = record.write(args.work, os.environ["FAULTS_RECORD"], os.environ.get("FAULTS_RECORD_WHAT"))
+        run.log(f"record written to {out} (commit it)", event=False)
 
 
 if __name__ == "__main__":

@@ -9,5 +9,6 @@ pub mod client;
 pub mod config;
 pub mod mirror;
 pub mod proxy;
+pub mod sabotage;
 pub mod telemetry;
 pub mod wire;

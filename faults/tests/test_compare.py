@@ -142,8 +142,19 @@ def test_compacted_source_hole_excused_up_to_the_source_end():
     dest = [r for r in WRITTEN if r[0] != 2 and r[0] < 4]
     src = [r for r in WRITTEN if r[0] != 2]
     assert compare.compare_view(src, dest, 4, level="read_committed", compacted=True, ledger=LEDGER, read_end=4, source_end=7, placeholders={2}) == []
-    # Without the placeholder the same hole is a loss.
-    p = compare.compare_view(src, dest, 4, level="read_committed", compacted=True, ledger=LEDGER, read_end=4, source_end=7)
+    # Without a later record of its key below the source end, the same hole is a loss.
+    p = compare.compare_view(src, dest, 4, level="read_committed", compacted=True, ledger=LEDGER, read_end=4, source_end=5, placeholders={2})
+    assert classes(p) == ["[compacted-loss]"], p
+
+
+def test_compacted_record_gone_from_both_sides_excused_up_to_the_source_end():
+    # The source's cleaner removed c@2 (c@5 in its log, above the destination's read end 4)
+    # and the destination's cleaner removed the placeholder copied for it.
+    src = [r for r in WRITTEN if r[0] != 2]
+    dest = [r for r in WRITTEN if r[0] != 2 and r[0] < 4]
+    assert compare.compare_view(src, dest, 4, level="read_committed", compacted=True, ledger=LEDGER, read_end=4, source_end=7) == []
+    # A record the source still shows gets no such excuse: the destination lost it.
+    p = compare.compare_view(WRITTEN, dest, 4, level="read_committed", compacted=True, ledger=LEDGER, read_end=4, source_end=7)
     assert classes(p) == ["[compacted-loss]"], p
 
 

@@ -105,6 +105,9 @@ impl<'a> FetchContext<'a> {
     /// state whatever its records hold: its source stamps LogAppendTime, one of its partitions
     /// has a read cap, or one of `partitions` is shifted.
     pub fn topic_needs_edit(&self, name: &str, topic_id: &[u8; 16], partitions: impl Iterator<Item = i32>) -> bool {
+        if crate::sabotage::active("read-uncommitted") {
+            return true; // a broken build only (src/sabotage.rs): never streamed unedited
+        }
         if !self.any_log_append_time && self.caps.is_empty() && self.maps.is_empty() {
             return false;
         }
@@ -163,13 +166,22 @@ pub fn response(
     map: &impl AddressMap,
     ctx: Option<&FetchContext<'_>>,
 ) -> anyhow::Result<Option<FetchResponse>> {
+    let sabotage = crate::sabotage::active("read-uncommitted");
     if let Ok(scan) = fetch_scan::fetch_response(body, version) {
-        if !needs_edit(&scan, body, ctx) {
+        if !sabotage && !needs_edit(&scan, body, ctx) {
             return Ok(None);
         }
     }
     let mut resp = FetchResponse::decode(&mut body.clone(), version)?;
-    Ok(edit(&mut resp, map, ctx).then_some(resp))
+    let edited = edit(&mut resp, map, ctx);
+    if sabotage {
+        // A broken build only (src/sabotage.rs): aborted records reach read_committed readers.
+        for p in resp.responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.aborted_transactions = None;
+        }
+        return Ok(Some(resp));
+    }
+    Ok(edited.then_some(resp))
 }
 
 /// Restores the source's view in a Fetch response: in every partition, whatever the topic,

@@ -556,6 +556,9 @@ impl PartitionTask {
         let mut dest_log_start_followed = -1;
         let mut stop_grace: Option<tokio::time::Instant> = None;
         let progress_key = (topic.to_string(), p);
+        // Broken builds only (src/sabotage.rs): both compile to `false` without the feature.
+        let mut resume_late = crate::sabotage::active("resume-late") && next_src > 0;
+        let mut append_twice = crate::sabotage::active("append-twice");
         'copy: loop {
             // A stop waits (up to STOP_GRACE) while a destination transaction of ours is open:
             // the next fetch holds its marker, and the copy ends it instead of leaving it to the
@@ -689,6 +692,15 @@ impl PartitionTask {
                         return Ok(o);
                     }
                 }
+                if std::mem::take(&mut resume_late) {
+                    if let Some(o) =
+                        self.gap(&mut w, next_src.max(b.base_offset()), b.next_offset(), b.max_timestamp()).await?
+                    {
+                        return Ok(o);
+                    }
+                    next_src = b.next_offset();
+                    continue;
+                }
                 let skip = b.is_control() || (b.is_transactional() && aborted_now.contains(&b.producer_id()));
                 if b.is_control() && is_abort_marker(&b) {
                     aborted_now.remove(&b.producer_id());
@@ -712,6 +724,9 @@ impl PartitionTask {
                     ));
                 }
                 let mut real = skip && real_markers && from == b.base_offset() && (b.is_control() || !holey);
+                if b.is_control() && crate::sabotage::active("skip-marker") {
+                    real = false;
+                }
                 if real && !b.is_control() && !txns.is_open(b.producer_id()) {
                     // The first aborted batch of a source transaction opens a destination
                     // transaction, which must end (at the source's ABORT marker) well within
@@ -768,6 +783,10 @@ impl PartitionTask {
                     }
                 } else if let Some(o) = self.copy_data(&mut w, &b, &hold).await? {
                     return Ok(o);
+                } else if std::mem::take(&mut append_twice) {
+                    if let Some(o) = self.copy_data(&mut w, &b, &hold).await? {
+                        return Ok(o);
+                    }
                 }
                 next_src = b.next_offset();
             }
