@@ -1,7 +1,9 @@
 //! The metadata sync (issue 5, DESIGN §5, KIP-1279 §6) against real Kafka 4.1 source and
 //! destination clusters, with `mirror.metadata.refresh.interval.ms=2000`: topic configs,
 //! auto-discovery, partition increases, source topic re-creation and consumer group offsets
-//! follow the source without an operator action — and what must not follow does not.
+//! follow the source without an operator action — and what must not follow does not; ACLs
+//! follow MirrorMaker 2's rules by default and the source entirely only with
+//! `acls.sync.mode=full` (issue 32).
 
 mod support;
 
@@ -516,8 +518,36 @@ fn acls(bootstrap: &str, args: &[&str]) -> String {
     kafka_tool_ok(V, "acls", &a, None)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
+/// `(principal, operation, permissionType)` of each ACL `kafka-acls --list` shows for the
+/// resource in `args` (e.g. `["--topic", "t"]`, `["--cluster"]`).
+fn bindings(bootstrap: &str, args: &[&str]) -> Vec<(String, String, String)> {
+    let mut a = vec!["--list"];
+    a.extend(args);
+    acls(bootstrap, &a)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("(principal=")?.strip_suffix(')')?;
+            let field = |name: &str| {
+                l.split(", ").find_map(|f| f.strip_prefix(&format!("{name}="))).unwrap_or_default().to_string()
+            };
+            Some((l.split(", ").next()?.to_string(), field("operation"), field("permissionType")))
+        })
+        .collect()
+}
+
+fn binding(principal: &str, operation: &str, permission: &str) -> (String, String, String) {
+    (principal.to_string(), operation.to_string(), permission.to_string())
+}
+
+/// ACL sync rounds `mirror` has completed, from mirrorgate's debug log.
+fn acl_rounds(mg: &Mirrorgate, mirror: &str) -> usize {
+    let tag = format!("mirror={mirror}");
+    mg.log().lines().filter(|l| l.contains("ACL sync round done") && l.split_whitespace().any(|w| w == tag)).count()
+}
+
+/// The ACL clusters (StandardAuthorizer on both) and a mirrorgate in front of the
+/// destination whose mirror RPCs the test's unauthenticated CLI may call.
+fn acl_setup() -> (std::sync::Arc<Cluster>, std::sync::Arc<Cluster>, Mirrorgate) {
     let source = cluster_with("source-acl", 1, V, &AUTHORIZER);
     let dest = cluster_with("dest-acl", 1, V, &AUTHORIZER);
     // The destination's super.users, repeated for mirrorgate's own authorization of the
@@ -529,38 +559,104 @@ async fn acls_matching_the_rules_follow_the_source_and_others_are_left_alone() {
             ..MirrorgateOptions::default()
         },
     );
-    let prefix = unique_name("orders");
-    let orders = format!("{prefix}-eu");
-    let other = unique_name("payments");
-    create_mirror(&mg, &source, &[], &format!("acls.include=TOPIC;{prefix}.*\n"));
-    let add = |bs: &str, principal: &str, topic: &str| {
-        acls(bs, &["--add", "--allow-principal", principal, "--operation", "Read", "--topic", topic]);
-    };
-    add(&source.bootstrap, "User:alice", &orders);
-    add(&source.bootstrap, "User:alice", &other);
-    // A destination-only ACL the rules do not cover, and one they cover.
-    add(&dest.bootstrap, "User:local", &other);
-    add(&dest.bootstrap, "User:stale", &format!("{prefix}-old"));
-    let list = |topic: &str| acls(&dest.bootstrap, &["--list", "--topic", topic]);
-    eventually(Duration::from_secs(120), || {
-        let l = list(&orders);
-        l.contains("principal=User:alice").then_some(()).ok_or(l)
-    });
-    eventually(Duration::from_secs(120), || {
-        let l = list(&format!("{prefix}-old"));
-        (!l.contains("User:stale")).then_some(()).ok_or(l)
-    });
-    // Deleted on the source → deleted on the destination within an interval or two.
-    acls(
-        &source.bootstrap,
-        &["--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", &orders],
+    (source, dest, mg)
+}
+
+/// Creates a mirror syncing every second with `extra` configs (no topics).
+fn create_acl_mirror(mg: &Mirrorgate, source: &Cluster, extra: &str) -> String {
+    let mirror = unique_name("m");
+    let cfg = mirror_config_file(source, &format!("mirror.metadata.refresh.interval.ms=1000\n{extra}"));
+    ok(
+        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
+        "--create",
     );
+    mirror
+}
+
+/// Issue 32 acceptance, default configs (`acls.include=*`, `acls.sync.mode=safe`): after ten
+/// sync rounds, a destination-only DENY is still there, and of a source holding a CLUSTER
+/// ALLOW, a topic WRITE ALLOW, a topic ALL ALLOW, a topic DENY and a group READ ALLOW, only
+/// the ALL (as READ) and the group READ reached the destination (MirrorMaker 2's rules).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_acl_sync_copies_only_topic_and_group_allows_and_deletes_nothing() {
+    let (source, dest, mg) = acl_setup();
+    let p = unique_name("acl-safe");
+    let (topic, group) = (format!("{p}-orders"), format!("{p}-billing"));
+    let user = |who: &str| format!("User:{p}-{who}");
+    let s = source.bootstrap.as_str();
+    acls(s, &["--add", "--allow-principal", &user("ops"), "--operation", "Alter", "--cluster"]);
+    acls(s, &["--add", "--allow-principal", &user("writer"), "--operation", "Write", "--topic", &topic]);
+    acls(s, &["--add", "--allow-principal", &user("app"), "--operation", "All", "--topic", &topic]);
+    acls(s, &["--add", "--deny-principal", &user("banned"), "--operation", "Read", "--topic", &topic]);
+    acls(s, &["--add", "--allow-principal", &user("app"), "--operation", "Read", "--group", &group]);
+    let d = dest.bootstrap.as_str();
+    acls(d, &["--add", "--deny-principal", &user("mallory"), "--operation", "Read", "--topic", &topic]);
+    let mirror = create_acl_mirror(&mg, &source, "");
     eventually(Duration::from_secs(120), || {
-        let l = list(&orders);
-        (!l.contains("User:alice")).then_some(()).ok_or(l)
+        let n = acl_rounds(&mg, &mirror);
+        (n >= 10).then_some(()).ok_or(format!("{n} ACL sync rounds; log: {}", tail(&mg.log(), 20)))
     });
-    let l = list(&other);
-    assert!(l.contains("User:local") && !l.contains("User:alice"), "uncovered ACLs untouched, not copied: {l}");
+    let on_topic = bindings(d, &["--topic", &topic]);
+    let mut expected = vec![binding(&user("app"), "READ", "ALLOW"), binding(&user("mallory"), "READ", "DENY")];
+    let mut got = on_topic.clone();
+    expected.sort();
+    got.sort();
+    assert_eq!(
+        got, expected,
+        "topic ACLs on the destination: ALL as READ, the local DENY kept, no WRITE, no source DENY"
+    );
+    assert_eq!(bindings(d, &["--group", &group]), vec![binding(&user("app"), "READ", "ALLOW")]);
+    let cluster = bindings(d, &["--cluster"]);
+    assert!(
+        !cluster.iter().any(|b| b.0.starts_with(&format!("User:{p}"))),
+        "a CLUSTER binding was copied: {cluster:?}"
+    );
+}
+
+/// `acls.sync.mode=full` is today's mirror of the KIP prototype, for the principals the
+/// rules select: CLUSTER, DENY, WRITE and ALL bindings copied as they are, a destination-only
+/// binding the rules cover deleted, one they do not cover kept, and a source binding removed
+/// is removed on the destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_sync_mode_full_mirrors_every_binding_and_deletes_destination_only_ones() {
+    let (source, dest, mg) = acl_setup();
+    let p = unique_name("acl-full");
+    let topic = format!("{p}-orders");
+    let user = |who: &str| format!("User:{p}-{who}");
+    let s = source.bootstrap.as_str();
+    acls(s, &["--add", "--allow-principal", &user("ops"), "--operation", "Alter", "--cluster"]);
+    acls(s, &["--add", "--allow-principal", &user("writer"), "--operation", "Write", "--topic", &topic]);
+    acls(s, &["--add", "--allow-principal", &user("app"), "--operation", "All", "--topic", &topic]);
+    acls(s, &["--add", "--deny-principal", &user("banned"), "--operation", "Read", "--topic", &topic]);
+    // Not selected by the rules: never copied.
+    let outsider = format!("User:outsider-{p}");
+    acls(s, &["--add", "--allow-principal", &outsider, "--operation", "Describe", "--cluster"]);
+    let d = dest.bootstrap.as_str();
+    acls(d, &["--add", "--deny-principal", &user("stale"), "--operation", "Read", "--topic", &topic]);
+    let local = format!("User:local-{p}");
+    acls(d, &["--add", "--allow-principal", &local, "--operation", "Read", "--topic", &topic]);
+    let mirror = create_acl_mirror(&mg, &source, &format!("acls.sync.mode=full\nacls.include=*;*;*;*;User:{p}-.*\n"));
+    let want = [
+        binding(&user("writer"), "WRITE", "ALLOW"),
+        binding(&user("app"), "ALL", "ALLOW"),
+        binding(&user("banned"), "READ", "DENY"),
+        binding(&local, "READ", "ALLOW"),
+    ];
+    eventually(Duration::from_secs(120), || {
+        let got = bindings(d, &["--topic", &topic]);
+        let ok = want.iter().all(|w| got.contains(w)) && !got.iter().any(|b| b.0 == user("stale"));
+        ok.then_some(()).ok_or(format!("{got:?}"))
+    });
+    let has_ops = || bindings(d, &["--cluster"]).contains(&binding(&user("ops"), "ALTER", "ALLOW"));
+    eventually(Duration::from_secs(60), || has_ops().then_some(()).ok_or("no CLUSTER ALTER for ops".to_string()));
+    let cluster = bindings(d, &["--cluster"]);
+    assert!(!cluster.iter().any(|b| b.0 == outsider), "an ACL the rules do not select was copied: {cluster:?}");
+    // Removed on the source → removed on the destination.
+    acls(s, &["--remove", "--force", "--allow-principal", &user("ops"), "--operation", "Alter", "--cluster"]);
+    eventually(Duration::from_secs(60), || {
+        (!has_ops()).then_some(()).ok_or("CLUSTER ALTER for ops still there".into())
+    });
+    assert!(acl_rounds(&mg, &mirror) > 0, "no ACL sync round logged for {mirror}");
 }
 
 /// Issue 4/5 failover acceptance: a Java consumer in group `g` that committed on the source

@@ -242,6 +242,15 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "ACL include rules resourceType;resourceName;operation;permissionType;principal.",
     },
     ConfigKey {
+        name: "acls.sync.mode",
+        default: Some("safe"),
+        kind: ConfigType::Choice(&["safe", "full"]),
+        sensitive: false,
+        doc: "What the ACL sync copies: safe = MirrorMaker 2's rules (TOPIC and GROUP ALLOW bindings only, ALL as READ, \
+              never WRITE, nothing deleted on the destination); full = every selected binding including CLUSTER, DENY \
+              and WRITE, deleting covered destination ACLs the source lacks (docs/metadata-sync.md).",
+    },
+    ConfigKey {
         name: "security.protocol",
         default: Some("PLAINTEXT"),
         kind: ConfigType::Choice(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),

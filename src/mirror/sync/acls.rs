@@ -1,7 +1,14 @@
 //! ACL sync (KIP-1279 §6 "ACLs"): source ACLs selected by the mirror's `acls.include` rules are
-//! created on the destination; destination ACLs the rules cover that the source no longer has
-//! are deleted; destination ACLs no rule covers are never touched. Skipped cleanly when either
-//! cluster has no authorizer (SECURITY_DISABLED).
+//! created on the destination, under the mirror's `acls.sync.mode` ([`AclSyncMode`]).
+//!
+//! `safe` (the default) follows MirrorMaker 2's rules (KIP-382, `MirrorSourceConnector`):
+//! only ALLOW bindings on TOPIC and GROUP resources are copied, ALL becomes READ, WRITE is
+//! never copied, and nothing is ever deleted on the destination — so whoever controls the
+//! source's ACLs can neither grant CLUSTER or write rights on the destination nor lift its
+//! DENY rules. `full` is the KIP prototype's mirror of every selected binding (CLUSTER, DENY,
+//! WRITE included), where destination ACLs the rules cover that the source no longer has are
+//! deleted. Destination ACLs no rule covers are never touched in either mode. Skipped cleanly
+//! when either cluster has no authorizer (SECURITY_DISABLED).
 
 use std::collections::BTreeSet;
 
@@ -21,6 +28,94 @@ use super::send;
 const SECURITY_DISABLED: i16 = 54;
 /// Filter value ANY for resource type, pattern type, operation and permission type.
 const ANY: i8 = 1;
+/// Kafka `ResourceType.TOPIC`.
+const TOPIC: i8 = 2;
+/// Kafka `ResourceType.GROUP`.
+const GROUP: i8 = 3;
+/// Kafka `AclOperation.ALL`.
+const OP_ALL: i8 = 2;
+/// Kafka `AclOperation.READ`.
+const OP_READ: i8 = 3;
+/// Kafka `AclOperation.WRITE`.
+const OP_WRITE: i8 = 4;
+/// Kafka `AclPermissionType.ALLOW`.
+const ALLOW: i8 = 3;
+
+/// How far the ACL sync follows the source: the mirror config `acls.sync.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AclSyncMode {
+    /// `safe` (default): MirrorMaker 2's rules — ALLOW bindings on TOPIC and GROUP only, ALL
+    /// copied as READ, WRITE never copied, nothing deleted on the destination.
+    Safe,
+    /// `full`: every selected binding as the source has it (CLUSTER, DENY, WRITE, ALL
+    /// included), and destination bindings the rules cover that the source lacks are deleted.
+    Full,
+}
+
+impl AclSyncMode {
+    /// The mode of a mirror's configs (`acls.sync.mode`, default `safe`).
+    ///
+    /// # Errors
+    /// A value other than `safe` or `full`, as text.
+    pub fn of(configs: &std::collections::BTreeMap<String, String>) -> Result<Self, String> {
+        match configs::effective(configs, "acls.sync.mode").unwrap_or("safe") {
+            "safe" => Ok(Self::Safe),
+            "full" => Ok(Self::Full),
+            other => Err(format!("acls.sync.mode `{other}` is not safe or full")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Safe => "safe",
+            Self::Full => "full",
+        }
+    }
+}
+
+/// What `mode` makes of a selected source binding on the destination: `None` when it is not
+/// copied.
+fn destination_binding(mode: AclSyncMode, b: &Binding) -> Option<Binding> {
+    match mode {
+        AclSyncMode::Full => Some(b.clone()),
+        AclSyncMode::Safe => {
+            if !matches!(b.0, TOPIC | GROUP) || b.6 != ALLOW || b.5 == OP_WRITE {
+                return None;
+            }
+            let mut copy = b.clone();
+            if copy.5 == OP_ALL {
+                copy.5 = OP_READ;
+            }
+            Some(copy)
+        }
+    }
+}
+
+/// One round's changes on the destination.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct AclPlan {
+    /// Bindings to create.
+    pub create: Vec<Binding>,
+    /// Bindings to delete (always empty in [`AclSyncMode::Safe`]).
+    pub delete: Vec<Binding>,
+    /// Source bindings the rules select that `mode` does not copy.
+    pub skipped: usize,
+}
+
+/// Plans one round: `src` and `dst` are every ACL of each cluster, `rules` the mirror's
+/// `acls.include`.
+pub fn plan(mode: AclSyncMode, rules: &[AclRule], src: &BTreeSet<Binding>, dst: &BTreeSet<Binding>) -> AclPlan {
+    let covered = |b: &Binding| rules.iter().any(|r| r.matches(b));
+    let selected: Vec<&Binding> = src.iter().filter(|b| covered(b)).collect();
+    let want: BTreeSet<Binding> = selected.iter().filter_map(|b| destination_binding(mode, b)).collect();
+    let skipped = selected.iter().filter(|b| destination_binding(mode, b).is_none()).count();
+    let create = want.iter().filter(|b| !dst.contains(*b)).cloned().collect();
+    let delete = match mode {
+        AclSyncMode::Safe => Vec::new(),
+        AclSyncMode::Full => dst.iter().filter(|b| covered(b) && !want.contains(*b)).cloned().collect(),
+    };
+    AclPlan { create, delete, skipped }
+}
 
 /// One ACL binding: (resource type, resource name, pattern type, principal, host, operation,
 /// permission type), Kafka's codes.
@@ -143,7 +238,7 @@ pub(crate) async fn describe(c: &ClusterClient) -> Result<Option<BTreeSet<Bindin
 /// One ACL sync round for `def`: returns `(created, deleted)` counts.
 ///
 /// # Errors
-/// Bad rules, unreachable clusters or refused changes, as text.
+/// Bad rules or mode, unreachable clusters or refused changes, as text.
 pub(super) async fn sync_acls(
     source: &ClusterClient,
     dest: &ClusterClient,
@@ -152,15 +247,12 @@ pub(super) async fn sync_acls(
     let rules = configs::split_list(configs::effective(&def.configs, "acls.include").unwrap_or("*"))
         .map(AclRule::parse)
         .collect::<Result<Vec<_>, _>>()?;
+    let mode = AclSyncMode::of(&def.configs)?;
     let (Some(src), Some(dst)) = (describe(source).await?, describe(dest).await?) else {
         tracing::debug!(mirror = %def.name, "ACL sync skipped: no authorizer on the source or the destination");
         return Ok((0, 0));
     };
-    tracing::debug!(mirror = %def.name, source = src.len(), destination = dst.len(), rules = rules.len(), "ACLs described");
-    let covered = |b: &Binding| rules.iter().any(|r| r.matches(b));
-    let want: BTreeSet<&Binding> = src.iter().filter(|b| covered(b)).collect();
-    let create: Vec<&Binding> = want.iter().filter(|b| !dst.contains(**b)).copied().collect();
-    let delete: Vec<&Binding> = dst.iter().filter(|b| covered(b) && !want.contains(b)).collect();
+    let AclPlan { create, delete, skipped } = plan(mode, &rules, &src, &dst);
     if !create.is_empty() {
         let mut req = CreateAclsRequest::default();
         req.creations = create
@@ -207,6 +299,17 @@ pub(super) async fn sync_acls(
             return Err(format!("DeleteAcls: error {}", KafkaErrorCode(r.error_code)));
         }
     }
+    tracing::debug!(
+        mirror = %def.name,
+        mode = mode.name(),
+        source = src.len(),
+        destination = dst.len(),
+        rules = rules.len(),
+        create = create.len(),
+        delete = delete.len(),
+        not_copied = skipped,
+        "ACL sync round done"
+    );
     Ok((create.len(), delete.len()))
 }
 
@@ -232,5 +335,64 @@ mod tests {
         assert!(read_allow.matches(&b(2, "t", 3, 3, "User:a")) && !read_allow.matches(&b(2, "t", 4, 3, "User:a")));
         assert!(AclRule::parse("QUEUE;x").is_err());
         assert!(AclRule::parse("TOPIC;(bad").is_err());
+    }
+
+    fn set(bindings: &[Binding]) -> BTreeSet<Binding> {
+        bindings.iter().cloned().collect()
+    }
+
+    /// The source of the issue-32 attack: a CLUSTER ALLOW, a topic WRITE ALLOW, a topic ALL
+    /// ALLOW, a topic DENY and a group READ ALLOW; the destination has a DENY of its own.
+    fn attack() -> (BTreeSet<Binding>, BTreeSet<Binding>) {
+        let src = set(&[
+            b(4, "kafka-cluster", OP_ALL, ALLOW, "User:ops"),
+            b(TOPIC, "orders", OP_WRITE, ALLOW, "User:writer"),
+            b(TOPIC, "orders", OP_ALL, ALLOW, "User:app"),
+            b(TOPIC, "orders", OP_READ, 2, "User:banned"),
+            b(GROUP, "billing", OP_READ, ALLOW, "User:app"),
+        ]);
+        let dst = set(&[b(TOPIC, "orders", OP_READ, 2, "User:mallory")]);
+        (src, dst)
+    }
+
+    #[test]
+    fn safe_mode_copies_topic_and_group_allows_only_with_all_as_read_and_deletes_nothing() {
+        let (src, dst) = attack();
+        let p = plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &dst);
+        assert_eq!(
+            p.create,
+            vec![b(TOPIC, "orders", OP_READ, ALLOW, "User:app"), b(GROUP, "billing", OP_READ, ALLOW, "User:app")]
+        );
+        assert!(p.delete.is_empty(), "safe mode deleted {:?}", p.delete);
+        assert_eq!(p.skipped, 3, "CLUSTER, WRITE and DENY are not copied");
+        // Already there: nothing more to create, still nothing deleted.
+        let after: BTreeSet<Binding> = dst.iter().cloned().chain(p.create.iter().cloned()).collect();
+        assert_eq!(
+            plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &after),
+            AclPlan { skipped: 3, ..AclPlan::default() }
+        );
+    }
+
+    #[test]
+    fn full_mode_mirrors_every_selected_binding_and_deletes_uncovered_destination_ones() {
+        let (src, dst) = attack();
+        let p = plan(AclSyncMode::Full, &[AclRule::parse("*").unwrap()], &src, &dst);
+        assert_eq!(p.create, src.iter().cloned().collect::<Vec<_>>());
+        assert_eq!(p.delete, dst.iter().cloned().collect::<Vec<_>>());
+        assert_eq!(p.skipped, 0);
+        // Rules still bound both: a rule for User:ops alone leaves the rest alone.
+        let p = plan(AclSyncMode::Full, &[AclRule::parse("*;*;*;*;User:ops").unwrap()], &src, &dst);
+        assert_eq!(p.create, vec![b(4, "kafka-cluster", OP_ALL, ALLOW, "User:ops")]);
+        assert!(p.delete.is_empty());
+    }
+
+    #[test]
+    fn the_mode_comes_from_acls_sync_mode_with_safe_as_default() {
+        let mut c = std::collections::BTreeMap::new();
+        assert_eq!(AclSyncMode::of(&c), Ok(AclSyncMode::Safe));
+        c.insert("acls.sync.mode".to_string(), "full".to_string());
+        assert_eq!(AclSyncMode::of(&c), Ok(AclSyncMode::Full));
+        c.insert("acls.sync.mode".to_string(), "FULL".to_string());
+        assert!(AclSyncMode::of(&c).is_err());
     }
 }
