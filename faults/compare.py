@@ -124,7 +124,7 @@ def _order_problems(dest):
     return problems
 
 
-class _Written:
+class Written:
     """The records known to have been written to a compacted partition: the workload's ledger
     ({offset: (key, value)}) and the source view, by offset and by key."""
 
@@ -148,7 +148,7 @@ class _Written:
         return None
 
 
-def compare_view(source, dest, end, *, start=0, level, other_source=None, compacted=False, ledger=None, read_end=None, source_end=None, placeholders=(), aborted_hidden_ok=False, stats=None):
+def compare_view(source, dest, end, *, start=0, level, other_source=None, compacted=False, ledger=None, written=None, read_end=None, source_end=None, placeholders=(), aborted_hidden_ok=False, stats=None):
     """Problems (strings, each starting with its class in brackets) of one destination view
     `dest` against the source view `source` read at the same isolation level `level`
     (`read_uncommitted` or `read_committed`), for the offsets below `end`.
@@ -160,7 +160,9 @@ def compare_view(source, dest, end, *, start=0, level, other_source=None, compac
     was read to), `source_end` (the end the source was read to) and `placeholders` (source
     offsets the destination holds as placeholders): the compacted-topic rule of the module
     docstring; `aborted_hidden_ok`: aborted records may be missing at read_uncommitted
-    (placeholder markers). `stats` (a dict) counts the compacted offsets excused.
+    (placeholder markers). `written`: a `Written` built once from the ledger, used instead
+    of `ledger` (a tailing consumer judges many records against the same ledger). `stats` (a
+    dict) counts the compacted offsets excused.
     """
     stats = {} if stats is None else stats
     problems = _order_problems(dest)
@@ -169,7 +171,10 @@ def compare_view(source, dest, end, *, start=0, level, other_source=None, compac
         d_by.setdefault(r[0], r)
     s_by = {r[0]: r for r in source}
     o_by = {r[0]: r for r in other_source} if other_source is not None else None
-    written = _Written(ledger, source) if compacted else None
+    if compacted and written is None:
+        written = Written(ledger, source)
+    elif not compacted:
+        written = None
     read_end = end if read_end is None else read_end
     source_end = read_end if source_end is None else source_end
     offsets = set(o for o in s_by if start <= o < end) | set(o for o in d_by if start <= o < end)
