@@ -153,8 +153,13 @@ async fn topic_configs_follow_the_source_except_owned_and_excluded() {
     mg.wait_for_log("would break offset identity", Duration::from_secs(30));
     let log = mg.log();
     assert!(log.lines().any(|l| l.contains("refused") && l.contains(&topic) && l.contains("compression.type")));
-    // Still excluded a few intervals later.
-    std::thread::sleep(Duration::from_secs(5));
+    // Still excluded after a later sync: a later source change applied on the destination
+    // proves a sync pass ran after the one above (not a fixed wait).
+    alter_source_configs(&source.bootstrap, &topic, "max.message.bytes=2100000");
+    eventually(Duration::from_secs(120), || {
+        let d = block(dst.describe_topic_configs(&topic)).map_err(|e| e.to_string())?;
+        (d.get("max.message.bytes").map(String::as_str) == Some("2100000")).then_some(()).ok_or(format!("{d:?}"))
+    });
     let d = dynamic_configs(&dest.bootstrap, &topic);
     assert!(!d.contains_key("min.insync.replicas") && d["retention.ms"] == "-1", "{d:?}");
 }
@@ -181,11 +186,15 @@ async fn new_source_topics_matching_include_are_mirrored_without_an_operator() {
     // More records keep arriving at the same offsets.
     produce(&source.bootstrap, &wanted, 100, None, "d2");
     wait_identical(&src, &dst, &wanted, 2);
-    // The excluded topic is neither a mirror topic nor created, several intervals later.
-    std::thread::sleep(Duration::from_secs(5));
+    // The excluded topic is neither a mirror topic nor created after a later discovery pass:
+    // a matching topic created after it is discovered and mirrored (not a fixed wait).
+    let later = format!("{base}.later");
+    create_topic(&source.bootstrap, &later, 1, &[]);
+    produce(&source.bootstrap, &later, 5, None, "l");
+    wait_identical(&src, &dst, &later, 1);
     let rows = describe_json(&mg, &mirror);
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    assert!(rows.iter().all(|r| r["topic"] == wanted.as_str()), "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["topic"] == wanted.as_str() || r["topic"] == later.as_str()), "{rows:?}");
     block(dst.refresh_metadata(None)).unwrap();
     assert!(!dst.metadata().topics.contains_key(&skipped), "excluded topic created on the destination");
     // The include pattern was not polluted with the discovered name.
@@ -281,9 +290,14 @@ async fn recreated_source_topic_fails_its_partitions_naming_the_id_change() {
         let msg = r["errorMessage"].as_str().unwrap();
         assert!(msg.contains(&old_id), "reason names the old topic id {old_id}: {msg}");
     }
-    // Not retried: still FAILED after several intervals, and nothing of the new topic copied.
-    std::thread::sleep(Duration::from_secs(5));
-    let rows = describe_json(&mg, &mirror);
+    // Not retried: still FAILED after the mirror's loops were reconciled again (a topic added
+    // to the same mirror afterwards is copied), and nothing of the new topic copied.
+    let witness = unique_name("witness");
+    create_topic(&source.bootstrap, &witness, 1, &[]);
+    produce(&source.bootstrap, &witness, 5, None, "w");
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &witness]), "--start witness");
+    wait_identical(&src, &dst, &witness, 1);
+    let rows: Vec<Value> = describe_json(&mg, &mirror).into_iter().filter(|r| r["topic"] == topic.as_str()).collect();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(rows.iter().all(|r| r["state"] == "FAILED"), "{rows:?}");
     let end: i64 = (0..2).map(|p| block(dst.list_offsets(&topic, p, -1)).unwrap()).sum();
@@ -451,7 +465,14 @@ async fn group_offsets_are_mapped_clamped_and_not_overwritten_while_active() {
     });
     mg.wait_for_log("active members on the destination", Duration::from_secs(60));
     commit(&src, &group, &topic, &[(2, 30)]);
-    std::thread::sleep(Duration::from_secs(5));
+    // A later sync pass ran: an inactive group committed after it is mirrored (not a fixed
+    // wait).
+    let witness = unique_name("witness-g");
+    commit(&src, &witness, &topic, &[(0, 7)]);
+    eventually(Duration::from_secs(120), || {
+        let c = committed(&dst, &witness, &topic);
+        (c.get(&0).map(|c| c.0) == Some(7)).then_some(()).ok_or(format!("{c:?}"))
+    });
     let during = committed(&dst, &group, &topic);
     assert_ne!(during.get(&2).map(|c| c.0), Some(30), "overwritten while active: {during:?}");
     consumer.join().unwrap();

@@ -51,20 +51,77 @@ fn refused_requests(mg: &Mirrorgate, client_id: &str, message: &str) -> usize {
         .count()
 }
 
-/// Waits until mirrorgate logged the first refusal for `client_id` (with `message`, which
-/// names the mirror), then checks there was exactly one (the client did not retry). Returns
-/// an error description instead of panicking, so that every client is tried.
-fn one_request(mg: &Mirrorgate, client_id: &str, message: &str) -> Result<(), String> {
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Sum of the `/metrics` series of `name` whose labels contain every one of `labels`.
+fn metric(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    http_get(metrics, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// Produce requests mirrorgate answered with POLICY_VIOLATION so far (counted when the
+/// refusal is decided, before the response goes out).
+fn refusals(metrics: &str) -> f64 {
+    metric(metrics, "mirrorgate_request_errors_total", &["api=\"Produce\"", "code=\"44\""])
+}
+
+/// Waits until mirrorgate holds no client connection (it has read each to its end, so every
+/// request a finished client sent has been answered or refused).
+fn no_client_connection(metrics: &str) {
+    eventually(Duration::from_secs(60), || {
+        let n = metric(metrics, "mirrorgate_client_connections", &[]);
+        if n == 0.0 {
+            Ok(())
+        } else {
+            Err(format!("{n} client connections still open"))
+        }
+    });
+}
+
+/// Runs one client (`run_client`, which returns once the client process has exited) and
+/// checks that mirrorgate refused exactly one Produce request of it: the refusal counter,
+/// read once every connection of the finished client is closed on mirrorgate's side, moved
+/// by exactly one (a retry would be a second request, read before the connection's end), and
+/// the refusal was logged with `message` (which names the mirror). Returns the client's
+/// output and an error description instead of panicking, so that every client is tried.
+fn one_request<T>(
+    mg: &Mirrorgate,
+    metrics: &str,
+    client_id: &str,
+    message: &str,
+    run_client: impl FnOnce() -> T,
+) -> (T, Result<(), String>) {
+    no_client_connection(metrics);
+    let before = refusals(metrics);
+    let out = run_client();
+    no_client_connection(metrics);
+    let n = refusals(metrics) - before;
+    if n != 1.0 {
+        return (
+            out,
+            Err(format!("{client_id}: mirrorgate refused {n} Produce requests, expected exactly 1 (no retry)")),
+        );
+    }
+    // (The log line is written when the refusal is decided; its writer may lag a moment.)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while refused_requests(mg, client_id, message) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Give a retrying client the time of a retry backoff to show itself.
-    std::thread::sleep(Duration::from_secs(2));
-    match refused_requests(mg, client_id, message) {
-        1 => Ok(()),
-        n => Err(format!("{client_id}: mirrorgate refused {n} Produce requests, expected exactly 1 (no retry)")),
+    let logged = refused_requests(mg, client_id, message);
+    if logged != 1 {
+        return (out, Err(format!("{client_id}: {logged} refusal log lines naming the mirror, expected 1")));
     }
+    (out, Ok(()))
 }
 
 fn check(failures: &mut Vec<String>, ok: bool, what: String) {
@@ -77,7 +134,9 @@ fn check(failures: &mut Vec<String>, ok: bool, what: String) {
 fn every_client_reports_a_final_refusal_and_does_not_retry() {
     let source = cluster("source");
     let dest = cluster("dest");
-    let mg = Mirrorgate::start(&dest);
+    let metrics = format!("127.0.0.1:{}", free_port_range(1));
+    let yaml = format!("metrics:\n  listen: {metrics}\n");
+    let mg = Mirrorgate::start_with(&dest, MirrorgateOptions { extra_yaml: &yaml, ..Default::default() });
     let topic = unique_name("mirrored");
     kafka_tool_ok(
         V,
@@ -98,11 +157,13 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
     // Java producer (Kafka 4.1 client, idempotent by default): PolicyViolationException, not
     // retriable, with mirrorgate's message.
     let id = unique_name("java");
-    let out = java_program(
-        V,
-        "ProduceOnce.java",
-        &["--bootstrap-server", &mg.bootstrap, "--topic", &topic, "--client-id", &id],
-    );
+    let (out, once) = one_request(&mg, &metrics, &id, &names_mirror, || {
+        java_program(
+            V,
+            "ProduceOnce.java",
+            &["--bootstrap-server", &mg.bootstrap, "--topic", &topic, "--client-id", &id],
+        )
+    });
     let t = text(&out);
     check(
         &mut failures,
@@ -111,26 +172,28 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
     );
     check(&mut failures, t.contains("retriable false"), format!("Java: retriable: {t}"));
     check(&mut failures, t.contains(&names_mirror), format!("Java: message does not name the mirror: {t}"));
-    if let Err(e) = one_request(&mg, &id, &names_mirror) {
+    if let Err(e) = once {
         failures.push(format!("{e}\n{t}"));
     }
 
     // librdkafka: the delivery report names POLICY_VIOLATION (44), with librdkafka's own text
     // (it does not surface a Produce response's error message).
     let id = unique_name("rdkafka");
-    let out = python_client(&[
-        "produce",
-        "--bootstrap",
-        &mg.bootstrap,
-        "--topic",
-        &topic,
-        "--count",
-        "1",
-        "--timeout",
-        "60",
-        "--prop",
-        &format!("client.id={id}"),
-    ]);
+    let (out, once) = one_request(&mg, &metrics, &id, &names_mirror, || {
+        python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "1",
+            "--timeout",
+            "60",
+            "--prop",
+            &format!("client.id={id}"),
+        ])
+    });
     let t = text(&out);
     check(&mut failures, !out.status.success(), format!("librdkafka: produce succeeded: {t}"));
     check(
@@ -138,7 +201,7 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
         t.contains("POLICY_VIOLATION") && t.contains("val=44"),
         format!("librdkafka: expected POLICY_VIOLATION: {t}"),
     );
-    if let Err(e) = one_request(&mg, &id, &names_mirror) {
+    if let Err(e) = once {
         failures.push(format!("{e}\n{t}"));
     }
 
@@ -148,7 +211,7 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
         let id = unique_name(client);
         let mut cmd = Command::new(&go);
         cmd.args(["-client", client, "-bootstrap", &mg.bootstrap, "-topic", &topic, "-client-id", &id]);
-        let out = run(cmd, None, Duration::from_secs(120));
+        let (out, once) = one_request(&mg, &metrics, &id, &names_mirror, || run(cmd, None, Duration::from_secs(120)));
         let t = text(&out);
         let line = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").to_string();
         match serde_json::from_str::<serde_json::Value>(&line) {
@@ -163,7 +226,7 @@ fn every_client_reports_a_final_refusal_and_does_not_retry() {
             }
             Err(e) => failures.push(format!("{client}: no result line ({e}): {t}")),
         }
-        if let Err(e) = one_request(&mg, &id, &names_mirror) {
+        if let Err(e) = once {
             failures.push(format!("{e}\n{t}"));
         }
     }

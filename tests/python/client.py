@@ -8,7 +8,7 @@ Run with the venv from scripts/pyenv.sh:
       [--idempotent] [--prefix P] [--partition P] [--acks all|1|0] [--timeout S]
   $PY tests/python/client.py consume --bootstrap HOST:PORT --topic T --group G --count N \
       [--timeout S] [--isolation read_committed|read_uncommitted] [--offset-reset earliest|latest]
-      [--no-commit]
+      [--no-commit] [--to-end]
 
 produce: values "P-0".."P-(N-1)" (default prefix "msg"), keys "k-0".."k-(N-1)".
   Prints "delivered N" on stdout. Exit 1 (and prints "ERROR ..." lines) on any
@@ -17,6 +17,10 @@ consume: prints one JSON object per record on stdout:
   {"topic", "partition", "offset", "key", "value", "headers": [[k, v], ...], "timestamp"}
   Stops after N records; exit 1 (with "ERROR ..." on stderr) if fewer than N
   arrive before --timeout seconds (default 30) or on a fatal consumer error.
+  With --to-end, goes on after N records until every partition of the topic is at its end
+  (high watermark; last stable offset at read_committed) with nothing more to read, so records
+  beyond N are printed too (the caller compares counts); exit 1 if that end is not reached
+  before --timeout.
   Extra client properties: --prop key=value (repeatable) on both subcommands.
 """
 
@@ -158,17 +162,29 @@ def consume(args):
         "auto.offset.reset": args.offset_reset,
         "isolation.level": args.isolation,
         "enable.auto.commit": not args.no_commit,
-        "enable.partition.eof": bool(args.until_eof),
+        "enable.partition.eof": bool(args.until_eof or args.to_end),
     }
     conf.update(_props(args.prop))
     c = Consumer(conf)
-    c.subscribe([args.topic])
+    assigned = set()
+    at_end = {}  # partition -> at its end with nothing read since (--to-end)
+
+    def on_assign(consumer, partitions):
+        assigned.update(p.partition for p in partitions)
+
+    c.subscribe([args.topic], on_assign=on_assign)
     got = 0
     rc = 0
     eof = None
     deadline = time.monotonic() + args.timeout
+
+    def more():
+        if got < args.count or (args.until_eof and eof is None):
+            return True
+        return args.to_end and not (assigned and all(at_end.get(p) for p in assigned))
+
     try:
-        while got < args.count or (args.until_eof and eof is None):
+        while more():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -176,6 +192,10 @@ def consume(args):
             if msg is None:
                 continue
             err = msg.error()
+            if args.to_end:
+                at_end[msg.partition()] = err is not None and err.code() == KafkaError._PARTITION_EOF
+                if err is not None and err.code() == KafkaError._PARTITION_EOF and not args.until_eof:
+                    continue
             if err is not None and args.until_eof and err.code() == KafkaError._PARTITION_EOF:
                 # librdkafka raises EOF only once its position reaches the high watermark
                 # (the LSO at read_committed).
@@ -213,6 +233,10 @@ def consume(args):
         c.close()
     if rc == 0 and args.until_eof and eof is None:
         print(f"ERROR no partition EOF within {args.timeout}s", file=sys.stderr, flush=True)
+        rc = 1
+    if rc == 0 and got >= args.count and args.to_end and more():
+        ends = {p: bool(at_end.get(p)) for p in sorted(assigned)}
+        print(f"ERROR {got} record(s) read but not every partition at its end within {args.timeout}s: {ends}", file=sys.stderr, flush=True)
         rc = 1
     if rc == 0 and got < args.count:
         print(f"ERROR only {got} of {args.count} record(s) received within {args.timeout}s",
@@ -260,6 +284,8 @@ def main(argv=None):
     cp.add_argument("--offset-reset", choices=["earliest", "latest"], default="earliest")
     cp.add_argument("--no-commit", action="store_true")
     cp.add_argument("--prop", action="append")
+    cp.add_argument("--to-end", action="store_true",
+                    help="after --count records, read on to the end of every partition (records past N printed too)")
     cp.add_argument("--until-eof", action="store_true",
                     help="after --count records, wait for the partition EOF and print {\"eof\": offset}")
 

@@ -574,8 +574,10 @@ pub fn describe_json(mg: &Mirrorgate, mirror: &str) -> Vec<serde_json::Value> {
 }
 
 /// (partition, offset, key, value, headers, timestamp, timestamp type) of every record a
-/// librdkafka consumer reads from `topic` at `isolation` (120 s at most for `count` records),
-/// sorted by partition and offset.
+/// librdkafka consumer reads from `topic` at `isolation`, sorted by partition and offset: it
+/// waits (120 s at most) for `count` records, then reads on to the end of every partition
+/// (high watermark; last stable offset at read_committed) and panics unless it read exactly
+/// `count` records, so extra or duplicated records at the end are seen.
 pub fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) -> Vec<serde_json::Value> {
     let group = unique_name("verify");
     let out = ok(
@@ -594,6 +596,7 @@ pub fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) 
             "--isolation",
             isolation,
             "--no-commit",
+            "--to-end",
         ]),
         "consume",
     );
@@ -606,6 +609,13 @@ pub fn consume_all(bootstrap: &str, topic: &str, count: usize, isolation: &str) 
         })
         .collect();
     recs.sort_by_key(|v| (v["partition"].as_i64().unwrap(), v["offset"].as_i64().unwrap()));
+    assert_eq!(
+        recs.len(),
+        count,
+        "{topic} through {bootstrap} at {isolation}: {} records to the end of its partitions, expected {count}; the last ones: {:?}",
+        recs.len(),
+        &recs[recs.len().saturating_sub(5)..]
+    );
     recs
 }
 
