@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mirrorgate::mirror::verify::verify_partition;
 use serde_json::Value;
 use support::*;
 
@@ -494,4 +495,98 @@ async fn lag_is_read_live_while_paused_and_with_an_open_transaction() {
     figures(("MIRRORING", 25, 0, 8));
     let _ = open.kill();
     let _ = open.wait();
+}
+
+/// One source record at source offset `i` of `topic` as a batch of its own, timestamp
+/// `base_ms + i`, written by the producer `producer` (id, epoch) with sequence `i` (as the
+/// mirror's data producer writes it: sequence = destination offset), or without a producer
+/// (`None`, as a plain producer). (Timestamps must be recent: retention deletes older ones.)
+fn record_batch(topic: &str, base_ms: i64, i: i64, producer: Option<(i64, i16)>) -> bytes::Bytes {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let (producer_id, producer_epoch, sequence) = producer.map_or((-1, -1, -1), |(id, e)| (id, e, i as i32));
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence,
+        timestamp: base_ms + i,
+        key: Some(bytes::Bytes::from(format!("{topic}-key-{i}"))),
+        value: Some(bytes::Bytes::from(format!("{topic}-value-{i}"))),
+        headers: Default::default(),
+    };
+    let mut out = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &[record],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    out.freeze()
+}
+
+/// A single instance meets an append of its own earlier life (issue 33 item 5): appends with
+/// the mirror partition's producer id land on the destination after the copy loop aligned —
+/// what a Produce of a mirrorgate killed during a network cut does when the cut heals after
+/// the restart — so the loop's next append is refused as OUT_OF_ORDER_SEQUENCE_NUMBER.
+/// Sequence = destination offset let those appends land only where they belong, with the same
+/// records: the loop re-aligns from the destination log end and goes on, and the copy stays
+/// identical. Staged without timing: the late appends (six single-record batches, one more
+/// than the broker's window of cached batches, so that the loop's append of the first is no
+/// duplicate) land before the source has the records. (Old code: FAILED for good, "out of
+/// sequence; something else writes to this mirror partition"; only several instances
+/// re-aligned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instance_realigns_on_its_own_late_append() {
+    use mirrorgate::client::cluster::Acks;
+    let source = cluster("source");
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start(&dest);
+    let topic = unique_name("late-append");
+    create_topic(&source.bootstrap, &topic, 1);
+    let src = plaintext_client(&source.bootstrap);
+    let dst = plaintext_client(&dest.bootstrap);
+    let base_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    for i in 0..10 {
+        assert_eq!(src.produce(&topic, 0, record_batch(&topic, base_ms, i, None), Acks::All).await.unwrap(), i);
+    }
+    let mirror = start_mirror(&mg, &source, &topic);
+    let at = |end: i64| {
+        eventually(Duration::from_secs(120), || {
+            let d = describe(&mg, &mirror)?;
+            match d.first() {
+                Some(p) if p["state"] == "MIRRORING" && p["destinationOffset"] == end => Ok(()),
+                _ => {
+                    let log = mg.log();
+                    let copy: Vec<&str> = log.lines().filter(|l| l.contains("dataplane")).collect();
+                    Err(format!("{d:?}\n{}", tail(&copy.join("\n"), 30)))
+                }
+            }
+        })
+    };
+    at(10);
+    // The mirror's data producer on the destination partition, its last sequence 9 (offset 9).
+    let producers = dst.describe_producers(&topic, 0).await.unwrap();
+    let [mine] = producers.as_slice() else { panic!("one producer expected on the destination: {producers:?}") };
+    assert_eq!(mine.last_sequence, 9, "{producers:?}");
+    // The late appends: source offsets 10..16 as the mirror writes them, before the source
+    // has them (the copy loop is idle, waiting for source records).
+    for i in 10..16 {
+        let batch = record_batch(&topic, base_ms, i, Some((mine.producer_id, mine.producer_epoch)));
+        assert_eq!(dst.produce(&topic, 0, batch, Acks::All).await.unwrap(), i, "late append {i}");
+    }
+    for i in 10..20 {
+        assert_eq!(src.produce(&topic, 0, record_batch(&topic, base_ms, i, None), Acks::All).await.unwrap(), i);
+    }
+    at(20);
+    let report = verify_partition(&src, &dst, &topic, 0, &[], None).await.unwrap();
+    assert_eq!(report.records, 20, "{report:?}");
+    let log = mg.log();
+    assert!(log.contains("out of sequence"), "the late appends were met: {}", tail(&log, 30));
+    let d = describe(&mg, &mirror).unwrap();
+    assert_eq!((d[0]["state"].as_str(), d[0]["destinationOffset"].as_i64()), (Some("MIRRORING"), Some(20)), "{d:?}");
 }

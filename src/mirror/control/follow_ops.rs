@@ -174,12 +174,6 @@ impl ControlPlane {
         self.ownership().is_some()
     }
 
-    /// Whether other instances copy some of the mirror partitions (per the last assignment:
-    /// it names more owned partitions than this instance's).
-    pub fn shares_work(&self) -> bool {
-        self.ownership().is_some_and(|o| o.owners.len() > o.partitions.len())
-    }
-
     /// The instance that copies `topic`-`partition` per the last assignment this instance
     /// received (`None`: not in a group, or not assigned).
     pub fn owner_of(&self, topic: &str, partition: i32) -> Option<String> {

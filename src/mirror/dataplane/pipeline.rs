@@ -532,18 +532,17 @@ impl PartitionTask {
             Err(MuxError::Kafka(45, _)) if sent.behind => Err(Retry::new(format!(
                 "append to {topic}-{p} at {expected} refused as out of sequence behind an append in flight (leader moved?)"
             ))),
-            // OUT_OF_ORDER_SEQUENCE_NUMBER on its own, with other instances in the group:
-            // another writer with this partition's producer id appended first — an instance that lost the partition, whose append
-            // was still on the wire (seen after a network cut: TCP delivered it when the cut
-            // healed). Sequence = offset let it land only where it belongs, with the same
-            // bytes: re-align from the destination log end and go on (the stall guard fails
-            // the partition if this never makes progress).
-            Err(MuxError::Kafka(45, _)) if self.control.shares_work() => Err(Retry::new(format!(
-                "destination refused the append to {topic}-{p} at {expected} as out of sequence: another writer with this partition's producer id appended first (an instance that lost the partition?); re-aligning"
+            // OUT_OF_ORDER_SEQUENCE_NUMBER on its own: another append with this partition's
+            // producer id landed first — an instance that lost the partition, or this
+            // instance's earlier life (a Produce of a process killed during a network cut,
+            // which TCP delivered when the cut healed, after the restart aligned). Sequence =
+            // offset let it land only where it belongs, with the same records: re-align from
+            // the destination log end and go on (the stall guard fails the partition if this
+            // never makes progress). A foreign producer never causes this error: its records
+            // move the base offset, refused above as "landed at". (issue 33 item 5)
+            Err(MuxError::Kafka(45, _)) => Err(Retry::new(format!(
+                "destination refused the append to {topic}-{p} at {expected} as out of sequence: another append with this partition's producer id landed first (an instance that lost the partition, or this one before a restart); re-aligning"
             ))),
-            // A single instance: nothing else has this producer id; the destination moved
-            // under us.
-            Err(MuxError::Kafka(45, _)) => Ok(Some(fail(format!("destination refused the append to {topic}-{p} at {expected} as out of sequence; something else writes to this mirror partition"), false))),
             // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_TIMESTAMP,
             // INVALID_RECORD: about the batch itself.
             Err(MuxError::Kafka(code @ (10 | 18 | 2 | 32 | 87), message)) if sent.merged > 1 => {
