@@ -11,6 +11,8 @@ use serde::Deserialize;
 use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
 use crate::wire::mirror::MirrorApiTable;
 
+pub use crate::secret::Secret;
+
 mod traces;
 pub use traces::{OtlpProtocol, TracesConfig, TracesSettings};
 
@@ -185,26 +187,45 @@ pub struct MirrorStateConfig {
     pub password_encoder_old_secret: Option<Secret>,
 }
 
+/// Fewest characters `mirror_state.password_encoder_secret` may have. Anyone who can read
+/// `__mirror_state` holds each secret's salt and ciphertext and can try keys offline, and
+/// PBKDF2 with 4096 iterations costs a guesser little: 16 random characters (about 95 bits
+/// from letters and digits) put that out of reach, where a word or a short phrase does not.
+pub const MIN_ENCODER_SECRET_CHARS: usize = 16;
+
 impl MirrorStateConfig {
+    /// Checks `password_encoder_secret` (at least [`MIN_ENCODER_SECRET_CHARS`] characters) and
+    /// `password_encoder_old_secret` (not empty: it only has to open what an earlier, maybe
+    /// shorter, secret wrote).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key.
+    fn check_encoder_secrets(&self) -> Result<(), ConfigError> {
+        if let Some(s) = &self.password_encoder_secret {
+            let n = s.expose().chars().count();
+            if n < MIN_ENCODER_SECRET_CHARS {
+                return Err(invalid(
+                    "mirror_state.password_encoder_secret",
+                    format!(
+                        "has {n} characters; at least {MIN_ENCODER_SECRET_CHARS} are required (a long random string, e.g. `openssl rand -base64 24`): whoever can read the state topic can try short keys offline"
+                    ),
+                ));
+            }
+        }
+        if self.password_encoder_old_secret.as_ref().is_some_and(Secret::is_empty) {
+            return Err(invalid("mirror_state.password_encoder_old_secret", "must not be empty (unset it instead)"));
+        }
+        Ok(())
+    }
+
     /// The codec for secret mirror configs, if a key is set.
     pub fn secret_codec(&self) -> Option<std::sync::Arc<crate::mirror::secrets::SecretCodec>> {
         self.password_encoder_secret.as_ref().map(|s| {
             std::sync::Arc::new(crate::mirror::secrets::SecretCodec::new(
-                &s.0,
-                self.password_encoder_old_secret.as_ref().map(|o| o.0.as_str()),
+                s.expose(),
+                self.password_encoder_old_secret.as_ref().map(Secret::expose),
             ))
         })
-    }
-}
-
-/// A secret configuration value: never shown by `Debug`.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[hidden]")
     }
 }
 
@@ -256,7 +277,7 @@ pub struct DestinationConfig {
     pub sasl_mechanism: Option<String>,
     /// `sasl.jaas.config` (secret).
     #[serde(default)]
-    pub sasl_jaas_config: Option<String>,
+    pub sasl_jaas_config: Option<Secret>,
     /// `sasl.login.callback.handler.class`: OAUTHBEARER's `OAuthBearerLoginCallbackHandler` or unset.
     #[serde(default)]
     pub sasl_login_callback_handler_class: Option<String>,
@@ -304,7 +325,7 @@ pub struct DestinationConfig {
     pub ssl_truststore_location: Option<String>,
     /// `ssl.truststore.password` (secret; PKCS12 only).
     #[serde(default)]
-    pub ssl_truststore_password: Option<String>,
+    pub ssl_truststore_password: Option<Secret>,
     /// `ssl.truststore.certificates`: PEM text.
     #[serde(default)]
     pub ssl_truststore_certificates: Option<String>,
@@ -316,16 +337,16 @@ pub struct DestinationConfig {
     pub ssl_keystore_location: Option<String>,
     /// `ssl.keystore.password` (secret; PKCS12 only).
     #[serde(default)]
-    pub ssl_keystore_password: Option<String>,
+    pub ssl_keystore_password: Option<Secret>,
     /// `ssl.keystore.key`: PEM private key text (secret).
     #[serde(default)]
-    pub ssl_keystore_key: Option<String>,
+    pub ssl_keystore_key: Option<Secret>,
     /// `ssl.keystore.certificate.chain`: PEM certificate chain text.
     #[serde(default)]
     pub ssl_keystore_certificate_chain: Option<String>,
     /// `ssl.key.password` (secret; encrypted PEM keys are refused, see docs/security.md).
     #[serde(default)]
-    pub ssl_key_password: Option<String>,
+    pub ssl_key_password: Option<Secret>,
     /// `ssl.endpoint.identification.algorithm`: `https` (default) or empty.
     #[serde(default)]
     pub ssl_endpoint_identification_algorithm: Option<String>,
@@ -339,41 +360,42 @@ pub struct DestinationConfig {
 
 impl DestinationConfig {
     /// The security fields as Java client properties (`security.protocol`, ...), set ones
-    /// only.
+    /// only; secrets in clear (the result is for [`crate::client::ClientSecurity`], never for
+    /// display).
     pub fn security_properties(&self) -> std::collections::BTreeMap<String, String> {
         [
-            ("security.protocol", &self.security_protocol),
-            ("sasl.mechanism", &self.sasl_mechanism),
-            ("sasl.jaas.config", &self.sasl_jaas_config),
-            ("ssl.truststore.type", &self.ssl_truststore_type),
-            ("ssl.truststore.location", &self.ssl_truststore_location),
-            ("ssl.truststore.password", &self.ssl_truststore_password),
-            ("ssl.truststore.certificates", &self.ssl_truststore_certificates),
-            ("ssl.keystore.type", &self.ssl_keystore_type),
-            ("ssl.keystore.location", &self.ssl_keystore_location),
-            ("ssl.keystore.password", &self.ssl_keystore_password),
-            ("ssl.keystore.key", &self.ssl_keystore_key),
-            ("ssl.keystore.certificate.chain", &self.ssl_keystore_certificate_chain),
-            ("ssl.key.password", &self.ssl_key_password),
-            ("ssl.endpoint.identification.algorithm", &self.ssl_endpoint_identification_algorithm),
-            ("ssl.enabled.protocols", &self.ssl_enabled_protocols),
-            ("ssl.cipher.suites", &self.ssl_cipher_suites),
-            ("sasl.login.callback.handler.class", &self.sasl_login_callback_handler_class),
-            ("sasl.oauthbearer.token.endpoint.url", &self.sasl_oauthbearer_token_endpoint_url),
-            ("sasl.oauthbearer.scope.claim.name", &self.sasl_oauthbearer_scope_claim_name),
-            ("sasl.oauthbearer.sub.claim.name", &self.sasl_oauthbearer_sub_claim_name),
-            ("sasl.oauthbearer.header.urlencode", &self.sasl_oauthbearer_header_urlencode),
-            ("sasl.login.refresh.window.factor", &self.sasl_login_refresh_window_factor),
-            ("sasl.login.refresh.window.jitter", &self.sasl_login_refresh_window_jitter),
-            ("sasl.login.refresh.min.period.seconds", &self.sasl_login_refresh_min_period_seconds),
-            ("sasl.login.refresh.buffer.seconds", &self.sasl_login_refresh_buffer_seconds),
-            ("sasl.login.connect.timeout.ms", &self.sasl_login_connect_timeout_ms),
-            ("sasl.login.read.timeout.ms", &self.sasl_login_read_timeout_ms),
-            ("sasl.login.retry.backoff.ms", &self.sasl_login_retry_backoff_ms),
-            ("sasl.login.retry.backoff.max.ms", &self.sasl_login_retry_backoff_max_ms),
+            ("security.protocol", self.security_protocol.as_deref()),
+            ("sasl.mechanism", self.sasl_mechanism.as_deref()),
+            ("sasl.jaas.config", self.sasl_jaas_config.as_ref().map(Secret::expose)),
+            ("ssl.truststore.type", self.ssl_truststore_type.as_deref()),
+            ("ssl.truststore.location", self.ssl_truststore_location.as_deref()),
+            ("ssl.truststore.password", self.ssl_truststore_password.as_ref().map(Secret::expose)),
+            ("ssl.truststore.certificates", self.ssl_truststore_certificates.as_deref()),
+            ("ssl.keystore.type", self.ssl_keystore_type.as_deref()),
+            ("ssl.keystore.location", self.ssl_keystore_location.as_deref()),
+            ("ssl.keystore.password", self.ssl_keystore_password.as_ref().map(Secret::expose)),
+            ("ssl.keystore.key", self.ssl_keystore_key.as_ref().map(Secret::expose)),
+            ("ssl.keystore.certificate.chain", self.ssl_keystore_certificate_chain.as_deref()),
+            ("ssl.key.password", self.ssl_key_password.as_ref().map(Secret::expose)),
+            ("ssl.endpoint.identification.algorithm", self.ssl_endpoint_identification_algorithm.as_deref()),
+            ("ssl.enabled.protocols", self.ssl_enabled_protocols.as_deref()),
+            ("ssl.cipher.suites", self.ssl_cipher_suites.as_deref()),
+            ("sasl.login.callback.handler.class", self.sasl_login_callback_handler_class.as_deref()),
+            ("sasl.oauthbearer.token.endpoint.url", self.sasl_oauthbearer_token_endpoint_url.as_deref()),
+            ("sasl.oauthbearer.scope.claim.name", self.sasl_oauthbearer_scope_claim_name.as_deref()),
+            ("sasl.oauthbearer.sub.claim.name", self.sasl_oauthbearer_sub_claim_name.as_deref()),
+            ("sasl.oauthbearer.header.urlencode", self.sasl_oauthbearer_header_urlencode.as_deref()),
+            ("sasl.login.refresh.window.factor", self.sasl_login_refresh_window_factor.as_deref()),
+            ("sasl.login.refresh.window.jitter", self.sasl_login_refresh_window_jitter.as_deref()),
+            ("sasl.login.refresh.min.period.seconds", self.sasl_login_refresh_min_period_seconds.as_deref()),
+            ("sasl.login.refresh.buffer.seconds", self.sasl_login_refresh_buffer_seconds.as_deref()),
+            ("sasl.login.connect.timeout.ms", self.sasl_login_connect_timeout_ms.as_deref()),
+            ("sasl.login.read.timeout.ms", self.sasl_login_read_timeout_ms.as_deref()),
+            ("sasl.login.retry.backoff.ms", self.sasl_login_retry_backoff_ms.as_deref()),
+            ("sasl.login.retry.backoff.max.ms", self.sasl_login_retry_backoff_max_ms.as_deref()),
         ]
         .into_iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
         .collect()
     }
 }
@@ -751,14 +773,7 @@ impl ProxyConfig {
         if self.mirror_state.num_partitions < 1 {
             return Err(invalid("mirror_state.num_partitions", "must be at least 1"));
         }
-        for (k, v) in [
-            ("mirror_state.password_encoder_secret", &self.mirror_state.password_encoder_secret),
-            ("mirror_state.password_encoder_old_secret", &self.mirror_state.password_encoder_old_secret),
-        ] {
-            if v.as_ref().is_some_and(|s| s.0.is_empty()) {
-                return Err(invalid(k, "must not be empty (unset it instead)"));
-            }
-        }
+        self.mirror_state.check_encoder_secrets()?;
         if self.mirror_state.replication_factor < 1 {
             return Err(invalid("mirror_state.replication_factor", "must be at least 1"));
         }
@@ -970,6 +985,64 @@ listeners:
                 .to_string();
             assert!(err.contains("num_network_threads") && err.contains("between 1 and 256"), "{n}: {err}");
         }
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let secrets = ["pw-dest-1", "tp-2", "ksp-3", "keymaterial-4", "kp-5", "encoder-secret-0123456789", "old-6"];
+        let [pw, tp, ksp, key, kp, enc, old] = secrets;
+        let text = format!(
+            "destination:
+  bootstrap_servers: 127.0.0.1:9092
+  sasl_jaas_config: 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"{pw}\";'
+  ssl_truststore_password: {tp}
+  ssl_keystore_password: {ksp}
+  ssl_keystore_key: '-----BEGIN PRIVATE KEY----- {key}'
+  ssl_key_password: {kp}
+listeners:
+  - bind_host: 127.0.0.1
+    port_range: 19092-19100
+mirror_state:
+  password_encoder_secret: {enc}
+  password_encoder_old_secret: {old}
+"
+        );
+        let cfg = ProxyConfig::from_yaml(&text).unwrap();
+        assert_eq!(cfg.destination.ssl_key_password.as_ref().map(Secret::expose), Some(kp));
+        let jaas = cfg.destination.sasl_jaas_config.as_ref().unwrap();
+        let shown = format!("{cfg:?} {:?} {jaas}", cfg.mirror_state);
+        for s in secrets {
+            assert!(!shown.contains(s), "`{s}` shown: {shown}");
+        }
+        let settings = ProxyConfig::from_yaml(&format!("{GOOD}mirror_state:\n  password_encoder_secret: {enc}\n"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert!(!format!("{settings:?}").contains(enc));
+    }
+
+    #[test]
+    fn a_short_password_encoder_secret_is_refused() {
+        let with = |secret: &str, old: &str| {
+            ProxyConfig::from_yaml(&format!(
+                "{GOOD}mirror_state:\n  password_encoder_secret: '{secret}'\n  password_encoder_old_secret: '{old}'\n"
+            ))
+            .unwrap()
+            .validate()
+        };
+        let err = with("fifteen-chars-x", "old").unwrap_err().to_string();
+        assert!(
+            err.contains("mirror_state.password_encoder_secret")
+                && err.contains("15 characters")
+                && err.contains("at least 16"),
+            "{err}"
+        );
+        assert!(!err.contains("fifteen-chars-x"), "the secret is echoed: {err}");
+        // 16 characters (not bytes) are enough; the old secret only has to be non-empty.
+        assert!(with("sixteen-chars-xy", "old").is_ok());
+        assert!(with("ééééééééééééééé", "old").is_err(), "15 characters in 30 bytes");
+        let err = with("sixteen-chars-xy", "").unwrap_err().to_string();
+        assert!(err.contains("password_encoder_old_secret"), "{err}");
     }
 
     #[test]

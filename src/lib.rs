@@ -10,5 +10,6 @@ pub mod config;
 pub mod mirror;
 pub mod proxy;
 pub mod sabotage;
+pub mod secret;
 pub mod telemetry;
 pub mod wire;

@@ -106,27 +106,7 @@ impl SaslMechanism {
     }
 }
 
-/// A secret string: compared and used, never shown by `Debug`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `s`.
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-
-    /// The secret itself; never log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[hidden]")
-    }
-}
+pub use crate::secret::Secret;
 
 /// A SASL user and its mechanism (from `sasl.mechanism` and `sasl.jaas.config`).
 #[derive(Debug, Clone, PartialEq, Eq)]

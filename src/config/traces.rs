@@ -129,7 +129,7 @@ impl TracesConfig {
                 for (k, v) in parse_pairs(&list)
                     .map_err(|_| invalid("traces.headers", format!("{var} is not a `key=value,...` list")))?
                 {
-                    headers.insert(k.to_ascii_lowercase(), Secret(v));
+                    headers.insert(k.to_ascii_lowercase(), Secret::new(v));
                 }
             }
         }
@@ -263,7 +263,7 @@ mod tests {
         assert_eq!(s.endpoint, "http://collector:4318/v1/traces");
         assert_eq!(
             s.headers,
-            vec![("authorization".into(), Secret("Bearer abc".into())), ("x-team".into(), Secret("kafka".into()))]
+            vec![("authorization".into(), Secret::new("Bearer abc")), ("x-team".into(), Secret::new("kafka"))]
         );
         assert_eq!(s.sampling_ratio, 0.25);
         assert_eq!(s.service_name, "gate-a");
@@ -284,7 +284,7 @@ mod tests {
             enabled: true,
             protocol: Some("grpc".into()),
             endpoint: Some("http://file:4317".into()),
-            headers: [("Authorization".to_string(), Secret("file".into()))].into_iter().collect(),
+            headers: [("Authorization".to_string(), Secret::new("file"))].into_iter().collect(),
             sampling_ratio: Some(0.1),
             service_name: Some("file".into()),
             resource_attributes: Some("a=file".into()),
@@ -292,10 +292,7 @@ mod tests {
         let s = cfg.resolve(vars).unwrap().unwrap();
         assert_eq!(s.protocol, OtlpProtocol::Grpc);
         assert_eq!(s.endpoint, "http://file:4317");
-        assert_eq!(
-            s.headers,
-            vec![("authorization".into(), Secret("file".into())), ("x-env".into(), Secret("1".into()))]
-        );
+        assert_eq!(s.headers, vec![("authorization".into(), Secret::new("file")), ("x-env".into(), Secret::new("1"))]);
         assert_eq!(s.sampling_ratio, 0.1);
         assert_eq!(s.service_name, "file");
         assert_eq!(s.resource_attributes, vec![("a".into(), "file".into()), ("b".into(), "env".into())]);

@@ -587,10 +587,11 @@ pub fn set_value<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Optio
         .or_else(|| ALIASES.iter().filter(|(_, k)| *k == name).find_map(|(a, _)| configs.get(*a).map(String::as_str)))
 }
 
-/// Whether `name` holds a secret: a sensitive known key, or any key containing `password`
-/// or `jaas` (never returned in clear, never logged).
+/// Whether `name` holds a secret: a sensitive known key, or any key whose name says so
+/// ([`crate::secret::is_secret_key`]: `password`, `jaas`, `secret`); never returned in clear,
+/// never logged.
 pub fn is_sensitive(name: &str) -> bool {
-    key(name).is_some_and(|k| k.sensitive) || name.contains("password") || name.contains("jaas")
+    key(name).is_some_and(|k| k.sensitive) || crate::secret::is_secret_key(name)
 }
 
 /// Why a mirror config is refused (reported as INVALID_CONFIG with this text).

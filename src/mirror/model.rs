@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::wire::mirror::MirrorPartitionState;
 
 /// A cluster mirror: a named link from this destination cluster to one source cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug` shows secret configs as `[hidden]` ([`super::configs::is_sensitive`]).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MirrorDefinition {
     /// Mirror name (KIP rules: 1–249 chars of `[a-zA-Z0-9._-]`, not `.` or `..`).
     pub name: String,
@@ -31,6 +32,20 @@ pub struct MirrorDefinition {
     /// Topic exclude patterns saved by `--start --exclude`.
     #[serde(default)]
     pub exclude_patterns: Vec<String>,
+}
+
+impl std::fmt::Debug for MirrorDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorDefinition")
+            .field("name", &self.name)
+            .field("configs", &crate::secret::RedactedConfigs::new(&self.configs, super::configs::is_sensitive))
+            .field("created_ms", &self.created_ms)
+            .field("source_cluster_id", &self.source_cluster_id)
+            .field("include_patterns", &self.include_patterns)
+            .field("start_position", &self.start_position)
+            .field("exclude_patterns", &self.exclude_patterns)
+            .finish()
+    }
 }
 
 /// What the operator asked for a mirror topic; the data plane drives the partitions there.
@@ -471,6 +486,34 @@ mod tests {
         OffsetSegment { source_start: 200, destination_start: 0 },
         OffsetSegment { source_start: 2000, destination_start: 310 },
     ];
+
+    #[test]
+    fn debug_of_a_mirror_definition_hides_its_secrets() {
+        let secrets = ["pw-model-1", "client-secret-2", "ksp-3", "kp-4", "key-5", "tp-6"];
+        let configs = [
+            ("bootstrap.servers", "src:9092".to_string()),
+            ("sasl.jaas.config", format!("PlainLoginModule required username=\"u\" password=\"{}\";", secrets[0])),
+            ("sasl.oauthbearer.client.credentials.client.secret", secrets[1].to_string()),
+            ("ssl.keystore.password", secrets[2].to_string()),
+            ("ssl.key.password", secrets[3].to_string()),
+            ("ssl.keystore.key", format!("-----BEGIN PRIVATE KEY----- {}", secrets[4])),
+            ("ssl.truststore.password", secrets[5].to_string()),
+        ];
+        let def = MirrorDefinition {
+            name: "m".into(),
+            configs: configs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            created_ms: 1,
+            source_cluster_id: None,
+            include_patterns: Vec::new(),
+            start_position: StartPosition::Earliest,
+            exclude_patterns: Vec::new(),
+        };
+        let shown = format!("{def:?} {def:#?}");
+        assert!(shown.contains("src:9092"), "{shown}");
+        for s in secrets {
+            assert!(!shown.contains(s), "`{s}` shown: {shown}");
+        }
+    }
 
     #[test]
     fn offsets_in_segments_keep_their_shift() {

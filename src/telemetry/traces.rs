@@ -99,7 +99,7 @@ pub fn install(settings: &TracesSettings) -> Result<TracesGuard, TracesError> {
                 let name = http::HeaderName::from_bytes(k.as_bytes())
                     .map_err(|_| TracesError::Exporter(format!("header name `{k}` is not valid")))?;
                 // Never echo the value: it may hold a token.
-                let value = http::HeaderValue::from_str(&v.0)
+                let value = http::HeaderValue::from_str(v.expose())
                     .map_err(|_| TracesError::Exporter(format!("the value of header `{k}` is not valid")))?;
                 headers.insert(name, value);
             }
@@ -114,7 +114,7 @@ pub fn install(settings: &TracesSettings) -> Result<TracesGuard, TracesError> {
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(settings.endpoint.clone())
-            .with_headers(settings.headers.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .with_headers(settings.headers.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect())
             .build(),
     }
     // The exporter's errors name the endpoint, never a header value.

@@ -13,12 +13,11 @@ use std::path::Path;
 /// What is printed instead of the value of a sensitive key.
 pub const HIDDEN: &str = "[hidden]";
 
-/// Whether the value of `key` must never be shown: keys containing `password` or
-/// `sasl.jaas.config` (case-insensitive), e.g. `ssl.truststore.password`, and the private
-/// key `ssl.keystore.key`.
+/// Whether the value of `key` must never be shown: [`mirrorgate::secret::is_secret_key`] (keys
+/// containing `password`, `jaas` or `secret`, case-insensitive, e.g. `ssl.truststore.password`,
+/// and the private key `ssl.keystore.key`).
 pub fn is_sensitive(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    k.contains("password") || k.contains("sasl.jaas.config") || k == "ssl.keystore.key" || k.ends_with("client.secret")
+    mirrorgate::secret::is_secret_key(key)
 }
 
 /// `value`, or [`HIDDEN`] if `key` is sensitive.

@@ -26,8 +26,9 @@ pub struct CreateClusterMirrorRequest {
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
 }
 
-/// One `Config` entry of [`CreateClusterMirrorRequest`].
-#[derive(Debug, Clone, PartialEq, Default)]
+/// One `Config` entry of [`CreateClusterMirrorRequest`]. `Debug` hides the value of a key
+/// that names a secret ([`crate::secret::is_secret_key`]: passwords, JAAS lines, keys).
+#[derive(Clone, PartialEq, Default)]
 pub struct ClusterMirrorConfig {
     /// `Name`: the configuration key name.
     pub name: StrBytes,
@@ -35,6 +36,17 @@ pub struct ClusterMirrorConfig {
     pub value: Option<StrBytes>,
     /// Tagged fields this version does not know, kept for re-encoding.
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+}
+
+impl std::fmt::Debug for ClusterMirrorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = crate::secret::is_secret_key(&self.name);
+        f.debug_struct("ClusterMirrorConfig")
+            .field("name", &self.name)
+            .field("value", &self.value.as_ref().map(|v| if secret { crate::secret::HIDDEN } else { v.as_str() }))
+            .field("unknown_tagged_fields", &self.unknown_tagged_fields)
+            .finish()
+    }
 }
 
 /// CreateClusterMirrorResponse body, version 0.
@@ -147,6 +159,18 @@ mod tests {
         round_trip_all_versions(&CreateClusterMirrorRequest::default());
         round_trip_all_versions(&response());
         round_trip_all_versions(&CreateClusterMirrorResponse::default());
+    }
+
+    #[test]
+    fn debug_hides_secret_config_values() {
+        let mut req = request();
+        req.config.push(ClusterMirrorConfig {
+            name: StrBytes::from_static_str("sasl.jaas.config"),
+            value: Some(StrBytes::from_static_str("PlainLoginModule required username=\"u\" password=\"pw-wire-1\";")),
+            ..Default::default()
+        });
+        let shown = format!("{req:?}");
+        assert!(shown.contains("src:9092") && shown.contains("[hidden]") && !shown.contains("pw-wire-1"), "{shown}");
     }
 
     #[test]
