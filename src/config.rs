@@ -79,6 +79,9 @@ pub struct ProxyConfig {
     /// Authorization of the mirror RPCs mirrorgate answers itself.
     #[serde(default)]
     pub authorization: AuthorizationConfig,
+    /// What mirror configs may point at.
+    #[serde(default)]
+    pub mirrors: MirrorsConfig,
     /// How several instances share the mirror work (group membership on the destination).
     #[serde(default)]
     pub instances: InstancesConfig,
@@ -152,6 +155,18 @@ pub struct AuthorizationConfig {
     /// protocol, so it is repeated here.
     #[serde(default)]
     pub super_users: Vec<String>,
+}
+
+/// Limits on what mirror configs (set over the Kafka protocol by whoever may alter mirrors)
+/// may point at; only the operator sets these (docs/security.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorsConfig {
+    /// OAuth token endpoints mirrors may use: comma-separated exact URLs, as Kafka 4.0's
+    /// `org.apache.kafka.sasl.oauthbearer.allowed.urls` (CVE-2025-27817). Unset: each mirror
+    /// keeps the endpoint it was created with; empty: no mirror may use OAUTHBEARER.
+    #[serde(default)]
+    pub sasl_oauthbearer_allowed_urls: Option<String>,
 }
 
 /// Where Prometheus scrapes mirrorgate.
@@ -629,6 +644,8 @@ pub struct Settings {
     pub metrics_listen: Option<SocketAddr>,
     /// `authorization.super_users`.
     pub super_users: Vec<String>,
+    /// `mirrors.sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
+    pub sasl_oauthbearer_allowed_urls: Option<Vec<String>>,
     /// `instances.*`: this instance's group membership.
     pub membership: crate::mirror::members::MembershipSettings,
     /// `traces.*` resolved against the `OTEL_*` environment; `None` = no spans.
@@ -796,12 +813,20 @@ impl ProxyConfig {
                 ));
             }
         }
+        let sasl_oauthbearer_allowed_urls = match &self.mirrors.sasl_oauthbearer_allowed_urls {
+            None => None,
+            Some(text) => Some(
+                crate::mirror::bound_credentials::parse_allowed_urls(text)
+                    .map_err(|r| invalid("mirrors.sasl_oauthbearer_allowed_urls", r))?,
+            ),
+        };
         let membership = self.instances.validate(&self.mirror_state.topic)?;
         let traces = self.traces.validate()?;
         Ok(Settings {
             membership,
             traces,
             super_users: self.authorization.super_users.clone(),
+            sasl_oauthbearer_allowed_urls,
             destination_bootstrap,
             destination_security,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),

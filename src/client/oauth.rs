@@ -10,7 +10,8 @@
 //!   token in `access_token`; 400, 401, 402, 403, 404, 405, 406, 407, 409, 410, 411, 412, 413,
 //!   414, 415, 501 and 505 are not retried, anything else is retried with a backoff from
 //!   `sasl.login.retry.backoff.ms` doubling per attempt within `sasl.login.retry.backoff.max.ms`
-//!   (Kafka's `Retry`); an error body is shown as RFC 6749 §5.2 `{error - error_description}`.
+//!   (Kafka's `Retry`). Unlike Kafka, an error answer is reported by its status and a fixed
+//!   meaning, never its body (which goes to the debug log, truncated): see [`failed_answer`].
 //! - `LoginAccessTokenValidator`: the token is a JWT whose payload (not verified: the broker
 //!   verifies it) holds `exp` (seconds), the subject claim (`sasl.oauthbearer.sub.claim.name`,
 //!   `sub`), optionally `iat` and the scope claim (`sasl.oauthbearer.scope.claim.name`,
@@ -74,8 +75,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Least overall time allowed to one token request ([`OAuthBearerLogin`]'s attempt timeout).
 pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Most characters of a token endpoint's error body shown in an error message.
-const MAX_ERROR_CHARS: usize = 1000;
+/// Most characters of a token endpoint's error body written to mirrorgate's debug log (never
+/// to an error message: see [`failed_answer`]).
+const MAX_LOGGED_BODY_CHARS: usize = 200;
 /// Largest token endpoint response read, bytes.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// HTTP statuses not retried (Kafka's `HttpAccessTokenRetriever.UNRETRYABLE_HTTP_CODES`).
@@ -339,7 +341,7 @@ impl OAuthSettings {
 }
 
 /// `url` without its `user:password@`, for messages.
-fn shown_url(url: &reqwest::Url) -> String {
+pub(crate) fn shown_url(url: &reqwest::Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);
@@ -675,7 +677,7 @@ impl OAuthBearerLogin {
         let mut resp = req
             .send()
             .await
-            .map_err(|e| (format!("token endpoint {url}: request failed: {}", error_chain(&e)), true))?;
+            .map_err(|e| (format!("token endpoint {url}: request failed: {}", error_chain(&e.without_url())), true))?;
         let status = resp.status().as_u16();
         let mut body = Vec::new();
         loop {
@@ -687,7 +689,7 @@ impl OAuthBearerLogin {
                 Ok(None) => break,
                 Err(e) => {
                     return Err((
-                        format!("token endpoint {url}: reading the response failed: {}", error_chain(&e)),
+                        format!("token endpoint {url}: reading the response failed: {}", error_chain(&e.without_url())),
                         true,
                     ))
                 }
@@ -695,10 +697,11 @@ impl OAuthBearerLogin {
         }
         if status != 200 && status != 201 {
             let retryable = !UNRETRYABLE.contains(&status);
+            tracing::debug!(endpoint = %url, status, body = %logged_body(&body), "OAUTHBEARER token endpoint error answer");
             return Err((
                 format!(
-                    "token endpoint {url} answered HTTP {status} {}{}",
-                    error_body(&body),
+                    "token endpoint {url} {}{}",
+                    failed_answer(status),
                     if retryable { "" } else { " (not retried)" }
                 ),
                 retryable,
@@ -754,27 +757,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// An error body as Kafka's `formatErrorMessage` shows it (RFC 6749 §5.2 `error` and
-/// `error_description`, or Okta's `errorCode`/`errorSummary`), at most 1000 characters.
-fn error_body(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    if text.trim().is_empty() {
-        return "{}".into();
-    }
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-        for (code, desc) in [("error", "error_description"), ("errorCode", "errorSummary")] {
-            if let Some(c) = v.get(code) {
-                let d = v.get(desc).cloned().unwrap_or(serde_json::Value::Null);
-                return format!("{{{}}}", capped(&format!("{c} - {d}")));
-            }
-        }
-    }
-    format!("{{{}}}", capped(&text))
+/// What an error message says of a token answer with HTTP `status` other than 200 or 201:
+/// the status and a fixed meaning, never the body. The endpoint is only as trustworthy as
+/// whoever named it, and a body reflected into `--describe` would let a mirror config read
+/// any URL mirrorgate can reach (Kafka 4.0 shows RFC 6749 §5.2's `error` and
+/// `error_description`; mirrorgate logs the body at debug level only, [`logged_body`]).
+fn failed_answer(status: u16) -> String {
+    let meaning = match status {
+        400 => "the endpoint refused the token request (RFC 6749 §5.2: check the grant, scope and client id)",
+        401 => "the endpoint refused the client credentials (check clientId and clientSecret)",
+        403 => "the client may not obtain this token (check its grants and scope)",
+        404 => "there is no token endpoint at this URL",
+        429 => "the endpoint is rate limiting this client",
+        500..=599 => "the endpoint failed",
+        _ => "not a token answer",
+    };
+    format!("answered HTTP {status}: {meaning}")
 }
 
-/// `text` cut to [`MAX_ERROR_CHARS`] characters.
-fn capped(text: &str) -> String {
-    text.chars().take(MAX_ERROR_CHARS).collect()
+/// An error body for mirrorgate's debug log: at most [`MAX_LOGGED_BODY_CHARS`] characters,
+/// control characters escaped.
+fn logged_body(body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body).chars().take(MAX_LOGGED_BODY_CHARS).collect();
+    text.escape_debug().to_string()
 }
 
 /// The OAUTHBEARER exchange on `conn` with a token from `login` (Kafka's

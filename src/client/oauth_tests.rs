@@ -101,15 +101,28 @@ fn tokens_are_read_like_kafkas_login_validator() {
 }
 
 #[test]
-fn error_bodies_are_shown_as_kafka_does() {
+fn error_answers_are_named_by_status_only() {
     assert_eq!(
-        error_body(br#"{"error":"invalid_client","error_description":"bad secret"}"#),
-        r#"{"invalid_client" - "bad secret"}"#
+        failed_answer(401),
+        "answered HTTP 401: the endpoint refused the client credentials (check clientId and clientSecret)"
     );
-    assert_eq!(error_body(b""), "{}");
-    assert_eq!(error_body(b"oops"), "{oops}");
-    let long = format!(r#"{{"error":"x","error_description":"{}"}}"#, "d".repeat(5000));
-    assert_eq!(error_body(long.as_bytes()).chars().count(), MAX_ERROR_CHARS + 2);
+    assert!(failed_answer(503).starts_with("answered HTTP 503: "));
+    assert!(failed_answer(302).ends_with("not a token answer"));
+    let long = format!("line1\nline2 {}", "d".repeat(5000));
+    let logged = logged_body(long.as_bytes());
+    assert!(logged.starts_with("line1\\nline2 ") && logged.len() < MAX_LOGGED_BODY_CHARS + 10, "{logged}");
+}
+
+#[tokio::test]
+async fn a_failed_token_answer_never_shows_its_body() {
+    let body = r#"{"error":"invalid_client","error_description":"internal-host-secret-marker"}"#;
+    let (url, n) = endpoint(vec![(401, body.into())]);
+    let p = props(&[("sasl.oauthbearer.token.endpoint.url", &url), ("sasl.jaas.config", JAAS)]);
+    let login = OAuthBearerLogin::shared("test:failed-answer", &p).unwrap();
+    let e = login.token().await.unwrap_err();
+    assert!(e.contains("answered HTTP 401") && e.contains("(not retried)"), "{e}");
+    assert!(!e.contains("internal-host-secret-marker") && !e.contains("invalid_client"), "{e}");
+    assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -141,7 +141,8 @@ pub async fn incremental_alter(
                 .map_err(|e| (INVALID_CONFIG, e.to_string()))
                 .and_then(|()| cp.mirror(&r.resource_name).map_err(|e| (e.code, e.message)))
                 .and_then(|def| {
-                    configs::validate_changes(&def.configs, &changes).map_err(|e| (INVALID_CONFIG, e.to_string()))
+                    super::bound_credentials::validate_changes(&def.configs, &changes)
+                        .map_err(|e| (INVALID_CONFIG, e.to_string()))
                 })
         } else {
             cp.alter_mirror_configs(&r.resource_name, changes).await.map_err(|e| (e.code, e.message))

@@ -695,54 +695,6 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), ConfigValu
     Ok(())
 }
 
-/// Keys whose value decides where a mirror's stored OAUTHBEARER client credentials are sent.
-const CREDENTIAL_DESTINATION_KEYS: &[&str] = &["sasl.oauthbearer.token.endpoint.url"];
-
-/// Keys holding the credentials sent there.
-const CREDENTIAL_KEYS: &[&str] = &["sasl.jaas.config", "sasl.oauthbearer.client.credentials.client.secret"];
-
-/// Checks a config change (IncrementalAlterConfigs: `Some` sets, `None` deletes) against the
-/// mirror's `current` configs, beyond each value's own validity: changing
-/// `sasl.oauthbearer.token.endpoint.url` alone would send the client id and secret stored
-/// (encrypted, never shown) in `sasl.jaas.config` to a host chosen by whoever may alter
-/// configs, who need not know them (Kafka CVE-2025-27817 is the same risk for broker-side
-/// URLs). Such a change is refused unless the same request also sets (or removes) each stored
-/// credential: `sasl.jaas.config`, `sasl.oauthbearer.client.credentials.client.secret`.
-///
-/// # Errors
-/// [`ConfigValueError::Invalid`] on `sasl.oauthbearer.token.endpoint.url`.
-pub fn validate_changes(
-    current: &BTreeMap<String, String>,
-    changes: &[(String, Option<String>)],
-) -> Result<(), ConfigValueError> {
-    let mut after = current.clone();
-    for (k, v) in changes {
-        match v {
-            Some(v) => after.insert(k.clone(), v.clone()),
-            None => after.remove(k),
-        };
-    }
-    // Every stored credential must be set anew (or removed) by the request itself.
-    let stale: Vec<&str> = CREDENTIAL_KEYS
-        .iter()
-        .copied()
-        .filter(|k| set_value(current, k).is_some() && !changes.iter().any(|(c, _)| canonical(c) == *k))
-        .collect();
-    for key in CREDENTIAL_DESTINATION_KEYS {
-        let (before, now) = (set_value(current, key).map(str::trim), set_value(&after, key).map(str::trim));
-        if !stale.is_empty() && before != now && now.is_some_and(|v| !v.is_empty()) {
-            return Err(ConfigValueError::Invalid {
-                key: key.to_string(),
-                reason: format!(
-                    "changing it would send the mirror's stored client credentials to the new URL; set {} in the same request",
-                    stale.join(" and ")
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// The effective value of key `name`: the value set under its name, else under an alias
 /// ([`set_value`]), else the default.
 pub fn effective<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
@@ -775,12 +727,15 @@ type SecurityCache = std::sync::Mutex<
 /// another mirror's.
 ///
 /// # Errors
-/// [`crate::client::SecurityError`] naming the key that cannot be used.
+/// [`crate::client::SecurityError`] naming the key that cannot be used, including a token
+/// endpoint outside proxy.yaml's allow-list ([`super::bound_credentials::check_token_url`]).
 pub fn source_security(
     mirror: &str,
     configs: &BTreeMap<String, String>,
 ) -> Result<crate::client::ClientSecurity, crate::client::SecurityError> {
     static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
+    // Never a token request to an endpoint the operator's allow-list does not hold.
+    super::bound_credentials::check_token_url(configs)?;
     let props: BTreeMap<String, String> = crate::client::security::security_keys()
         .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
         .collect();
@@ -946,34 +901,6 @@ mod tests {
         let ok =
             map(&[("bootstrap.servers", "a:1"), ("socket.timeout.ms", "1000"), ("replica.fetch.wait.max.ms", "1000")]);
         assert_eq!(validate_all(&ok), Ok(()));
-    }
-
-    #[test]
-    fn a_token_endpoint_change_needs_the_credentials_in_the_same_request() {
-        let jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"a\" clientSecret=\"s\";";
-        let cur = map(&[
-            ("bootstrap.servers", "s:9092"),
-            ("sasl.mechanism", "OAUTHBEARER"),
-            ("sasl.jaas.config", jaas),
-            ("sasl.oauthbearer.token.endpoint.url", "https://idp/token"),
-        ]);
-        let set = |k: &str, v: &str| (k.to_string(), Some(v.to_string()));
-        let url = "sasl.oauthbearer.token.endpoint.url";
-        let e = validate_changes(&cur, &[set(url, "https://evil/token")]).unwrap_err();
-        assert!(
-            matches!(&e, ConfigValueError::Invalid { key, reason } if key == url && reason.contains("sasl.jaas.config")),
-            "{e}"
-        );
-        assert!(validate_changes(&cur, &[set(url, "https://evil/token"), set("sasl.jaas.config", jaas)]).is_ok());
-        // The same URL, other keys, or a mirror without stored credentials: allowed.
-        assert!(validate_changes(&cur, &[set(url, "https://idp/token")]).is_ok());
-        assert!(validate_changes(&cur, &[set("sasl.login.retry.backoff.ms", "5")]).is_ok());
-        let mut with_secret = cur.clone();
-        with_secret.insert("sasl.oauthbearer.client.credentials.client.secret".into(), "s".into());
-        let e = validate_changes(&with_secret, &[set(url, "https://evil/token"), set("sasl.jaas.config", jaas)]);
-        assert!(format!("{}", e.unwrap_err()).contains("client.credentials.client.secret"));
-        let bare = map(&[("bootstrap.servers", "s:9092")]);
-        assert!(validate_changes(&bare, &[set(url, "https://idp/token")]).is_ok());
     }
 
     #[test]

@@ -677,7 +677,7 @@ impl ControlPlane {
         self.check_loaded()?;
         let _w = self.write_lock.lock().await;
         let mut def = self.mirror(name)?;
-        configs::validate_changes(&def.configs, &changes)
+        super::bound_credentials::validate_changes(&def.configs, &changes)
             .map_err(|e| MirrorError { code: INVALID_CONFIG, message: e.to_string() })?;
         for (k, v) in &changes {
             match v {

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod adopt;
+pub mod bound_credentials;
 pub mod config_rpc;
 pub mod configs;
 pub mod control;

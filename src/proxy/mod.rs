@@ -251,6 +251,7 @@ async fn open_mirror_gate(
         request_timeout: settings.request_timeout,
     };
     let store = Arc::new(store);
+    crate::mirror::bound_credentials::install_allowed_urls(settings.sasl_oauthbearer_allowed_urls.clone());
     let control = Arc::new(ControlPlane::new(store.clone(), destination.clone()));
     control.load(ControlState::from_records(
         snapshot.mirrors,
