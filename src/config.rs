@@ -14,7 +14,10 @@ use crate::wire::mirror::MirrorApiTable;
 pub use crate::secret::Secret;
 
 mod traces;
+mod upstream;
+
 pub use traces::{OtlpProtocol, TracesConfig, TracesSettings};
+pub use upstream::{ClientUpstream, ClientUpstreamConfig};
 
 /// Everything `mirrorgate run` needs, validated.
 #[derive(Debug, Clone, Deserialize)]
@@ -371,6 +374,10 @@ pub struct DestinationConfig {
     /// `ssl.cipher.suites`: IANA cipher suite names; unset = every suite rustls implements.
     #[serde(default)]
     pub ssl_cipher_suites: Option<String>,
+    /// A separate certificate for the upstream side of client connections; unset = they
+    /// present none (never mirrorgate's own `ssl_keystore_*`; docs/security.md).
+    #[serde(default)]
+    pub client_upstream: Option<ClientUpstreamConfig>,
 }
 
 impl DestinationConfig {
@@ -612,10 +619,11 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// Timeout of mirrorgate's own requests.
     pub request_timeout: Duration,
-    /// TLS and SASL towards the destination: all of it for mirrorgate's own connections,
-    /// TLS only for the upstream side of client connections (clients authenticate
-    /// themselves).
+    /// TLS and SASL towards the destination, for mirrorgate's own connections.
     pub destination_security: crate::client::ClientSecurity,
+    /// TLS of the upstream side of client connections (never mirrorgate's own certificate;
+    /// no SASL: clients authenticate themselves); `None` when the destination is not TLS.
+    pub client_upstream: Option<ClientUpstream>,
     /// Broker list refresh interval.
     pub metadata_refresh_interval: Duration,
     /// Client listeners.
@@ -805,6 +813,11 @@ impl ProxyConfig {
         let destination_security =
             crate::client::ClientSecurity::from_properties(&self.destination.security_properties())
                 .map_err(|e| invalid(format!("destination.{}", e.key.replace('.', "_")), e.reason))?;
+        let client_upstream = upstream::client_upstream(
+            &self.destination,
+            &destination_security,
+            self.destination.client_upstream.as_ref(),
+        )?;
         for (i, p) in self.authorization.super_users.iter().enumerate() {
             if !p.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
                 return Err(invalid(
@@ -829,6 +842,7 @@ impl ProxyConfig {
             sasl_oauthbearer_allowed_urls,
             destination_bootstrap,
             destination_security,
+            client_upstream,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
             request_timeout: Duration::from_millis(self.destination.request_timeout_ms),
             metadata_refresh_interval: Duration::from_millis(self.destination.metadata_refresh_interval_ms),

@@ -2,7 +2,8 @@
 //! principal of the mirror RPCs against a destination with StandardAuthorizer, Java and
 //! librdkafka clients with and without a client certificate on a listener that requests one,
 //! and expired broker certificates on the source and on the destination (issue 11
-//! acceptance). Real Kafka 4.1 brokers.
+//! acceptance); client connections never acting as mirrorgate's certificate on a destination
+//! that requires client certificates (issue 32). Real Kafka 4.1 brokers.
 
 mod support;
 
@@ -412,4 +413,148 @@ fn an_expired_destination_certificate_stops_mirrorgate_at_startup() {
         "the error does not name the expiry: {}",
         tail(&t, 20)
     );
+}
+
+/// Runs `mirrorgate run` on `yaml` expecting it to stop by itself at startup; its output.
+fn run_expecting_refusal(yaml: &str, what: &str) -> String {
+    let cfg = fresh_dir(what).join("proxy.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let started = Instant::now();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mirrorgate"));
+    c.args(["run", "--startup-timeout-secs", "6", "--config"]).arg(&cfg).env_remove("RUST_LOG");
+    let out = run(c, None, Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success() && !t.contains("mirrorgate ready"), "{what}: mirrorgate started: {}", tail(&t, 20));
+    assert!(started.elapsed() < Duration::from_secs(55), "{what}: mirrorgate was killed by the test timeout: {t}");
+    t
+}
+
+/// Issue 32: an SSL destination that requires client certificates and authorizes
+/// (StandardAuthorizer; mirrorgate's own certificate, `User:CN=client`, is a super user).
+/// Client connections never act at the broker as mirrorgate's principal:
+/// - without `destination.client_upstream`, mirrorgate refuses to start and says why (on
+///   earlier code it started and presented its own certificate for every client);
+/// - with a separate certificate (`User:CN=proxied-clients,O=corp`, no ACL) it starts; a client
+///   through it may not create a topic nor write one — both of which mirrorgate's principal
+///   may — until an ACL grants that principal WRITE, and then it may write but still not
+///   create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_connections_never_act_as_mirrorgates_certificate_on_a_mtls_destination() {
+    let dest = secure_cluster_with(
+        "mtls-upstream",
+        "SSL",
+        "required",
+        &[],
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:ANONYMOUS;User:CN=client",
+        ],
+    );
+    let tls = dest.tls_dir.clone().unwrap();
+    let secure = dest.secure.clone().unwrap();
+    let own = format!(
+        "  security_protocol: SSL\n  ssl_truststore_location: {}\n  ssl_keystore_location: {}\n  ssl_keystore_password: changeit\n",
+        path(&tls, "ca.pem"),
+        path(&tls, "client.p12")
+    );
+    // No separate identity: refused at startup, naming the requirement and the way out.
+    let port = free_port_range(12);
+    let yaml = format!(
+        "destination:\n  bootstrap_servers: {secure}\n{own}listeners:\n  - name: test\n    bind_host: 127.0.0.1\n    port_range: {port}-{}\nmirror_state:\n  topic: {}\n  password_encoder_secret: {TEST_ENCODER_SECRET}\n",
+        port + 11,
+        unique_name("__mirror_state-upstream")
+    );
+    let t = run_expecting_refusal(&yaml, "mtls-no-upstream");
+    assert!(
+        t.contains("requires client certificates (ssl.client.auth=required)")
+            && t.contains("never present mirrorgate's own certificate")
+            && t.contains("destination.client_upstream"),
+        "the refusal does not explain itself: {}",
+        tail(&t, 20)
+    );
+    // The same principal as mirrorgate's own certificate under another file: refused too.
+    let same = format!(
+        "{own}  client_upstream:\n    ssl_keystore_type: PEM\n    ssl_keystore_location: {}\n",
+        path(&tls, "client-combined.pem")
+    );
+    std::fs::write(
+        tls.join("client-combined.pem"),
+        std::fs::read_to_string(tls.join("client-pkcs8.key")).unwrap()
+            + &std::fs::read_to_string(tls.join("client-chain.pem")).unwrap(),
+    )
+    .unwrap();
+    let t = run_expecting_refusal(&yaml.replace(&own, &same), "mtls-same-upstream");
+    assert!(t.contains("User:CN=client, the principal of mirrorgate's own certificate"), "{}", tail(&t, 20));
+
+    // A separate, low-privilege certificate signed by the broker's CA.
+    make_cert(&tls, "proxied", "/O=corp/CN=proxied-clients", false);
+    let with_upstream = format!(
+        "{own}  client_upstream:\n    ssl_keystore_location: {}\n    ssl_keystore_password: changeit\n",
+        path(&tls, "proxied.p12")
+    );
+    let mg = Mirrorgate::start_in_front_of(
+        &secure,
+        FrontOptions { destination_yaml: &with_upstream, ..FrontOptions::default() },
+        MirrorgateOptions::default(),
+    );
+    assert!(
+        mg.log()
+            .lines()
+            .any(|l| l.contains("client connections reach the destination")
+                && l.contains("User:CN=proxied-clients,O=corp")),
+        "{}",
+        tail(&mg.log(), 20)
+    );
+    // Creating a topic: mirrorgate's principal may (the state topic is there), a client
+    // through mirrorgate may not.
+    let created = unique_name("upstream-create");
+    let out = kafka_tool(V, "topics", &["--bootstrap-server", &mg.bootstrap, "--create", "--topic", &created], None);
+    let t = text(&out);
+    assert!(!out.status.success() && t.contains("Authorization"), "topic created through mirrorgate: {t}");
+    let listed = kafka_tool_ok(V, "topics", &["--bootstrap-server", &dest.bootstrap, "--list"], None);
+    assert!(!listed.lines().any(|l| l.trim() == created), "the topic exists on the destination: {listed}");
+    // Writing a topic: refused until the client principal, not mirrorgate's, gets WRITE.
+    let topic = unique_name("upstream-write");
+    create_topic(&dest.bootstrap, &topic, 1);
+    let produce = || {
+        let out = python_client(&[
+            "produce",
+            "--bootstrap",
+            &mg.bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "3",
+            "--timeout",
+            "15",
+        ]);
+        (out.status.success(), text(&out))
+    };
+    let (ok_before, t) = produce();
+    assert!(!ok_before && t.to_ascii_uppercase().contains("TOPIC_AUTHORIZATION_FAILED"), "produce without an ACL: {t}");
+    let principal = "User:CN=proxied-clients,O=corp";
+    for op in ["Write", "Describe"] {
+        kafka_tool_ok(
+            V,
+            "acls",
+            &[
+                "--bootstrap-server",
+                &dest.bootstrap,
+                "--add",
+                "--allow-principal",
+                principal,
+                "--operation",
+                op,
+                "--topic",
+                &topic,
+            ],
+            None,
+        );
+    }
+    eventually(Duration::from_secs(30), || {
+        let (ok, t) = produce();
+        ok.then_some(()).ok_or(t)
+    });
+    let end = block(plain_client(&dest.bootstrap).list_offsets(&topic, 0, -1)).unwrap();
+    assert!(end >= 3, "records written as {principal}: log end {end}");
 }

@@ -220,6 +220,18 @@ fn system_roots() -> RootCertStore {
     roots
 }
 
+/// The leaf (first) certificate of `ssl.keystore.*` (`raw` as for [`client_config`]), if a
+/// key store is set: what a broker derives the client's principal from.
+///
+/// # Errors
+/// [`SecurityError`] naming the property that cannot be used.
+pub fn keystore_leaf<'a>(
+    raw: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<Option<CertificateDer<'static>>, SecurityError> {
+    let get = &|k: &str| raw(k).filter(|v| !v.trim().is_empty());
+    Ok(client_identity(get)?.and_then(|(certs, _)| certs.into_iter().next()))
+}
+
 /// The client certificate chain and key from `ssl.keystore.*`, if set.
 #[allow(clippy::type_complexity)]
 fn client_identity<'a>(

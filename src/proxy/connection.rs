@@ -177,8 +177,10 @@ async fn accept_tls(
 }
 
 /// Opens the upstream connection: TCP, then TLS when the destination's security protocol
-/// uses it. The destination's SASL credentials are NOT used here: clients authenticate
-/// themselves (their SaslHandshake/SaslAuthenticate are forwarded).
+/// uses it, with the client-upstream identity (`destination.client_upstream`, or no
+/// certificate) and never mirrorgate's own certificate. The destination's SASL credentials
+/// are NOT used here: clients authenticate themselves (their SaslHandshake/SaslAuthenticate
+/// are forwarded).
 async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStream, String), String> {
     let candidates = match target {
         Target::Bootstrap => shared.directory.bootstrap_candidates(),
@@ -187,7 +189,7 @@ async fn connect_upstream(target: Target, shared: &Shared) -> Result<(BrokerStre
         }
     };
     let mut last = String::from("no destination address");
-    let tls = shared.settings.destination_security.tls.clone();
+    let tls = shared.settings.client_upstream.as_ref().and_then(|u| u.security.tls.clone());
     for addr in candidates {
         match tokio::time::timeout(shared.settings.connect_timeout, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => {

@@ -23,6 +23,7 @@ pub mod rewrite;
 pub mod route;
 pub mod splice;
 pub mod state_guard;
+pub mod upstream_tls;
 pub mod versions;
 
 use std::collections::HashMap;
@@ -380,6 +381,7 @@ pub async fn run(
     if let Some(conflict) = shared_table_conflicts(&settings, &info).into_iter().next() {
         anyhow::bail!("{conflict}");
     }
+    upstream_tls::check(&settings).await?;
     set_not_ready(Some("loading the mirror state"));
     let (gate, work) = open_mirror_gate(&settings, &shutdown).await?;
     let gate = Some(gate);
