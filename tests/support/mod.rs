@@ -353,9 +353,16 @@ impl Drop for Mirrorgate {
     }
 }
 
+/// The mirrorgate binary the tests run: `MIRRORGATE_TEST_BIN` when set (a copy of the binary
+/// under test, for checkouts that share one target directory, where another checkout's build
+/// can replace `target/debug/mirrorgate` while tests run), else this build's.
+pub fn mirrorgate_bin() -> String {
+    std::env::var("MIRRORGATE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mirrorgate").to_string())
+}
+
 /// Runs `mirrorgate mirrors --bootstrap-server BOOTSTRAP ARGS...` (the operator CLI).
 pub fn mirrors_cli(bootstrap: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mirrorgate"));
+    let mut cmd = Command::new(mirrorgate_bin());
     cmd.args(["mirrors", "--bootstrap-server", bootstrap]).args(args);
     run(cmd, None, Duration::from_secs(60))
 }
@@ -541,7 +548,7 @@ impl Mirrorgate {
         );
         std::fs::write(&config_path, yaml).unwrap();
         let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mirrorgate"))
+        let child = Command::new(mirrorgate_bin())
             .args(["run", "--config"])
             .arg(&config_path)
             .env_remove("RUST_LOG")
