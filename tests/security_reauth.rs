@@ -153,12 +153,24 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
         format!("{}mirror.metadata.refresh.interval.ms=60000\n", source_security(&source, "src", "src-pw")),
     )
     .unwrap();
+    // The destination authenticates its clients: so must the mirror CLI (as `mg`).
+    let mg_cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("reauth-cli")));
+    std::fs::write(
+        &mg_cfg,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\n",
+            jaas("mg", "mg-pw")
+        ),
+    )
+    .unwrap();
+    let cli = |args: &[&str]| {
+        let mut all = vec!["--command-config", mg_cfg.to_str().unwrap()];
+        all.extend(args);
+        mirrors_cli(&mg.bootstrap, &all)
+    };
     let mirror = unique_name("m");
-    ok(
-        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]),
-        "--create",
-    );
-    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    ok(cli(&["--create", "--mirror", &mirror, "--mirror-config", cfg.to_str().unwrap()]), "--create");
+    ok(cli(&["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
 
     // A steady stream into the source (its PLAINTEXT listener): 20 records a second.
     let bootstrap = source.bootstrap.clone();
@@ -225,7 +237,8 @@ async fn a_mirror_between_sasl_clusters_with_short_sessions_reauthenticates_with
         wrong.push(format!("{full_fetches} full Fetch requests over the stream: the fetch session was lost"));
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    let rows = describe_json(&mg, &mirror);
+    let described = ok(cli(&["--describe", "--mirror", &mirror, "--json"]), "--describe --json");
+    let rows = serde_json::from_str::<serde_json::Value>(&described).unwrap().as_array().unwrap().clone();
     assert!(rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING"), "{rows:?}");
     assert!(!mg.log().contains("re-authentication failed"), "{}", tail(&mg.log(), 30));
 }
@@ -279,13 +292,34 @@ async fn clients_reauthenticate_through_mirrorgate_and_keep_their_principal() {
         ],
         None,
     );
-    // A mirror to read and (try to) change; created by the CLI as ANONYMOUS, a super user.
+    // A mirror to read and (try to) change; created by the CLI as admin, a super user
+    // (mirrorgate answers only authenticated clients of a SASL destination).
     let source = cluster("src");
     let mirror_cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("reauth-src")));
     std::fs::write(&mirror_cfg, format!("bootstrap.servers={}\n", source.bootstrap)).unwrap();
+    let admin_cfg = repo().join("target/test-mirrorgate").join(format!("{}.properties", unique_name("reauth-admin")));
+    std::fs::write(
+        &admin_cfg,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={}\n",
+            jaas("admin", "admin-pw")
+        ),
+    )
+    .unwrap();
     let mirror = unique_name("m");
     ok(
-        mirrors_cli(&mg.bootstrap, &["--create", "--mirror", &mirror, "--mirror-config", mirror_cfg.to_str().unwrap()]),
+        mirrors_cli(
+            &mg.bootstrap,
+            &[
+                "--command-config",
+                admin_cfg.to_str().unwrap(),
+                "--create",
+                "--mirror",
+                &mirror,
+                "--mirror-config",
+                mirror_cfg.to_str().unwrap(),
+            ],
+        ),
         "--create",
     );
     let (java_topic, rdkafka_topic) = (unique_name("reauth-java"), unique_name("reauth-rdkafka"));

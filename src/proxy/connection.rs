@@ -30,7 +30,7 @@ use crate::config::Listener;
 use crate::wire::frame::{length_prefix, FrameDecoder, LENGTH_PREFIX_BYTES};
 use crate::wire::header::{self, RequestPrefix};
 
-use super::authz::ClientIdentity;
+use super::identity::{ClientIdentity, SaslAnswer};
 use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
 
 /// Api keys SaslHandshake (17) and SaslAuthenticate (36): watched for the client's principal.
@@ -164,7 +164,7 @@ async fn accept_tls(
             .1
             .peer_certificates()
             .and_then(|certs| certs.first())
-            .and_then(|leaf| super::authz::tls_principal(leaf.as_ref()));
+            .and_then(|leaf| super::identity::tls_principal(leaf.as_ref()));
         if let Some(p) = &principal {
             tracing::debug!(principal = %p, "client presented a certificate");
         }
@@ -353,7 +353,9 @@ where
             };
             shared.api_names.request(prefix.api_key, prefix.api_version);
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
-                identity.on_request(&prefix, &frame);
+                if let Err(reason) = identity.on_request(&prefix, &frame) {
+                    return reason;
+                }
             }
             let mut span = RequestSpan::start(&prefix, &frame);
             let decision = match &shared.gate {
@@ -684,9 +686,17 @@ async fn responses(
             Ok(id) => return format!("destination broker answered correlation id {id}, expected {correlation_id}"),
             Err(e) => return format!("bad response from destination broker: {e}"),
         }
-        if api_key == SASL_AUTHENTICATE {
-            identity.on_authenticate_response(&frame, api_version);
-        }
+        // The broker's word on the client's SASL exchange (`identity`, `sasl_inspect`).
+        let close_after = if api_key == SASL_HANDSHAKE || api_key == SASL_AUTHENTICATE {
+            match identity.on_response(api_key, api_version, correlation_id, &frame) {
+                SaslAnswer::Forward => None,
+                SaslAnswer::ForwardThenClose(reason) => Some(reason),
+                SaslAnswer::Close(reason) => return reason,
+            }
+        } else {
+            identity.on_other_response(api_key);
+            None
+        };
         // When the broker answered and its top-level error code, for the span (read before
         // the response is rewritten).
         let answered = span
@@ -749,10 +759,13 @@ async fn responses(
         // Flush unless the next response is already buffered and due: never hold a response
         // back while waiting on the broker (the next one may be a long-polling Fetch).
         let next_ready = !rx.is_empty() && matches!(decoder.peek_length(&buf), Ok(Some(n)) if buf.len() >= n + 4);
-        if !next_ready {
+        if !next_ready || close_after.is_some() {
             if let Err(e) = client_w.flush().await {
                 return format!("write to client failed: {e}");
             }
+        }
+        if let Some(reason) = close_after {
+            return reason;
         }
     }
 }

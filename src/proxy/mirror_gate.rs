@@ -37,7 +37,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use super::authz::{AclCache, ClientIdentity, Operation, CLUSTER_AUTHORIZATION_FAILED};
+use super::authz::{self, AclCache, Operation, CLUSTER_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED};
+use super::identity::ClientIdentity;
 use super::state_guard::{Guarded, StateTopicGuard};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{uuid_from_base64, ClusterAccess};
@@ -107,6 +108,9 @@ pub struct MirrorGate {
     topic_names: DashMap<[u8; 16], Arc<str>>,
     /// The destination's CLUSTER ACLs, for authorizing what mirrorgate answers itself.
     acls: AclCache,
+    /// Whether the destination authenticates its clients, so that mirrorgate answers only
+    /// authenticated ones ([`authz::destination_authenticates`]).
+    require_authentication: bool,
     /// Keeps clients away from the state topic.
     pub state: StateTopicGuard,
     /// The runtime it was made on (the main runtime): lookups that open a destination
@@ -130,13 +134,15 @@ fn read_only_message(topic: &str, mirror: &str) -> String {
 
 impl MirrorGate {
     /// A gate over `control`, answering mirror RPCs on the keys of `table`.
-    /// `acl_client` reads the destination's ACLs (mirrorgate's own connection).
+    /// `acl_client` reads the destination's ACLs (mirrorgate's own connection);
+    /// `require_authentication`: answer only clients the destination authenticated.
     pub fn new(
         control: Arc<ControlPlane>,
         table: MirrorApiTable,
         destination: ClusterAccess,
         acl_client: crate::client::cluster::ClusterClient,
         super_users: Vec<String>,
+        require_authentication: bool,
         state: StateTopicGuard,
     ) -> Self {
         Self {
@@ -145,6 +151,7 @@ impl MirrorGate {
             destination,
             topic_names: DashMap::new(),
             acls: AclCache::new(acl_client, super_users),
+            require_authentication,
             state,
             main: tokio::runtime::Handle::try_current().ok(),
         }
@@ -264,9 +271,9 @@ impl MirrorGate {
                     });
                 }
                 let req: DescribeConfigsRequest = decode_body(key, prefix, frame)?;
-                let resp = match self.acls.authorize(identity, Operation::Describe).await {
+                let resp = match self.allowed(identity, Operation::Describe, admin_listener).await {
                     Ok(()) => config_rpc::describe(&self.control, &req),
-                    Err(m) => config_rpc::refuse_describe(&req, CLUSTER_AUTHORIZATION_FAILED, &m),
+                    Err((code, m)) => config_rpc::refuse_describe(&req, code, &m),
                 };
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
@@ -275,9 +282,9 @@ impl MirrorGate {
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if any {
                     let req: IncrementalAlterConfigsRequest = decode_body(key, prefix, frame)?;
-                    let resp = match self.acls.authorize(identity, Operation::Alter).await {
+                    let resp = match self.allowed(identity, Operation::Alter, admin_listener).await {
                         Ok(()) => config_rpc::incremental_alter(&self.control, &req).await,
-                        Err(m) => config_rpc::refuse_alter(&req, CLUSTER_AUTHORIZATION_FAILED, &m),
+                        Err((code, m)) => config_rpc::refuse_alter(&req, code, &m),
                     };
                     return Ok(GateDecision::Local(encode_response(key, prefix, &resp)?));
                 }
@@ -559,6 +566,33 @@ impl MirrorGate {
         Ok(GateDecision::ForwardProduce { frame: filtered, expect_response, rejected: Arc::new(rejected) })
     }
 
+    /// Whether mirrorgate answers `op` for `identity` itself on this listener: only on an
+    /// `admin: true` listener, only for an authenticated principal where the destination
+    /// authenticates its clients, and as the destination's CLUSTER ACLs allow.
+    ///
+    /// # Errors
+    /// The refusal's error code (CLUSTER_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED)
+    /// and message.
+    async fn allowed(
+        &self,
+        identity: &ClientIdentity,
+        op: Operation,
+        admin_listener: bool,
+    ) -> Result<(), (i16, String)> {
+        if !admin_listener {
+            tracing::warn!(peer = %identity.peer, "mirror config request refused on a listener without `admin: true`");
+            return Err((
+                CLUSTER_AUTHORIZATION_FAILED,
+                "mirror requests, mirror configs included, are only answered on listeners with `admin: true` in proxy.yaml".into(),
+            ));
+        }
+        let principal = authz::authenticated_principal(&identity.who(), self.require_authentication).map_err(|m| {
+            tracing::warn!(peer = %identity.peer, operation = ?op, "mirror request refused: {m}");
+            (SASL_AUTHENTICATION_FAILED, m)
+        })?;
+        self.acls.authorize(&principal, identity.host, op).await.map_err(|m| (CLUSTER_AUTHORIZATION_FAILED, m))
+    }
+
     async fn mirror_admin(
         &self,
         api: mwire::MirrorApi,
@@ -575,12 +609,12 @@ impl MirrorGate {
             mwire::MirrorApi::ListClusterMirrors | mwire::MirrorApi::DescribeClusterMirrors => Operation::Describe,
             _ => Operation::Alter,
         };
-        let refusal = if admin_listener { self.acls.authorize(identity, op).await.err() } else { None };
+        let refusal = if admin_listener { self.allowed(identity, op, true).await.err() } else { None };
         let response = if !admin_listener {
             tracing::warn!(api = api.name(), "mirror admin request refused on a listener without `admin: true`");
             admin::unauthorized(api)
-        } else if let Some(message) = refusal {
-            admin::error_response(api, CLUSTER_AUTHORIZATION_FAILED, &message)
+        } else if let Some((code, message)) = refusal {
+            admin::error_response(api, code, &message)
         } else {
             match mwire::decode_request(api, prefix.api_version, &mut body) {
                 Ok(req) => {

@@ -10,6 +10,7 @@ pub mod fetch_pass;
 pub mod fetch_sessions;
 pub mod fetch_stream;
 pub mod halves;
+pub mod identity;
 pub mod intercept;
 pub mod limits;
 pub mod listener;
@@ -21,6 +22,8 @@ pub mod request_metrics;
 pub mod request_span;
 pub mod rewrite;
 pub mod route;
+pub mod sasl_claims;
+pub mod sasl_inspect;
 pub mod splice;
 pub mod state_guard;
 pub mod upstream_tls;
@@ -328,6 +331,7 @@ async fn open_mirror_gate(
         destination,
         acl_client,
         settings.super_users.clone(),
+        authz::destination_authenticates(&settings.destination_security),
         state,
     ));
     Ok((gate, work))

@@ -29,6 +29,7 @@
 //! | `mirrorgate_broker_reauthentication_latency_seconds{broker,mechanism}` (summary) | reauthentication-latency-avg (`_sum` / `_count`) / reauthentication-latency-max (`quantile="1"`, over the summary's recent window) |
 //! | `mirrorgate_client_reauthentications_total{result}` | clients' KIP-368 re-authentications through mirrorgate, as the destination answered |
 //! | `mirrorgate_client_authentications_total{result}` | clients' SASL exchanges through mirrorgate, as the destination answered (failed client authentications) |
+//! | `mirrorgate_client_sasl_refused_total{reason}` | client SASL requests or answers that closed the connection (`proxy::sasl_inspect`: `pipelined`, `out_of_sequence`, `duplicate_key`, ...); each is also a failure in the two counters above |
 //! | `mirrorgate_client_connections_refused_total{listener,reason}` | connections closed at accept by `max_connections` / `max_connections_per_ip` |
 //! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`) or `client_frame_timeout_ms` (`partial_frame`) |
 //! | `mirrorgate_client_request_memory_bytes`, `mirrorgate_client_request_memory_waits_total` | request bytes reserved from `queued_max_request_bytes`, and reads paused because it was used up |
