@@ -42,9 +42,9 @@ pub struct ProxyConfig {
     pub num_network_threads: Option<usize>,
     /// Request bytes buffered across all client connections at most, in bytes (the broker's
     /// `queued.max.request.bytes`; default 256 MiB, at least `max_frame_bytes`). A request
-    /// larger than 64 KiB reserves its whole size before its body is read; while the budget
-    /// is used up that connection is not read (nothing is dropped). Smaller requests never
-    /// wait.
+    /// larger than 64 KiB is charged to it as its bytes arrive (`proxy::limits`); while the
+    /// budget is used up that connection is not read (nothing is dropped). Smaller requests
+    /// never wait.
     #[serde(default = "default_queued_max_request_bytes")]
     pub queued_max_request_bytes: usize,
     /// A Fetch response at least this large, in bytes, goes to the client while it arrives
@@ -66,6 +66,16 @@ pub struct ProxyConfig {
     /// connection and its buffer for ever.
     #[serde(default = "default_client_frame_timeout_ms")]
     pub client_frame_timeout_ms: u64,
+    /// Largest request frame, in bytes, a client may send before the destination broker has
+    /// authenticated it, when the destination uses SASL (the broker's
+    /// `sasl.server.max.receive.size`; default 524288 = 512 KiB, at least 1024): a larger
+    /// length prefix closes the connection before its body is read.
+    #[serde(default = "default_sasl_server_max_receive_size")]
+    pub sasl_server_max_receive_size: usize,
+    /// A client connection that takes none of its responses (writes to it make no progress)
+    /// for this many ms is closed (default 60000).
+    #[serde(default = "default_client_write_timeout_ms")]
+    pub client_write_timeout_ms: u64,
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
@@ -527,6 +537,12 @@ fn default_connections_max_idle_ms() -> u64 {
 fn default_client_frame_timeout_ms() -> u64 {
     60_000
 }
+fn default_sasl_server_max_receive_size() -> usize {
+    512 * 1024
+}
+fn default_client_write_timeout_ms() -> u64 {
+    60_000
+}
 fn default_connect_timeout_ms() -> u64 {
     10_000
 }
@@ -642,6 +658,10 @@ pub struct Settings {
     pub fetch_stream_zero_copy: bool,
     /// Idle and partial-frame timeouts of client connections.
     pub read_timeouts: crate::proxy::limits::ReadTimeouts,
+    /// Frame cap before SASL authentication, bytes (`sasl_server_max_receive_size`).
+    pub sasl_server_max_receive_size: usize,
+    /// How long writes to a client may make no progress (`client_write_timeout_ms`).
+    pub client_write_timeout: Duration,
     /// Logging.
     pub log: LogConfig,
     /// Mirror RPC api keys.
@@ -771,6 +791,9 @@ impl ProxyConfig {
                 format!("must be between 1 and {MAX_NETWORK_THREADS} (unset = the number of CPUs)"),
             ));
         }
+        if self.sasl_server_max_receive_size < 1024 || self.sasl_server_max_receive_size > i32::MAX as usize {
+            return Err(invalid("sasl_server_max_receive_size", "must be between 1024 and 2147483647 bytes"));
+        }
         if self.queued_max_request_bytes < self.max_frame_bytes {
             return Err(invalid(
                 "queued_max_request_bytes",
@@ -786,6 +809,7 @@ impl ProxyConfig {
             ("destination.metadata_refresh_interval_ms", self.destination.metadata_refresh_interval_ms),
             ("connections_max_idle_ms", self.connections_max_idle_ms),
             ("client_frame_timeout_ms", self.client_frame_timeout_ms),
+            ("client_write_timeout_ms", self.client_write_timeout_ms),
         ] {
             if v == 0 {
                 return Err(invalid(k, "must be greater than 0 ms"));
@@ -855,6 +879,8 @@ impl ProxyConfig {
             queued_max_request_bytes: self.queued_max_request_bytes,
             fetch_stream_min_bytes: self.fetch_stream_min_bytes,
             fetch_stream_zero_copy: self.fetch_stream_zero_copy,
+            sasl_server_max_receive_size: self.sasl_server_max_receive_size,
+            client_write_timeout: Duration::from_millis(self.client_write_timeout_ms),
             read_timeouts: crate::proxy::limits::ReadTimeouts {
                 idle: Duration::from_millis(self.connections_max_idle_ms),
                 frame: Duration::from_millis(self.client_frame_timeout_ms),

@@ -1,7 +1,7 @@
-//! Resource limits against hostile clients (issue 11 item 7), each next to a well-behaved
-//! client that must not notice: the global request memory budget
-//! (`queued_max_request_bytes`), the partial-frame and idle timeouts, and `max_connections` /
-//! `max_connections_per_ip`. One single-node destination shared by the tests; each test runs
+//! Resource limits against hostile clients (issue 11 item 7, issue 32 item 6), each next to a
+//! well-behaved client that must not notice: the global request memory budget
+//! (`queued_max_request_bytes`, charged as bytes arrive), the partial-frame, idle and write
+//! timeouts, and `max_connections` / `max_connections_per_ip`. One single-node destination shared by the tests; each test runs
 //! its own mirrorgate with the limits it checks. Hostile clients connect from loopback
 //! aliases (127.0.0.2, 127.0.0.3) so that per-address limits can tell them from the good
 //! client on 127.0.0.1.
@@ -12,9 +12,13 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiVersionsRequest, FetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, FetchRequest, ProduceRequest, RequestHeader, TopicName};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use mirrorgate::client::conn::BrokerConnection;
 use support::*;
 
@@ -295,4 +299,160 @@ fn connection_limits_refuse_the_extra_connections_only() {
     let log = mg.log();
     assert!(log.contains("max_connections_per_ip (3)"), "{}", tail(&log, 30));
     assert!(log.contains("max_connections (10)"), "{}", tail(&log, 30));
+}
+
+/// A Produce request (acks all) of one record of 1,000,000 bytes to partition 0 of `topic`:
+/// a request of about 1 MiB, which goes through the request memory.
+fn one_mib_produce(topic: &str) -> ProduceRequest {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(vec![b'v'; 1_000_000])),
+        headers: IndexMap::new(),
+    };
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &[record],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    ProduceRequest::default().with_acks(-1).with_timeout_ms(20_000).with_topic_data(vec![TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))])])
+}
+
+/// Sends [`one_mib_produce`] on `addr` (retrying while the new partition has no leader yet):
+/// the time the accepted request took and its base offset.
+fn produce_one_mib(addr: &str, topic: &str) -> (Duration, i64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c =
+            BrokerConnection::connect(addr, Duration::from_secs(5), Duration::from_secs(30), 1 << 24).await.unwrap();
+        for _ in 0..20 {
+            let started = Instant::now();
+            let resp = c.send(&one_mib_produce(topic), 9).await.expect("the 1 MiB produce was not answered");
+            let p = &resp.responses[0].partition_responses[0];
+            match p.error_code {
+                0 => return (started.elapsed(), p.base_offset),
+                5 | 6 => tokio::time::sleep(Duration::from_millis(250)).await,
+                e => panic!("produce refused: error {e}: {p:?}"),
+            }
+        }
+        panic!("the partition never got a leader");
+    })
+}
+
+/// Three clients announce 100 MiB requests (the largest `max_frame_bytes` allows) and send
+/// 1 KiB of each: the request memory is charged as bytes arrive, so they hold 64 KiB each,
+/// and a well-behaved 1 MiB produce is served while they are pending. On the code before
+/// issue 32 each announcement reserved 100 MiB of the 256 MiB budget: the third waited, and
+/// the produce queued behind it until the partial-frame timeout (here 5 minutes), so it
+/// timed out.
+#[test]
+fn frames_announced_but_not_sent_hold_no_request_memory() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions { extra_yaml: "client_frame_timeout_ms: 300000\n", ..MirrorgateOptions::default() },
+    );
+    let topic = unique_name("limits-announced");
+    create_topic(&dest.bootstrap, &topic);
+    let port = mg.first_port;
+    let mut hostile: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = connect_from("127.0.0.2", port);
+            s.write_all(&(100i32 << 20).to_be_bytes()).unwrap();
+            s.write_all(&[0u8; 1024]).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1)); // mirrorgate has read the announcements
+    let (took, base_offset) = produce_one_mib(&mg.bootstrap, &topic);
+    eprintln!("a 1 MiB produce took {took:?} while three 100 MiB requests were announced");
+    assert_eq!(base_offset, 0);
+    for (i, s) in hostile.iter_mut().enumerate() {
+        assert!(closed_within(s, Duration::from_millis(200)).is_none(), "hostile connection {i} is no longer pending");
+    }
+    assert!(!mg.log().contains("queued_max_request_bytes reached"), "{}", tail(&mg.log(), 20));
+}
+
+/// A request frame without the length prefix, for a raw socket.
+fn frame<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, req: &R) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .encode(&mut b, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut b, version).unwrap();
+    let mut out = (b.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&b);
+    out
+}
+
+/// A client that asks for about 40 MB of Fetch responses and reads none of them is closed
+/// after `client_write_timeout_ms`, while a well-behaved client produces and consumes. On the
+/// code before issue 32 the connection stayed open, its responses waiting for ever.
+#[test]
+fn a_client_reading_none_of_its_responses_is_closed_after_the_write_timeout() {
+    let dest = cluster("dest");
+    let mg = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions { extra_yaml: "client_write_timeout_ms: 3000\n", ..MirrorgateOptions::default() },
+    );
+    let topic = unique_name("limits-noread");
+    create_topic(&dest.bootstrap, &topic);
+    for _ in 0..8 {
+        produce_one_mib(&dest.bootstrap, &topic);
+    }
+    // A small receive window, so that mirrorgate's writes stall after a few MB.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.bind(&"127.0.0.2:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    socket.connect(&format!("127.0.0.1:{}", mg.first_port).parse::<SocketAddr>().unwrap().into()).unwrap();
+    let mut s: TcpStream = socket.into();
+    let fetch = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(2 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(2 << 20)])]);
+    let mut burst = Vec::new();
+    for id in 0..20 {
+        burst.extend(frame(ApiKey::Fetch, 12, id, &fetch));
+    }
+    s.write_all(&burst).unwrap();
+    let started = Instant::now();
+    mg.wait_for_log("client_write_timeout_ms", Duration::from_secs(60));
+    eprintln!("closed {:?} after the requests were sent", started.elapsed());
+    // The connection is closed: what was buffered for the client, then the end.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut sink = vec![0u8; 1 << 20];
+    loop {
+        match s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the stalled connection is still open: {e}"),
+        }
+    }
+    let good = unique_name("limits-noread-good");
+    create_topic(&dest.bootstrap, &good);
+    good_client_round_trip(&mg.bootstrap, &good, 10, "good-noread");
 }

@@ -9,7 +9,9 @@
 //!   authenticates and is authorized as eve;
 //! - a destination without an authorizer: a client that never authenticated gets
 //!   SASL_AUTHENTICATION_FAILED for the mirror RPCs and mirror configs, and an `admin: false`
-//!   listener refuses mirror configs to an authenticated one.
+//!   listener refuses mirror configs to an authenticated one; before authentication a request
+//!   over `sasl_server_max_receive_size` closes the connection at its length prefix (issue 32
+//!   item 6).
 //!
 //! The hostile clients write raw frames on a socket. Each cluster also has a PLAINTEXT
 //! listener (its ANONYMOUS a super user), which the tests use for ACLs.
@@ -506,4 +508,83 @@ async fn mirrorgate_answers_only_authenticated_clients_of_a_sasl_destination() {
     assert_eq!(altered.responses[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
     assert!(altered.responses[0].error_message.as_deref().is_some_and(|m| m.contains("admin: true")), "{altered:?}");
     assert_ne!(refresh_of(&eve, &mirror).unwrap(), "45000");
+}
+
+/// A Produce request (acks all) of one record of 1,000,000 bytes to partition 0 of `topic`.
+fn one_mib_produce(topic: &str) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(vec![b'v'; 1_000_000])),
+        headers: kafka_protocol::indexmap::IndexMap::new(),
+    };
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &[record],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    kafka_protocol::messages::ProduceRequest::default().with_acks(-1).with_timeout_ms(20_000).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch.freeze()))]),
+    ])
+}
+
+/// Before SASL authentication, a request over `sasl_server_max_receive_size` (512 KiB, the
+/// broker's `sasl.server.max.receive.size`) closes the connection at its length prefix: three
+/// clients announcing 100 MiB requests are gone at once and counted; eve, authenticated, then
+/// produces 1 MiB. On the code before issue 32 the announcements were held, each reserving
+/// 100 MiB of the request memory until the partial-frame timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_before_authentication_are_capped() {
+    let dest = open_destination();
+    let metrics_port = free_port_range(1);
+    let extra = format!("metrics:\n  listen: 127.0.0.1:{metrics_port}\n");
+    let mg = mirrorgate(&dest, ("PLAIN", "eve", "eve-pw"), &extra, MirrorgateOptions::default());
+    let topic = unique_name("precap");
+    kafka_tool_ok(
+        V,
+        "topics",
+        &["--bootstrap-server", &dest.bootstrap, "--create", "--topic", &topic, "--partitions", "1"],
+        None,
+    );
+    let mut hostile = Vec::new();
+    for _ in 0..3 {
+        let mut c = Raw::connect(&mg.bootstrap).await;
+        assert!(c.send(&(100i32 << 20).to_be_bytes()).await);
+        hostile.push(c);
+    }
+    for (i, c) in hostile.iter_mut().enumerate() {
+        assert!(c.read().await.is_none(), "hostile connection {i} got an answer");
+    }
+    let refused = metric(metrics_port, "mirrorgate_client_sasl_refused_total", &["frame_before_authentication"]);
+    assert_eq!(refused, 3.0);
+    // Small frames (ApiVersions, the SASL exchange) pass; authenticated, large ones too.
+    let eve = client(&mg.bootstrap, &client_props("PLAIN", "eve", "eve-pw"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let resp = block(eve.send_any(&one_mib_produce(&topic), 9)).unwrap();
+        let p = &resp.responses[0].partition_responses[0];
+        if p.error_code == 0 {
+            break;
+        }
+        assert!([5, 6].contains(&p.error_code) && std::time::Instant::now() < deadline, "{p:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(mg.log().contains("before SASL authentication (sasl_server_max_receive_size 524288)"));
 }

@@ -16,22 +16,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::StrBytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::client::stream::BrokerStream;
 
+use crate::client::SecurityProtocol;
 use crate::config::Listener;
-use crate::wire::frame::{length_prefix, FrameDecoder, LENGTH_PREFIX_BYTES};
+use crate::wire::frame::{FrameDecoder, LENGTH_PREFIX_BYTES};
 use crate::wire::header::{self, RequestPrefix};
 
+use super::frame_io::{read_more, write_frame};
 use super::identity::{ClientIdentity, SaslAnswer};
-use super::limits::{Expired, ReadClock, SMALL_FRAME_BYTES};
+use super::limits::{Expired, FrameCharge, ReadClock, SMALL_FRAME_BYTES};
+use super::write_deadline::StallLimit;
 
 /// Api keys SaslHandshake (17) and SaslAuthenticate (36): watched for the client's principal.
 const SASL_HANDSHAKE: i16 = 17;
@@ -269,36 +272,14 @@ async fn pump(
     }
 }
 
-/// Reads more bytes of the frame at the front of `buf` from `r`; the count read (0: end of
-/// stream). Once the frame's length prefix is in, `buf` gets room for the whole frame at once
-/// (a length the decoder accepts: at most `max_frame_bytes`), so a large Fetch response or
-/// Produce request is read straight into place; before that, and for a frame already
-/// complete, at least 4 KiB. Growing by a fixed step instead copied a frame of several MB
-/// each time its last few KiB were due (seen as `BytesMut::reserve` → `memcpy` in a profile
-/// of consume through the proxy).
-async fn read_more<R: AsyncRead + Unpin>(
-    r: &mut R,
-    buf: &mut BytesMut,
-    decoder: &FrameDecoder,
-) -> std::io::Result<usize> {
-    let missing = match decoder.peek_length(buf) {
-        Ok(Some(length)) => (length + LENGTH_PREFIX_BYTES).saturating_sub(buf.len()),
-        _ => 0,
-    };
-    if missing > 0 {
-        buf.reserve(missing);
-    } else if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(8192);
-    }
-    r.read_buf(buf).await
-}
-
 /// Client → upstream. Returns the close reason.
 ///
 /// Reads are bounded by the resource limits of `limits.rs`: a request larger than
-/// [`SMALL_FRAME_BYTES`] reserves its size from the global request memory before its body
-/// is read, a partial frame must complete within `client_frame_timeout_ms`, and a connection
-/// with nothing to read and no response due is closed after `connections_max_idle_ms`.
+/// [`SMALL_FRAME_BYTES`] is charged to the global request memory as its bytes arrive, a
+/// partial frame must complete within `client_frame_timeout_ms`, and a connection with nothing
+/// to read and no response due is closed after `connections_max_idle_ms`. Before SASL
+/// authentication on a SASL destination, a frame larger than `sasl_server_max_receive_size`
+/// closes the connection.
 // The connection's parts, each used on its own; a struct for them would only be unpacked here.
 #[allow(clippy::too_many_arguments)]
 async fn requests<R>(
@@ -317,8 +298,14 @@ where
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
     let mut upstream: Option<BufWriter<Writer>> = None;
-    // The request memory reserved for the (large) frame at the front of `buf`.
-    let mut frame_permit: Option<OwnedSemaphorePermit> = None;
+    // The request memory charged for the (large) frame at the front of `buf`.
+    let mut charge = FrameCharge::default();
+    // The broker's cap on frames before SASL authentication (`sasl.server.max.receive.size`).
+    let pre_auth_cap = matches!(
+        shared.settings.destination_security.protocol,
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+    )
+    .then_some(shared.settings.sasl_server_max_receive_size);
     // The destination broker's address, for request spans.
     let mut upstream_addr: Option<Arc<str>> = None;
     let outstanding = clock.outstanding.clone();
@@ -346,7 +333,10 @@ where
             let read = Instant::now();
             metrics.received.increment(frame.len() as u64 + 4);
             // Released when this frame has been handled (forwarded or answered).
-            let _permit = frame_permit.take();
+            let _charge = std::mem::take(&mut charge);
+            if let Err(reason) = identity.frame_allowed(frame.len(), pre_auth_cap) {
+                return reason;
+            }
             let prefix = match RequestPrefix::parse(&frame) {
                 Ok(p) => p,
                 Err(e) => return format!("bad request from client: {e}"),
@@ -491,14 +481,17 @@ where
                 return format!("write to destination broker failed: {e}");
             }
         }
-        // A large request waits for request memory before its body is read.
-        let mut granted = false;
-        if frame_permit.is_none() {
-            if let Ok(Some(length)) = decoder.peek_length(&buf) {
-                if length > SMALL_FRAME_BYTES {
-                    frame_permit = Some(shared.request_memory.reserve(length, &identity.peer).await);
-                    granted = true;
-                }
+        // A large request is charged to the request memory as its bytes arrive: the next step
+        // before each read, and no more is read than is charged.
+        let (mut granted, mut budget) = (false, None);
+        if let Ok(Some(length)) = decoder.peek_length(&buf) {
+            if let Err(reason) = identity.frame_allowed(length, pre_auth_cap) {
+                return reason;
+            }
+            if length > SMALL_FRAME_BYTES {
+                let arrived = buf.len() - LENGTH_PREFIX_BYTES;
+                granted = shared.request_memory.charge(&mut charge, arrived, length, &identity.peer).await;
+                budget = Some(charge.covered() - arrived);
             }
         }
         clock.waiting(!buf.is_empty(), granted);
@@ -514,7 +507,7 @@ where
                 // Shutting down: no new request is read (a partial one was never forwarded;
                 // the client sends it again on another connection).
                 _ = &mut draining => return "mirrorgate is shutting down".into(),
-                r = read_more(&mut client_r, &mut buf, &decoder) => break r,
+                r = read_more(&mut client_r, &mut buf, &decoder, budget) => break r,
                 () = &mut timer => match clock.expired() {
                     Expired::No => timer.as_mut().reset(clock.deadline()),
                     Expired::Close(reason) => return reason,
@@ -548,7 +541,8 @@ async fn responses(
     let mut up_r: Option<Reader> = None;
     let decoder = FrameDecoder::new(shared.settings.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(8192);
-    let mut client_w = BufWriter::with_capacity(64 * 1024, client_w);
+    let write_timeout = shared.settings.client_write_timeout;
+    let mut client_w = BufWriter::with_capacity(64 * 1024, StallLimit::new(client_w, write_timeout));
     let map = ListenerMap { listener };
     loop {
         let Some(pending) = rx.recv().await else {
@@ -588,7 +582,7 @@ async fn responses(
         let mut zero_copy = splice::enabled()
             && shared.settings.fetch_stream_zero_copy
             && up_r.tcp().is_some()
-            && client_w.get_ref().tcp().is_some();
+            && client_w.get_ref().get_ref().tcp().is_some();
         let mut pipe = splice::Pipe::default();
         let mut stream_decided = !(api_key == FETCH && matches!(action, ResponseAction::Fetch) && min_bytes > 0);
         let frame = loop {
@@ -632,10 +626,10 @@ async fn responses(
                     if let Err(e) = client_w.flush().await {
                         return format!("write to client failed: {e}");
                     }
-                    let (Some(from), Some(to)) = (up_r.tcp(), client_w.get_ref().tcp()) else {
+                    let (Some(from), Some(to)) = (up_r.tcp(), client_w.get_ref().get_ref().tcp()) else {
                         return "zero-copy forwarding without TCP sockets".into();
                     };
-                    match splice::forward(from, to, &mut pipe, n).await {
+                    match splice::forward(from, to, &mut pipe, n, write_timeout).await {
                         Ok(()) => {
                             // Zeros in their place: the frame keeps its length and shape for
                             // the final look, which reads batch headers, not these bytes.
@@ -671,9 +665,9 @@ async fn responses(
             // the rest of it can be spliced.
             let short = zero_copy && stream.as_ref().is_some_and(FetchStream::wants_short_reads);
             let read = if short {
-                read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES as u64), &mut buf, &decoder).await
+                read_more(&mut (&mut *up_r).take(SHORT_READ_BYTES as u64), &mut buf, &decoder, None).await
             } else {
-                read_more(up_r, &mut buf, &decoder).await
+                read_more(up_r, &mut buf, &decoder, None).await
             };
             match read {
                 Ok(0) => return "destination broker closed the connection".into(),
@@ -779,166 +773,4 @@ fn fetch_header_version(api_version: i16) -> i16 {
 /// should be: a TLS client talking to a plaintext port.
 fn looks_like_tls(buf: &[u8]) -> bool {
     matches!(buf, [0x16, 0x03, minor, ..] if *minor <= 4)
-}
-
-/// Writes `frame` with its length prefix. One vectored write: a frame larger than the
-/// buffer goes straight to the socket together with its prefix (two writes sent the 4-byte
-/// prefix in a TCP segment of its own, TCP_NODELAY being on); a small one is buffered.
-async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, frame: &Bytes) -> std::io::Result<()> {
-    let prefix = length_prefix(frame.len());
-    w.write_all_buf(&mut Buf::chain(prefix.as_slice(), frame.clone())).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A reader that hands out `chunk` bytes per read, as a socket does.
-    struct Chunked<'a> {
-        data: &'a [u8],
-        chunk: usize,
-    }
-
-    impl AsyncRead for Chunked<'_> {
-        fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            out: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            let n = self.chunk.min(self.data.len()).min(out.remaining());
-            out.put_slice(&self.data[..n]);
-            self.data = &self.data[n..];
-            std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    #[tokio::test]
-    async fn a_large_frame_is_read_into_one_buffer_without_being_moved() {
-        let body = vec![7u8; 3 << 20];
-        let mut wire = length_prefix(body.len()).to_vec();
-        wire.extend_from_slice(&body);
-        let decoder = FrameDecoder::new(8 << 20);
-        let mut r = Chunked { data: &wire, chunk: 60 * 1024 };
-        let mut buf = BytesMut::with_capacity(8192);
-        let mut start: Option<*const u8> = None;
-        let frame = loop {
-            if let Some(f) = decoder.decode(&mut buf).unwrap() {
-                break f;
-            }
-            let prefix_known = buf.len() >= LENGTH_PREFIX_BYTES;
-            assert!(read_more(&mut r, &mut buf, &decoder).await.unwrap() > 0, "stream ended early");
-            // From the first read after the length prefix came in (which makes room for the
-            // whole frame), the frame stays where it is.
-            if prefix_known {
-                match start {
-                    None => start = Some(buf.as_ptr()),
-                    Some(p) => assert_eq!(p, buf.as_ptr(), "the frame was moved (copied) at {} bytes", buf.len()),
-                }
-            }
-        };
-        assert_eq!(frame.len(), body.len());
-        assert!(frame.iter().all(|b| *b == 7));
-    }
-
-    #[tokio::test]
-    async fn a_frame_longer_than_the_limit_is_not_reserved() {
-        let mut wire = length_prefix(100 << 20).to_vec();
-        wire.extend_from_slice(&[0u8; 16]);
-        let decoder = FrameDecoder::new(1 << 20);
-        let mut r = Chunked { data: &wire, chunk: 4096 };
-        let mut buf = BytesMut::with_capacity(8192);
-        read_more(&mut r, &mut buf, &decoder).await.unwrap();
-        read_more(&mut r, &mut buf, &decoder).await.unwrap();
-        assert!(buf.capacity() < 1 << 20, "reserved {} bytes for a refused length", buf.capacity());
-        assert!(decoder.decode(&mut buf).is_err());
-    }
-
-    /// A writer that records the size of each write it gets and takes at most `max` bytes of
-    /// one (a socket's send buffer), vectored or not.
-    struct Recording {
-        out: Vec<u8>,
-        writes: Vec<usize>,
-        vectored: bool,
-        max: usize,
-    }
-
-    impl AsyncWrite for Recording {
-        fn poll_write(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            data: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            let n = data.len().min(self.max);
-            self.out.extend_from_slice(&data[..n]);
-            self.writes.push(n);
-            std::task::Poll::Ready(Ok(n))
-        }
-
-        fn poll_write_vectored(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            slices: &[std::io::IoSlice<'_>],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            let mut n = 0;
-            for s in slices {
-                let take = s.len().min(self.max - n);
-                self.out.extend_from_slice(&s[..take]);
-                n += take;
-            }
-            self.writes.push(n);
-            std::task::Poll::Ready(Ok(n))
-        }
-
-        fn is_write_vectored(&self) -> bool {
-            self.vectored
-        }
-
-        fn poll_flush(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    async fn written(vectored: bool, max: usize, frames: &[Bytes]) -> Recording {
-        let mut w = BufWriter::with_capacity(64 * 1024, Recording { out: vec![], writes: vec![], vectored, max });
-        for f in frames {
-            write_frame(&mut w, f).await.unwrap();
-        }
-        w.flush().await.unwrap();
-        w.into_inner()
-    }
-
-    fn wire_of(frames: &[Bytes]) -> Vec<u8> {
-        frames.iter().flat_map(|f| length_prefix(f.len()).into_iter().chain(f.iter().copied())).collect()
-    }
-
-    #[tokio::test]
-    async fn a_large_frame_goes_out_with_its_prefix_in_one_write() {
-        let frame = Bytes::from((0..300_000u32).map(|i| i as u8).collect::<Vec<_>>());
-        let w = written(true, usize::MAX, std::slice::from_ref(&frame)).await;
-        assert_eq!(w.writes, vec![frame.len() + LENGTH_PREFIX_BYTES], "prefix and body in one write");
-        assert_eq!(w.out, wire_of(&[frame]));
-    }
-
-    #[tokio::test]
-    async fn frames_are_written_whole_in_order_whatever_the_writer_takes() {
-        let frames: Vec<Bytes> = [10usize, 70_000, 3, 200_000, 65_532, 1]
-            .iter()
-            .enumerate()
-            .map(|(k, n)| Bytes::from(vec![k as u8 + 1; *n]))
-            .collect();
-        for (vectored, max) in [(true, usize::MAX), (true, 1000), (true, 3), (false, usize::MAX), (false, 4099)] {
-            let w = written(vectored, max, &frames).await;
-            assert_eq!(w.out, wire_of(&frames), "vectored {vectored}, {max} bytes a write");
-        }
-    }
 }

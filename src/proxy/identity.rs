@@ -118,6 +118,26 @@ impl ClientIdentity {
         self.sasl_authenticated.load(Ordering::Acquire)
     }
 
+    /// Whether a request frame of `length` bytes may be read: before SASL authentication, at
+    /// most `cap` bytes (`sasl_server_max_receive_size`, the broker's
+    /// `sasl.server.max.receive.size`; `None` when the destination does not use SASL).
+    ///
+    /// # Errors
+    /// The reason to close the connection, logged and counted
+    /// (`mirrorgate_client_sasl_refused_total{reason="frame_before_authentication"}`).
+    pub fn frame_allowed(&self, length: usize, cap: Option<usize>) -> Result<(), String> {
+        match cap {
+            Some(cap) if length > cap && !self.sasl_authenticated() => Err(self.refuse(Violation {
+                kind: "frame_before_authentication",
+                reason: format!(
+                    "a request frame of {length} bytes before SASL authentication (sasl_server_max_receive_size {cap})"
+                ),
+                reauthenticating: false,
+            })),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the client's SASL session has ended (`connections.max.reauth.ms` on the
     /// destination, KIP-368) without a re-authentication. A broker closes such a connection
     /// at its next request other than SaslHandshake (`SocketServer`, "expired channel");

@@ -1,11 +1,11 @@
 //! Resource limits on client connections, as brokers have them (issue 11 item 7):
 //!
 //! - [`RequestMemory`]: a global cap on request bytes buffered across all client connections
-//!   (the broker's `queued.max.request.bytes` memory pool). A connection whose next request is
-//!   larger than [`SMALL_FRAME_BYTES`] reserves the whole frame before it reads the frame's
-//!   body; while the pool is used up it stops reading (TCP backpressure), it is not closed.
-//!   Small requests never wait, so a hostile client holding large half-sent frames cannot
-//!   stall a well-behaved one sending ordinary requests.
+//!   (the broker's `queued.max.request.bytes` memory pool). A request larger than
+//!   [`SMALL_FRAME_BYTES`] is charged to it as its bytes arrive, before each read (not when its
+//!   length prefix announces them); while the pool is used up the connection stops reading
+//!   (TCP backpressure), it is not closed. Small requests never wait, so a hostile client
+//!   announcing or half-sending large frames cannot stall a well-behaved one.
 //! - [`ConnectionLimits`]: `max_connections` and `max_connections_per_ip` per listener (the
 //!   broker's `max.connections` and `max.connections.per.ip`). A connection over a limit is
 //!   closed at accept, with a rate-limited warning.
@@ -15,7 +15,7 @@
 //!   first byte: a client sending 1 byte per second is closed).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,19 +28,54 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// client's large frames.
 pub const SMALL_FRAME_BYTES: usize = 64 * 1024;
 
-/// The global pool of request bytes (`queued_max_request_bytes`).
+/// The global pool of request bytes (`queued_max_request_bytes`), charged as a large request's
+/// bytes arrive (issue 32 item 6), not when its length prefix announces them: a client that
+/// announces 100 MiB and sends nothing holds one step of the pool, not 100 MiB.
+///
+/// Charging as bytes arrive lets two connections each hold part of a frame and wait for the
+/// rest, for ever. So the pool is two parts: the **shared** part (the pool less the largest
+/// frame, `max_frame_bytes`) is charged in steps as bytes arrive and never waited on; when it
+/// cannot give the next step, the connection takes the whole rest of its frame from the
+/// **finisher** part (the largest frame's size), waiting in FIFO order. A connection holding
+/// finisher bytes can always complete its frame, so waits always end, and the bytes charged
+/// never exceed `queued_max_request_bytes`.
 #[derive(Debug)]
 pub struct RequestMemory {
-    pool: Arc<Semaphore>,
+    shared: Arc<Semaphore>,
+    finisher: Arc<Semaphore>,
     capacity: usize,
+    finisher_capacity: usize,
+}
+
+/// The request memory charged for the frame at the front of one connection's buffer, given
+/// back when dropped (after the frame was forwarded or answered).
+#[derive(Debug, Default)]
+pub struct FrameCharge {
+    shared: Option<OwnedSemaphorePermit>,
+    finisher: Option<OwnedSemaphorePermit>,
+    covered: usize,
+}
+
+impl FrameCharge {
+    /// Bytes of the frame (after its length prefix) charged so far.
+    pub fn covered(&self) -> usize {
+        self.covered
+    }
 }
 
 impl RequestMemory {
-    /// A pool of `capacity` bytes. `capacity` must be at least the largest frame accepted
-    /// (validated in `config.rs`), or a frame of that size would wait for ever.
-    pub fn new(capacity: usize) -> Self {
+    /// A pool of `capacity` bytes for frames of at most `max_frame_bytes`. `capacity` must be
+    /// at least `max_frame_bytes` (validated in `config.rs`), or a frame of that size would
+    /// wait for ever.
+    pub fn new(capacity: usize, max_frame_bytes: usize) -> Self {
         let capacity = capacity.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
-        Self { pool: Arc::new(Semaphore::new(capacity)), capacity }
+        let finisher_capacity = max_frame_bytes.min(capacity);
+        Self {
+            shared: Arc::new(Semaphore::new(capacity - finisher_capacity)),
+            finisher: Arc::new(Semaphore::new(finisher_capacity)),
+            capacity,
+            finisher_capacity,
+        }
     }
 
     /// The pool's size, in bytes.
@@ -48,34 +83,63 @@ impl RequestMemory {
         self.capacity
     }
 
-    /// Reserves `bytes` for one request frame; waits (FIFO among waiting connections) while
-    /// the pool is used up, logging once per wait. The reservation is released when the
-    /// returned permit is dropped, after the frame has been forwarded.
-    pub async fn reserve(&self, bytes: usize, peer: &std::net::SocketAddr) -> OwnedSemaphorePermit {
-        let n = bytes.min(self.capacity) as u32;
-        if let Ok(p) = self.pool.clone().try_acquire_many_owned(n) {
-            self.publish();
-            return p;
+    /// Makes `charge` cover more than the `arrived` bytes of a frame of `length` bytes (after
+    /// its length prefix), so that at least one more byte may be read: a step of
+    /// max([`SMALL_FRAME_BYTES`], what is charged already) from the shared part (so a frame
+    /// is never charged more than twice what arrived plus 64 KiB), else the rest of the frame
+    /// from the finisher part, waiting (FIFO among waiting connections, logging once per
+    /// wait). Returns whether it waited. Nothing to do while `charge` covers more than
+    /// `arrived`.
+    pub async fn charge(&self, charge: &mut FrameCharge, arrived: usize, length: usize, peer: &SocketAddr) -> bool {
+        if charge.covered > arrived || charge.covered >= length {
+            return false;
         }
-        tracing::warn!(
-            %peer,
-            frame_bytes = bytes,
-            queued_max_request_bytes = self.capacity,
-            in_use = self.capacity - self.pool.available_permits(),
-            "queued_max_request_bytes reached: reads from this client pause until request memory is freed"
-        );
-        metrics::counter!("mirrorgate_client_request_memory_waits_total").increment(1);
-        let started = Instant::now();
-        // The semaphore is never closed, so acquire only fails if it were.
-        let permit = self.pool.clone().acquire_many_owned(n).await.expect("request memory pool is never closed");
-        tracing::info!(%peer, frame_bytes = bytes, waited_ms = started.elapsed().as_millis() as u64, "request memory granted");
+        let step = charge.covered.max(SMALL_FRAME_BYTES).min(length - charge.covered);
+        if let Ok(p) = self.shared.clone().try_acquire_many_owned(step as u32) {
+            match charge.shared.as_mut() {
+                Some(held) => held.merge(p),
+                None => charge.shared = Some(p),
+            }
+            charge.covered += step;
+            self.publish();
+            return false;
+        }
+        let rest = (length - charge.covered).min(self.finisher_capacity);
+        let waited = match self.finisher.clone().try_acquire_many_owned(rest as u32) {
+            Ok(p) => {
+                charge.finisher = Some(p);
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    %peer,
+                    frame_bytes = length,
+                    queued_max_request_bytes = self.capacity,
+                    in_use = self.in_use(),
+                    "queued_max_request_bytes reached: reads from this client pause until request memory is freed"
+                );
+                metrics::counter!("mirrorgate_client_request_memory_waits_total").increment(1);
+                let started = Instant::now();
+                // The semaphore is never closed, so acquire only fails if it were.
+                let p = self
+                    .finisher
+                    .clone()
+                    .acquire_many_owned(rest as u32)
+                    .await
+                    .expect("request memory pool is never closed");
+                tracing::info!(%peer, frame_bytes = length, waited_ms = started.elapsed().as_millis() as u64, "request memory granted");
+                charge.finisher = Some(p);
+                true
+            }
+        };
+        charge.covered = length;
         self.publish();
-        permit
+        waited
     }
 
-    /// Bytes reserved right now.
+    /// Bytes charged right now.
     pub fn in_use(&self) -> usize {
-        self.capacity - self.pool.available_permits()
+        self.capacity - self.shared.available_permits() - self.finisher.available_permits()
     }
 
     fn publish(&self) {
@@ -364,20 +428,54 @@ mod tests {
         assert_eq!(clock.expired(), Expired::No);
     }
 
+    const KIB: usize = 1024;
+
+    /// Charges as bytes arrive: an announced frame holds one step, steps double with what
+    /// arrived, and a frame the shared part cannot cover takes the rest of itself from the
+    /// finisher part, in turn.
     #[tokio::test]
-    async fn request_memory_waits_until_released() {
-        let mem = Arc::new(RequestMemory::new(100));
-        let peer: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let p = mem.reserve(80, &peer).await;
-        assert_eq!(mem.in_use(), 80);
-        let m2 = mem.clone();
-        let waiter = tokio::spawn(async move { m2.reserve(50, &peer).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiter.is_finished(), "a reservation beyond the pool must wait");
-        drop(p);
-        let p2 = waiter.await.unwrap();
-        assert_eq!(mem.in_use(), 50);
-        drop(p2);
+    async fn request_memory_is_charged_as_bytes_arrive_and_waits_end() {
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        // 1 MiB pool for frames of at most 512 KiB: 512 KiB shared, 512 KiB finisher.
+        let mem = Arc::new(RequestMemory::new(1024 * KIB, 512 * KIB));
+        let mut hostile: Vec<FrameCharge> = (0..3).map(|_| FrameCharge::default()).collect();
+        for h in &mut hostile {
+            assert!(!mem.charge(h, 0, 512 * KIB, &peer).await, "an announced frame never waits");
+            assert_eq!(h.covered(), SMALL_FRAME_BYTES, "one step, not the announced 512 KiB");
+        }
+        assert_eq!(mem.in_use(), 3 * SMALL_FRAME_BYTES);
+        assert!(!mem.charge(&mut hostile[0], 10, 512 * KIB, &peer).await);
+        assert_eq!(hostile[0].covered(), SMALL_FRAME_BYTES, "nothing more while bytes are still covered");
+        // A frame arriving whole, step by step: 64, 128, 256 KiB charged.
+        let mut good = FrameCharge::default();
+        let mut steps = vec![];
+        while good.covered() < 256 * KIB {
+            let arrived = good.covered();
+            mem.charge(&mut good, arrived, 256 * KIB, &peer).await;
+            steps.push(good.covered() / KIB);
+        }
+        assert_eq!(steps, [64, 128, 256]);
+        // The shared part (512 KiB) is used up: the rest of a frame comes from the finisher.
+        let mut big = FrameCharge::default();
+        assert!(!mem.charge(&mut big, 0, 500 * KIB, &peer).await);
+        assert_eq!(big.covered(), 64 * KIB, "the last step the shared part had");
+        assert_eq!(mem.in_use(), 512 * KIB);
+        assert!(!mem.charge(&mut big, 64 * KIB, 500 * KIB, &peer).await);
+        assert_eq!(big.covered(), 500 * KIB, "the whole rest, from the finisher");
+        assert_eq!(mem.in_use(), 948 * KIB);
+        // Another one waits for it, and gets it when the first is done.
+        let (m2, p2) = (mem.clone(), peer);
+        let waiter = tokio::spawn(async move {
+            let mut c = FrameCharge::default();
+            let waited = m2.charge(&mut c, 0, 400 * KIB, &p2).await;
+            (waited, c.covered())
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the finisher part is taken");
+        drop(big);
+        assert_eq!(waiter.await.unwrap(), (true, 400 * KIB));
+        drop(hostile);
+        drop(good);
         assert_eq!(mem.in_use(), 0);
     }
 }

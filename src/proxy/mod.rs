@@ -9,6 +9,7 @@ pub mod connection;
 pub mod fetch_pass;
 pub mod fetch_sessions;
 pub mod fetch_stream;
+pub mod frame_io;
 pub mod halves;
 pub mod identity;
 pub mod intercept;
@@ -28,6 +29,7 @@ pub mod splice;
 pub mod state_guard;
 pub mod upstream_tls;
 pub mod versions;
+pub mod write_deadline;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -394,7 +396,7 @@ pub async fn run(
     let (new_tx, mut new_rx) = mpsc::unbounded_channel();
     let directory = BrokerDirectory::new(settings.destination_bootstrap.clone(), new_tx);
     directory.set_api_ranges(info.api_ranges.clone());
-    let request_memory = limits::RequestMemory::new(settings.queued_max_request_bytes);
+    let request_memory = limits::RequestMemory::new(settings.queued_max_request_bytes, settings.max_frame_bytes);
     let drain = CancellationToken::new();
     let api_names = request_metrics::ApiNames::new(|k| {
         gate.as_ref().and_then(|g| g.table.lookup(k)).map(crate::wire::mirror::MirrorApi::name)

@@ -12,6 +12,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 
@@ -95,20 +96,27 @@ impl std::fmt::Display for SpliceError {
 /// Moves exactly `n` bytes from `from` (the destination broker's socket) to `to` (the
 /// client's) through `pipe`, in order, without copying them into mirrorgate. Nothing may be
 /// buffered for `to` in user space (the caller flushes first) and the bytes must be the next
-/// ones `from` delivers (nothing of them read already).
+/// ones `from` delivers (nothing of them read already). A wait for `to` to take bytes longer
+/// than `write_timeout` (`client_write_timeout_ms`) fails with `TimedOut`.
 ///
 /// # Errors
 /// [`SpliceError`] with the bytes taken and moved: with none taken from `from`, the caller can
 /// copy the run instead; otherwise the connection is unusable (part of the run went, or sits
 /// in the pipe) and the caller closes it. Off Linux: `Refused`, nothing taken.
-pub async fn forward(from: &TcpStream, to: &TcpStream, pipe: &mut Pipe, n: usize) -> Result<(), SpliceError> {
+pub async fn forward(
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &mut Pipe,
+    n: usize,
+    write_timeout: Duration,
+) -> Result<(), SpliceError> {
     #[cfg(target_os = "linux")]
     {
-        linux::forward(from, to, pipe, n).await
+        linux::forward(from, to, pipe, n, write_timeout).await
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (from, to, pipe, n);
+        let _ = (from, to, pipe, n, write_timeout);
         Err(SpliceError {
             taken: 0,
             moved: 0,
@@ -157,6 +165,7 @@ mod linux {
         to: &TcpStream,
         pipe: &mut Pipe,
         n: usize,
+        write_timeout: std::time::Duration,
     ) -> Result<(), SpliceError> {
         let (pipe_r, pipe_w, size) =
             pipe_of(pipe).map_err(|error| SpliceError { taken: 0, moved: 0, failure: Failure::Pipe, error })?;
@@ -194,7 +203,16 @@ mod linux {
                     Err(e) => return Err(fail(left, in_pipe, e)),
                 }
             }
-            to.writable().await.map_err(|e| fail(left, in_pipe, e))?;
+            // A client that reads nothing for `client_write_timeout_ms` is not waited on.
+            match tokio::time::timeout(write_timeout, to.writable()).await {
+                Ok(ready) => ready.map_err(|e| fail(left, in_pipe, e))?,
+                Err(_) => {
+                    metrics::counter!("mirrorgate_client_connections_timed_out_total", "reason" => "write")
+                        .increment(1);
+                    let reason = crate::proxy::write_deadline::stalled_reason(write_timeout);
+                    return Err(fail(left, in_pipe, io::Error::new(io::ErrorKind::TimedOut, reason)));
+                }
+            }
             match to.try_io(Interest::WRITABLE, || Ok(splice(pipe_r, None, to, None, in_pipe, flags)?)) {
                 Ok(k) => in_pipe -= k.min(in_pipe),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -236,7 +254,7 @@ mod tests {
             got
         });
         let mut pipe = Pipe::default();
-        forward(&from, &to, &mut pipe, run).await.unwrap();
+        forward(&from, &to, &mut pipe, run, std::time::Duration::from_secs(30)).await.unwrap();
         assert_eq!(reader.await.unwrap(), data[..run], "the run arrived changed or out of order");
         // The next bytes are still in `from`, unread.
         let mut from = from;
@@ -252,7 +270,8 @@ mod tests {
         let (to, _client) = pair().await;
         broker.write_all(&[1u8; 1000]).await.unwrap();
         drop(broker);
-        let err = forward(&from, &to, &mut Pipe::default(), 5000).await.unwrap_err();
+        let err =
+            forward(&from, &to, &mut Pipe::default(), 5000, std::time::Duration::from_secs(30)).await.unwrap_err();
         assert_eq!(err.error.kind(), io::ErrorKind::UnexpectedEof, "{err}");
         assert_eq!((err.taken, err.moved, err.failure), (1000, 1000, Failure::Connection), "{err}");
     }

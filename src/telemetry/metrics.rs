@@ -31,8 +31,8 @@
 //! | `mirrorgate_client_authentications_total{result}` | clients' SASL exchanges through mirrorgate, as the destination answered (failed client authentications) |
 //! | `mirrorgate_client_sasl_refused_total{reason}` | client SASL requests or answers that closed the connection (`proxy::sasl_inspect`: `pipelined`, `out_of_sequence`, `duplicate_key`, ...); each is also a failure in the two counters above |
 //! | `mirrorgate_client_connections_refused_total{listener,reason}` | connections closed at accept by `max_connections` / `max_connections_per_ip` |
-//! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`) or `client_frame_timeout_ms` (`partial_frame`) |
-//! | `mirrorgate_client_request_memory_bytes`, `mirrorgate_client_request_memory_waits_total` | request bytes reserved from `queued_max_request_bytes`, and reads paused because it was used up |
+//! | `mirrorgate_client_connections_timed_out_total{reason}` | connections closed by `connections_max_idle_ms` (`idle`), `client_frame_timeout_ms` (`partial_frame`) or `client_write_timeout_ms` (`write`) |
+//! | `mirrorgate_client_request_memory_bytes`, `mirrorgate_client_request_memory_waits_total` | request bytes charged to `queued_max_request_bytes` (as they arrive), and reads paused because it was used up |
 //! | `mirrorgate_client_fetch_streamed_total{outcome}` | Fetch responses forwarded to clients while they arrived (`proxy::fetch_stream`): `whole`, or `closed` when an edit found late closed the connection |
 //! | `mirrorgate_client_fetch_spliced_bytes_total` | bytes of those responses moved from the destination broker's socket to the client's by `splice(2)`, never copied through mirrorgate (`proxy::splice`; plain TCP on both sides, Linux) |
 //! | `mirrorgate_mirror_fetch_requests_total{mirror,kind}` | source Fetch requests, `kind` = `full` / `incremental` (KIP-227 sessions) |
