@@ -1,0 +1,63 @@
+//! `authorization.*` and `mirrors.*`: who may run the mirror RPCs mirrorgate answers itself,
+//! and what mirror configs may point at (docs/security.md).
+
+use serde::Deserialize;
+
+use super::{invalid, ConfigError};
+
+/// Authorization of what mirrorgate answers itself (docs/security.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorizationConfig {
+    /// The destination's `super.users` (principals such as `User:admin`): they may run every
+    /// mirror RPC whatever the ACLs say. Kafka does not expose this broker setting over the
+    /// protocol, so it is repeated here.
+    #[serde(default)]
+    pub super_users: Vec<String>,
+}
+
+/// Limits on what mirror configs (set over the Kafka protocol by whoever may alter mirrors)
+/// may point at; only the operator sets these (docs/security.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorsConfig {
+    /// OAuth token endpoints mirrors may use: comma-separated exact URLs, as Kafka 4.0's
+    /// `org.apache.kafka.sasl.oauthbearer.allowed.urls` (CVE-2025-27817). Unset: each mirror
+    /// keeps the endpoint it was created with; empty: no mirror may use OAUTHBEARER.
+    #[serde(default)]
+    pub sasl_oauthbearer_allowed_urls: Option<String>,
+}
+
+impl AuthorizationConfig {
+    /// Checks that each of `super_users` is a principal like `User:admin`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `authorization.super_users[i]`.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        for (i, p) in self.super_users.iter().enumerate() {
+            if !p.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
+                return Err(invalid(
+                    format!("authorization.super_users[{i}]"),
+                    format!("`{p}` is not a principal like `User:admin`"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MirrorsConfig {
+    /// `sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `mirrors.sasl_oauthbearer_allowed_urls`.
+    pub(super) fn allowed_urls(&self) -> Result<Option<Vec<String>>, ConfigError> {
+        match &self.sasl_oauthbearer_allowed_urls {
+            None => Ok(None),
+            Some(text) => Ok(Some(
+                crate::mirror::bound_credentials::parse_allowed_urls(text)
+                    .map_err(|r| invalid("mirrors.sasl_oauthbearer_allowed_urls", r))?,
+            )),
+        }
+    }
+}
