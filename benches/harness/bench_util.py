@@ -48,6 +48,12 @@ confluent-kafka). Measures from the outside only: broker offsets, log files, /pr
       partitions not MIRRORING, destination offsets summed.
   bench_util.py soak-summary CSV WARMUP_S
       key=value lines summarising the samples taken at or after WARMUP_S.
+  bench_util.py spread RUNS_TSV MIN_COPY_S
+      the summary table of benches/harness/mirror.sh: for every case, each path's MB/s and
+      CPU-seconds per GB as median (min–max) over the runs, and the mirrorgate/MM2 ratios
+      taken within each run, then summarised; ratios of runs with a copy under MIN_COPY_S
+      seconds are not stated. RUNS_TSV lines: case, run, path (mg|mm2), time ms, bytes,
+      records, CPU-s.
   bench_util.py latency-paired DIRECT_FILE PROXY_FILE [BLOCK]
       latencies in µs from one `LatencyPerf.java --paired` run (one file per side, send order;
       line i of both files are sends 1/RATE s apart). Prints key=value lines: each side's
@@ -596,6 +602,57 @@ def cmd_latency_paired(direct_file, proxy_file, block="2000"):
         print(f"added_{name}_boot90_high_us={_pct(b, 95)}")
 
 
+def _spread(values, fmt):
+    """ "median (min–max)" of VALUES with FMT, or "—" when there are none."""
+    if not values:
+        return "—"
+    med = fmt.format(statistics.median(values))
+    if len(values) == 1:
+        return med
+    return f"{med} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+
+
+def cmd_spread(tsv_path, min_copy_s):
+    min_ms = float(min_copy_s) * 1000
+    runs = {}  # case -> run -> path -> (ms, bytes, records, cpu_s)
+    order = []
+    with open(tsv_path) as f:
+        for line in f:
+            case, run, path, ms, nbytes, records, cpu_s = line.rstrip("\n").split("\t")
+            if case not in runs:
+                order.append(case)
+            runs.setdefault(case, {}).setdefault(run, {})[path] = (
+                float(ms), int(nbytes), int(records), float(cpu_s))
+    print("| case | runs | mirrorgate MB/s | MM2 MB/s | mirrorgate ÷ MM2 (MB/s) "
+          "| mirrorgate CPU-s/GB | MM2 CPU-s/GB | MM2 ÷ mirrorgate (CPU-s/GB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case in order:
+        mbs = {"mg": [], "mm2": []}
+        cpu_gb = {"mg": [], "mm2": []}
+        speed_ratio, cpu_ratio, short = [], [], []
+        for run, paths in sorted(runs[case].items(), key=lambda kv: int(kv[0])):
+            for path, (ms, nbytes, _records, cpu_s) in paths.items():
+                mbs[path].append(nbytes / 1e6 / (ms / 1000) if ms > 0 else 0.0)
+                cpu_gb[path].append(cpu_s / (nbytes / 1e9) if nbytes else 0.0)
+                if ms < min_ms:
+                    short.append(f"run {run} {path} {ms / 1000:.1f} s")
+            if "mg" in paths and "mm2" in paths:
+                if all(p[0] >= min_ms for p in paths.values()):
+                    mg, mm = mbs["mg"][-1], mbs["mm2"][-1]
+                    speed_ratio.append(mg / mm if mm else 0.0)
+                    if cpu_gb["mg"][-1] > 0:
+                        cpu_ratio.append(cpu_gb["mm2"][-1] / cpu_gb["mg"][-1])
+        unranked = "not ranked: " + ", ".join(short) if short and not speed_ratio else None
+        print(f"| {case} | {len(runs[case])} | {_spread(mbs['mg'], '{:.1f}')} "
+              f"| {_spread(mbs['mm2'], '{:.1f}')} "
+              f"| {unranked or '× ' + _spread(speed_ratio, '{:.2f}')} "
+              f"| {_spread(cpu_gb['mg'], '{:.1f}')} | {_spread(cpu_gb['mm2'], '{:.1f}')} "
+              f"| {unranked or '× ' + _spread(cpu_ratio, '{:.1f}')} |")
+        if short and speed_ratio:
+            print(f"\n(case {case}: copies under {min_copy_s} s left out of the ratios: "
+                  + ", ".join(short) + ")\n")
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {
@@ -617,4 +674,5 @@ if __name__ == "__main__":
         "sample": cmd_sample,
         "soak-summary": cmd_soak_summary,
         "latency-paired": cmd_latency_paired,
+        "spread": cmd_spread,
     }[cmd](*args)
