@@ -332,3 +332,77 @@ fn mirror_admin_rpcs_need_an_admin_listener() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("CLUSTER_MIRROR_AUTHORIZATION_FAILED"), "{}", stderr(&out));
 }
+
+/// The cutover's safety checks (issue 36 item 3, `mirror::migration::safety`) against a real
+/// source: a Java producer writing to the source directly (idempotent by default) is named by
+/// its producer id until its id is one mirrorgate forwarded, and a console consumer group on
+/// the source is named with its member while it runs, and no longer once it left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_safety_checks_name_direct_producers_and_groups_on_the_source() {
+    use mirrorgate::mirror::migration::safety::{active_groups, foreign_producers};
+    use std::collections::{BTreeSet, HashSet};
+
+    let source = cluster("source");
+    let topic = unique_name("migrating");
+    create_topic(&source.bootstrap, &topic, 2);
+    kafka_tool_ok(
+        V,
+        "console-producer",
+        &["--bootstrap-server", &source.bootstrap, "--topic", &topic, "--property", "parse.key=false"],
+        Some("a\nb\nc\n"),
+    );
+    let client = plaintext_client(&source.bootstrap);
+    let partitions = vec![(topic.clone(), 0), (topic.clone(), 1)];
+    let found = block(foreign_producers(&client, &partitions, &HashSet::new(), 0)).expect("DescribeProducers");
+    assert!(!found.is_empty(), "the direct producer is not named");
+    for p in &found {
+        assert!(p.topic == topic && p.producer_id >= 0 && p.last_timestamp_ms > 0, "{p:?}");
+        assert!(p.to_string().contains(&format!("producer id {}", p.producer_id)), "{p}");
+    }
+    let forwarded: HashSet<i64> = found.iter().map(|p| p.producer_id).collect();
+    assert_eq!(
+        block(foreign_producers(&client, &partitions, &forwarded, 0)).unwrap(),
+        vec![],
+        "forwarded ids are ours"
+    );
+    let later = found.iter().map(|p| p.last_timestamp_ms).max().unwrap() + 1;
+    assert_eq!(block(foreign_producers(&client, &partitions, &HashSet::new(), later)).unwrap(), vec![], "older writes");
+
+    let group = unique_name("direct-group");
+    let (bootstrap, t, g) = (source.bootstrap.clone(), topic.clone(), group.clone());
+    let consumer = std::thread::spawn(move || {
+        kafka_tool(
+            V,
+            "console-consumer",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                &t,
+                "--group",
+                &g,
+                "--from-beginning",
+                "--timeout-ms",
+                "15000",
+            ],
+            None,
+        )
+    });
+    let topics = BTreeSet::from([topic.clone()]);
+    let none_forwarded = |_: &str| false;
+    let active = eventually(Duration::from_secs(40), || {
+        let groups = block(active_groups(&client, &topics, &none_forwarded)).map_err(|e| e.to_string())?;
+        groups.into_iter().find(|x| x.group == group).ok_or_else(|| "group not listed yet".to_string())
+    });
+    assert_eq!(active.topics, topics);
+    assert_eq!(active.members.len(), 1, "{active:?}");
+    assert!(active.members[0].client_id.contains("console-consumer"), "{active:?}");
+    assert!(active.to_string().contains(&active.members[0].member_id), "{active}");
+    let all_forwarded = |_: &str| true;
+    let groups = block(active_groups(&client, &topics, &all_forwarded)).unwrap();
+    assert!(groups.iter().all(|x| x.group != group), "members joined through mirrorgate are not named: {groups:?}");
+    let out = consumer.join().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).lines().count() >= 3, "{}", String::from_utf8_lossy(&out.stderr));
+    let groups = block(active_groups(&client, &topics, &none_forwarded)).unwrap();
+    assert!(groups.iter().all(|x| x.group != group), "a group whose members left is not active: {groups:?}");
+}

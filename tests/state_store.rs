@@ -57,6 +57,7 @@ fn topic(mirror: &str, topic: &str, desired: DesiredState) -> MirrorTopic {
         partitions: Some(4),
         source_log_append_time: false,
         start_position: Default::default(),
+        migration: None,
         updated_ms: 1_700_000_000_001,
     }
 }

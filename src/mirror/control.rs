@@ -1031,6 +1031,8 @@ impl ControlPlane {
                 partitions: Some(t.partitions),
                 source_log_append_time,
                 start_position,
+                // A re-start keeps the topic's migration routing.
+                migration: self.with_state(|s| s.topics.get(&t.name).and_then(|x| x.migration.clone())),
                 updated_ms: now_ms(),
             };
             self.persist(StateWrite::Topic(topic.clone())).await?;
@@ -1078,6 +1080,7 @@ impl ControlPlane {
             partitions: Some(t.partitions),
             source_log_append_time: false,
             start_position: StartPosition::Earliest,
+            migration: None,
             updated_ms: now_ms(),
         };
         self.persist(StateWrite::Topic(topic.clone())).await?;

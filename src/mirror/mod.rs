@@ -12,6 +12,7 @@ pub mod follow;
 pub mod loops;
 pub mod members;
 pub mod metrics;
+pub mod migration;
 pub mod model;
 pub mod offset_maps;
 pub mod persist;

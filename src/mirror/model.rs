@@ -126,6 +126,10 @@ pub struct MirrorTopic {
     /// Where its partitions start copying when first started.
     #[serde(default)]
     pub start_position: StartPosition,
+    /// Its migration routing (issue 36, `docs/migration.md`); `None`: a plain mirror topic,
+    /// read-only until `--stop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<super::migration::routing::Migration>,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
 }

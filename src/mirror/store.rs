@@ -1169,6 +1169,7 @@ mod tests {
             partitions: Some(4),
             source_log_append_time: false,
             start_position: crate::mirror::model::StartPosition::Latest,
+            migration: None,
             updated_ms: 5,
         };
         let m = MirrorDefinition {

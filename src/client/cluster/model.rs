@@ -75,6 +75,9 @@ pub struct ActiveProducer {
     pub producer_epoch: i16,
     /// Sequence of the last record appended, -1 when none.
     pub last_sequence: i32,
+    /// Max timestamp of the producer's last batch on the partition (ms since the epoch, as the
+    /// batch carries it: CreateTime set by the producer, or LogAppendTime), -1 when none.
+    pub last_timestamp: i64,
     /// First offset of the producer's open transaction on the partition, -1 when none.
     pub current_txn_start_offset: i64,
 }

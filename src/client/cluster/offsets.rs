@@ -83,6 +83,7 @@ impl ClusterClient {
                         producer_id: a.producer_id.0,
                         producer_epoch: a.producer_epoch as i16,
                         last_sequence: a.last_sequence,
+                        last_timestamp: a.last_timestamp,
                         current_txn_start_offset: a.current_txn_start_offset,
                     })
                     .collect())
