@@ -54,10 +54,40 @@ impl MirrorsConfig {
     pub(super) fn allowed_urls(&self) -> Result<Option<Vec<String>>, ConfigError> {
         match &self.sasl_oauthbearer_allowed_urls {
             None => Ok(None),
-            Some(text) => Ok(Some(
-                crate::mirror::bound_credentials::parse_allowed_urls(text)
-                    .map_err(|r| invalid("mirrors.sasl_oauthbearer_allowed_urls", r))?,
-            )),
+            Some(text) => {
+                Ok(Some(parse_allowed_urls(text).map_err(|r| invalid("mirrors.sasl_oauthbearer_allowed_urls", r))?))
+            }
         }
+    }
+}
+
+/// Parses the allow-list as Kafka reads `org.apache.kafka.sasl.oauthbearer.allowed.urls`:
+/// comma-separated, each entry trimmed; empty entries are dropped, so an empty text allows no
+/// URL. Each entry must be an http or https URL.
+///
+/// # Errors
+/// The first entry that is not an http(s) URL, in a message.
+pub fn parse_allowed_urls(text: &str) -> Result<Vec<String>, String> {
+    let urls: Vec<String> = text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect();
+    for u in &urls {
+        if !reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https")) {
+            return Err(format!("`{u}` is not an http:// or https:// URL"));
+        }
+    }
+    Ok(urls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allow_list_is_read_as_kafka_reads_it() {
+        assert_eq!(
+            parse_allowed_urls(" https://a/token , http://b:8080/t ,").unwrap(),
+            vec!["https://a/token", "http://b:8080/t"]
+        );
+        assert_eq!(parse_allowed_urls("").unwrap(), Vec::<String>::new());
+        assert!(parse_allowed_urls("https://a/token,file:///etc/passwd").unwrap_err().contains("file:///etc/passwd"));
     }
 }

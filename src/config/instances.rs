@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::{invalid, ConfigError};
 
 /// Scale-out: the instances fronting one destination share the mirror work through a group on
-/// the destination's group coordinator ([`crate::mirror::members`]).
+/// the destination's group coordinator (`crate::mirror::members`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstancesConfig {
@@ -62,6 +62,36 @@ pub fn default_instance_name() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// Membership settings (`instances.*` in proxy.yaml, defaults filled in), for
+/// `crate::mirror::members`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembershipSettings {
+    /// The group id on the destination (JoinGroup `GroupId`).
+    pub group_id: String,
+    /// This instance's name, sent in the member metadata and shown as partition owner.
+    pub instance: String,
+    /// JoinGroup `SessionTimeoutMs`: the coordinator removes a member that sent no heartbeat
+    /// for this long. Must lie within the broker's `group.min.session.timeout.ms` (6 s by
+    /// default) and `group.max.session.timeout.ms` or JoinGroup fails with
+    /// `INVALID_SESSION_TIMEOUT`.
+    pub session_timeout: Duration,
+    /// Time between two Heartbeat requests; less than half the session timeout.
+    pub heartbeat_interval: Duration,
+    /// JoinGroup `RebalanceTimeoutMs`: how long the coordinator waits for every member to
+    /// rejoin in a rebalance; a member that has not rejoined by then is dropped from the
+    /// generation. At least the session timeout, so a stalled member has fenced itself first.
+    pub rebalance_timeout: Duration,
+}
+
+impl MembershipSettings {
+    /// How long after its last successful heartbeat a member stops owning work:
+    /// `session_timeout − heartbeat_interval`, so it stops before the coordinator can expire
+    /// it and hand its work to another member.
+    pub fn self_fence_after(&self) -> Duration {
+        self.session_timeout.saturating_sub(self.heartbeat_interval)
+    }
+}
+
 impl InstancesConfig {
     /// The membership settings, defaults filled in.
     ///
@@ -69,10 +99,7 @@ impl InstancesConfig {
     /// [`ConfigError::Invalid`]: an empty name or group id, a timeout of 0 or above
     /// 2147483647 ms (JoinGroup's INT32 fields), a heartbeat interval not less than half the
     /// session timeout, or a rebalance timeout less than the session timeout.
-    pub(super) fn validate(
-        &self,
-        state_topic: &str,
-    ) -> Result<crate::mirror::members::MembershipSettings, ConfigError> {
+    pub(super) fn validate(&self, state_topic: &str) -> Result<MembershipSettings, ConfigError> {
         for (k, v) in [("instances.name", &self.name), ("instances.group_id", &self.group_id)] {
             if v.as_ref().is_some_and(|s| s.trim().is_empty()) {
                 return Err(invalid(k, "must not be empty (unset it for the default)"));
@@ -108,7 +135,7 @@ impl InstancesConfig {
                 ),
             ));
         }
-        Ok(crate::mirror::members::MembershipSettings {
+        Ok(MembershipSettings {
             group_id: self.group_id.clone().unwrap_or_else(|| format!("mirrorgate.{state_topic}")),
             instance: self.name.clone().unwrap_or_else(default_instance_name),
             session_timeout: Duration::from_millis(self.session_timeout_ms),

@@ -1,7 +1,32 @@
 //! Limits of client connections (frame sizes, in-flight requests, request memory, network
 //! threads) and the timeouts of client and destination connections.
 
+use std::time::Duration;
+
 use super::{invalid, ConfigError, ProxyConfig};
+
+/// Default smallest Fetch response (bytes after the length prefix) forwarded to a client
+/// while it arrives (`fetch_stream_min_bytes`; `crate::proxy::fetch_stream`).
+pub const DEFAULT_FETCH_STREAM_MIN_BYTES: usize = 256 * 1024;
+
+/// The read deadlines of one client connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadTimeouts {
+    /// `connections_max_idle_ms`.
+    pub idle: Duration,
+    /// `client_frame_timeout_ms`.
+    pub frame: Duration,
+}
+
+impl ReadTimeouts {
+    /// `connections_max_idle_ms` and `client_frame_timeout_ms` of `cfg`.
+    pub(super) fn of(cfg: &ProxyConfig) -> Self {
+        Self {
+            idle: Duration::from_millis(cfg.connections_max_idle_ms),
+            frame: Duration::from_millis(cfg.client_frame_timeout_ms),
+        }
+    }
+}
 
 /// Most network threads accepted: more than any machine's useful count, fewer than would
 /// exhaust its threads.

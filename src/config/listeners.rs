@@ -73,9 +73,12 @@ pub struct Listener {
     pub admin: bool,
     /// TLS termination, `None` = plaintext.
     pub tls: Option<ListenerTls>,
-    /// `max_connections` / `max_connections_per_ip` and the live counts, shared by every
-    /// port (and clone) of this listener.
-    pub limits: std::sync::Arc<crate::proxy::limits::ConnectionLimits>,
+    /// Client connections this listener holds at most over all its ports (`None`: unlimited;
+    /// enforced by `crate::proxy::limits::ConnectionLimits`).
+    pub max_connections: Option<usize>,
+    /// Client connections one source IP address holds at most on this listener (`None`:
+    /// unlimited).
+    pub max_connections_per_ip: Option<usize>,
 }
 
 /// A listener's TLS server config, loaded from its files.
@@ -172,10 +175,8 @@ impl ListenerConfig {
             last_port: last,
             admin: l.admin,
             tls,
-            limits: std::sync::Arc::new(crate::proxy::limits::ConnectionLimits::new(
-                l.max_connections,
-                l.max_connections_per_ip,
-            )),
+            max_connections: l.max_connections,
+            max_connections_per_ip: l.max_connections_per_ip,
         };
         for (k, v) in [("max_connections", l.max_connections), ("max_connections_per_ip", l.max_connections_per_ip)] {
             if v == Some(0) {

@@ -77,16 +77,6 @@ impl MirrorStateConfig {
         }
         Ok(())
     }
-
-    /// The codec for secret mirror configs, if a key is set.
-    pub fn secret_codec(&self) -> Option<std::sync::Arc<crate::mirror::secrets::SecretCodec>> {
-        self.password_encoder_secret.as_ref().map(|s| {
-            std::sync::Arc::new(crate::mirror::secrets::SecretCodec::new(
-                s.expose(),
-                self.password_encoder_old_secret.as_ref().map(Secret::expose),
-            ))
-        })
-    }
 }
 
 impl Default for MirrorStateConfig {

@@ -28,9 +28,10 @@ mod traces;
 mod upstream;
 mod validate;
 
-pub use access::{AuthorizationConfig, MirrorsConfig};
+pub use access::{parse_allowed_urls, AuthorizationConfig, MirrorsConfig};
 pub use destination::{parse_bootstrap, DestinationConfig};
-pub use instances::{default_instance_name, InstancesConfig};
+pub use instances::{default_instance_name, InstancesConfig, MembershipSettings};
+pub use limits::{ReadTimeouts, DEFAULT_FETCH_STREAM_MIN_BYTES};
 pub use listeners::{Listener, ListenerConfig, ListenerTls, ListenerTlsConfig};
 pub use mirror_state::{MirrorStateConfig, MIN_ENCODER_SECRET_CHARS};
 pub use telemetry::{LogConfig, LogFormat, MetricsConfig};
@@ -135,7 +136,7 @@ fn default_true() -> bool {
     true
 }
 fn default_fetch_stream_min_bytes() -> usize {
-    crate::proxy::fetch_stream::DEFAULT_STREAM_MIN_BYTES
+    DEFAULT_FETCH_STREAM_MIN_BYTES
 }
 fn default_connections_max_idle_ms() -> u64 {
     600_000

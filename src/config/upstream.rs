@@ -85,7 +85,7 @@ fn principal_of(props: &BTreeMap<String, String>, key_prefix: &str) -> Result<Op
     let leaf = crate::client::tls::keystore_leaf(&|k: &str| props.get(k).map(String::as_str))
         .map_err(|e| invalid(format!("{key_prefix}{}", e.key.replace('.', "_")), e.reason))?;
     Ok(leaf.map(|der| {
-        crate::proxy::identity::tls_principal(der.as_ref()).unwrap_or_else(|| "(unparsable certificate)".into())
+        crate::client::tls::tls_principal(der.as_ref()).unwrap_or_else(|| "(unparsable certificate)".into())
     }))
 }
 

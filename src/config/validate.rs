@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::limits::MAX_NETWORK_THREADS;
 use super::{
     invalid, listeners, parse_bootstrap, upstream, ClientUpstream, ConfigError, Listener, LogConfig, MirrorStateConfig,
-    ProxyConfig, TracesSettings,
+    ProxyConfig, ReadTimeouts, TracesSettings,
 };
 use crate::wire::mirror::MirrorApiTable;
 
@@ -41,7 +41,7 @@ pub struct Settings {
     /// Whether streamed Fetch responses are spliced where the connections allow it.
     pub fetch_stream_zero_copy: bool,
     /// Idle and partial-frame timeouts of client connections.
-    pub read_timeouts: crate::proxy::limits::ReadTimeouts,
+    pub read_timeouts: ReadTimeouts,
     /// Frame cap before SASL authentication, bytes (`sasl_server_max_receive_size`).
     pub sasl_server_max_receive_size: usize,
     /// How long writes to a client may make no progress (`client_write_timeout_ms`).
@@ -59,7 +59,7 @@ pub struct Settings {
     /// `mirrors.sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
     pub sasl_oauthbearer_allowed_urls: Option<Vec<String>>,
     /// `instances.*`: this instance's group membership.
-    pub membership: crate::mirror::members::MembershipSettings,
+    pub membership: super::MembershipSettings,
     /// `traces.*` resolved against the `OTEL_*` environment; `None` = no spans.
     pub traces: Option<TracesSettings>,
 }
@@ -114,10 +114,7 @@ impl ProxyConfig {
             fetch_stream_zero_copy: self.fetch_stream_zero_copy,
             sasl_server_max_receive_size: self.sasl_server_max_receive_size,
             client_write_timeout: Duration::from_millis(self.client_write_timeout_ms),
-            read_timeouts: crate::proxy::limits::ReadTimeouts {
-                idle: Duration::from_millis(self.connections_max_idle_ms),
-                frame: Duration::from_millis(self.client_frame_timeout_ms),
-            },
+            read_timeouts: ReadTimeouts::of(&self),
             log: self.log,
             mirror_api_keys: self.mirror_api_keys,
             mirror_state: self.mirror_state,

@@ -74,22 +74,6 @@ pub fn allowed_urls() -> Option<Arc<[String]>> {
     installed().read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// Parses the allow-list as Kafka reads `org.apache.kafka.sasl.oauthbearer.allowed.urls`:
-/// comma-separated, each entry trimmed; empty entries are dropped, so an empty text allows no
-/// URL. Each entry must be an http or https URL.
-///
-/// # Errors
-/// The first entry that is not an http(s) URL, in a message.
-pub fn parse_allowed_urls(text: &str) -> Result<Vec<String>, String> {
-    let urls: Vec<String> = text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect();
-    for u in &urls {
-        if !reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https")) {
-            return Err(format!("`{u}` is not an http:// or https:// URL"));
-        }
-    }
-    Ok(urls)
-}
-
 /// `url` as messages show it: without `user:password@` (unparsable text is not shown).
 fn shown(url: &str) -> String {
     reqwest::Url::parse(url).map(|u| crate::client::oauth::shown_url(&u)).unwrap_or_else(|_| "the URL".into())
@@ -341,16 +325,6 @@ mod tests {
         assert_eq!(e.key, TOKEN_URL);
         assert!(check_token_url_with(&cur, Some(&[])).is_err(), "an empty list allows nothing");
         assert!(check_token_url_with(&map(&[("bootstrap.servers", "s:9092")]), Some(&[])).is_ok());
-    }
-
-    #[test]
-    fn the_allow_list_is_read_as_kafka_reads_it() {
-        assert_eq!(
-            parse_allowed_urls(" https://a/token , http://b:8080/t ,").unwrap(),
-            vec!["https://a/token", "http://b:8080/t"]
-        );
-        assert_eq!(parse_allowed_urls("").unwrap(), Vec::<String>::new());
-        assert!(parse_allowed_urls("https://a/token,file:///etc/passwd").unwrap_err().contains("file:///etc/passwd"));
     }
 
     #[test]

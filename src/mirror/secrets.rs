@@ -72,6 +72,17 @@ impl SecretCodec {
         Self { current: secret.as_bytes().to_vec(), old: old.map(|o| o.as_bytes().to_vec()) }
     }
 
+    /// The codec of proxy.yaml's `mirror_state.password_encoder_secret` (and
+    /// `password_encoder_old_secret` while rotating); `None` when no key is set.
+    pub fn from_config(cfg: &crate::config::MirrorStateConfig) -> Option<std::sync::Arc<Self>> {
+        cfg.password_encoder_secret.as_ref().map(|s| {
+            std::sync::Arc::new(Self::new(
+                s.expose(),
+                cfg.password_encoder_old_secret.as_ref().map(crate::secret::Secret::expose),
+            ))
+        })
+    }
+
     /// Encrypts `plaintext` for config `aad` (`mirror/key`).
     ///
     /// # Errors

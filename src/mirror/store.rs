@@ -109,7 +109,7 @@ impl From<&MirrorStateConfig> for StateStoreSettings {
             topic: c.topic.clone(),
             num_partitions: c.num_partitions,
             replication_factor: c.replication_factor,
-            secrets: c.secret_codec(),
+            secrets: crate::mirror::secrets::SecretCodec::from_config(c),
             ..Self::default()
         }
     }

@@ -49,9 +49,7 @@ pub const FETCH_STREAMED: &str = "mirrorgate_client_fetch_streamed_total";
 /// from the destination broker's socket to the client's by `splice(2)`, never copied through
 /// mirrorgate ([`super::splice`]; plain TCP on both sides, Linux).
 pub const FETCH_SPLICED_BYTES: &str = "mirrorgate_client_fetch_spliced_bytes_total";
-/// Default smallest Fetch response (bytes after the length prefix) forwarded while it arrives
-/// (`fetch_stream_min_bytes`).
-pub const DEFAULT_STREAM_MIN_BYTES: usize = 256 * 1024;
+pub use crate::config::DEFAULT_FETCH_STREAM_MIN_BYTES as DEFAULT_STREAM_MIN_BYTES;
 /// Fewest new body bytes between two walks of a response being streamed.
 const WALK_STEP_BYTES: usize = 64 * 1024;
 /// Most bytes a read takes while a streamed response's batches are spliced (bytes): enough

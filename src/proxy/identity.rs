@@ -258,49 +258,7 @@ fn decode_response<T: Decodable>(key: ApiKey, api_version: i16, frame: &Bytes) -
     T::decode(&mut frame.slice(start..), api_version).ok()
 }
 
-/// Kafka's principal for a TLS client certificate (`DefaultKafkaPrincipalBuilder` with the
-/// DEFAULT `ssl.principal.mapping.rules`): `User:` + the subject DN as Java's
-/// `X500Principal.getName()` writes it (RFC 2253: last RDN first, `CN=alice,OU=eng,O=corp`,
-/// special characters escaped with `\`). `None` if the certificate does not parse.
-pub fn tls_principal(cert_der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
-    let mut rdns = Vec::new();
-    for rdn in cert.subject().iter_rdn() {
-        let mut parts = Vec::new();
-        for atv in rdn.iter() {
-            let oid = atv.attr_type().to_id_string();
-            let key = match oid.as_str() {
-                "2.5.4.3" => "CN".to_string(),
-                "2.5.4.6" => "C".to_string(),
-                "2.5.4.7" => "L".to_string(),
-                "2.5.4.8" => "ST".to_string(),
-                "2.5.4.9" => "STREET".to_string(),
-                "2.5.4.10" => "O".to_string(),
-                "2.5.4.11" => "OU".to_string(),
-                "0.9.2342.19200300.100.1.25" => "DC".to_string(),
-                "0.9.2342.19200300.100.1.1" => "UID".to_string(),
-                other => other.to_string(),
-            };
-            let value = atv.as_str().ok()?;
-            parts.push(format!("{key}={}", rfc2253_escape(value)));
-        }
-        rdns.push(parts.join("+"));
-    }
-    rdns.reverse();
-    Some(format!("User:{}", rdns.join(",")))
-}
-
-fn rfc2253_escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for (i, c) in v.chars().enumerate() {
-        let edge = (i == 0 && (c == ' ' || c == '#')) || (i + 1 == v.chars().count() && c == ' ');
-        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';') || edge {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::client::tls::tls_principal;
 
 #[cfg(test)]
 mod tests {

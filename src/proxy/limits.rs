@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -221,6 +221,12 @@ impl ConnectionLimits {
         Self { max_connections, max_per_ip, ..Self::default() }
     }
 
+    /// The limits of a configured listener (`max_connections`, `max_connections_per_ip`),
+    /// one value shared by every port of it.
+    pub fn from_config(listener: &crate::config::Listener) -> Arc<Self> {
+        Arc::new(Self::new(listener.max_connections, listener.max_connections_per_ip))
+    }
+
     /// Admits a connection from `ip`, or says which limit refuses it (counted in
     /// `mirrorgate_client_connections_refused_total{listener,reason}`).
     ///
@@ -273,14 +279,7 @@ impl ConnectionLimits {
     }
 }
 
-/// The read deadlines of one client connection.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadTimeouts {
-    /// `connections_max_idle_ms`.
-    pub idle: Duration,
-    /// `client_frame_timeout_ms`.
-    pub frame: Duration,
-}
+pub use crate::config::ReadTimeouts;
 
 /// Where a client connection is in reading its requests, for [`ReadTimeouts`].
 #[derive(Debug)]
@@ -376,6 +375,8 @@ impl ReadClock {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

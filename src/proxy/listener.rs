@@ -12,14 +12,17 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Listener;
 
 use super::connection::{self, Target};
+use super::limits::ConnectionLimits;
 use super::Shared;
 
-/// Binds `port` of `listener` and serves `target` on it until `shutdown`.
+/// Binds `port` of `listener` and serves `target` on it until `shutdown`, admitting
+/// connections within the listener's `limits` (shared by all its ports).
 ///
 /// # Errors
 /// The bind error, with the address (e.g. address already in use).
 pub async fn bind(
     listener: Arc<Listener>,
+    limits: Arc<ConnectionLimits>,
     port: u16,
     target: Target,
     shared: Arc<Shared>,
@@ -39,7 +42,7 @@ pub async fn bind(
                     Ok((stream, peer)) => {
                         // `max_connections` / `max_connections_per_ip`: refused before any
                         // byte is read or any upstream connection is opened.
-                        let slot = match listener.limits.admit(peer.ip(), &listener.name) {
+                        let slot = match limits.admit(peer.ip(), &listener.name) {
                             Ok(slot) => slot,
                             Err(_) => {
                                 drop(stream);
@@ -104,7 +107,8 @@ impl BrokerPorts {
                 continue;
             };
             let listener = Arc::new(l.clone());
-            match bind(listener, port, Target::Broker(node_id), shared.clone(), shutdown.clone()).await {
+            let limits = shared.listener_limits[i].clone();
+            match bind(listener, limits, port, Target::Broker(node_id), shared.clone(), shutdown.clone()).await {
                 Ok(_) => {
                     self.served.insert((i, node_id));
                 }

@@ -75,6 +75,9 @@ pub struct Shared {
     /// The main runtime: the mirror RPCs and the admin work they need run there
     /// ([`mirror_gate::MirrorGate::runs_on_main`]).
     pub main: tokio::runtime::Handle,
+    /// `max_connections` / `max_connections_per_ip` and the live counts of each listener, in
+    /// the order of `settings.listeners`, shared by every port of that listener.
+    pub listener_limits: Vec<Arc<limits::ConnectionLimits>>,
 }
 
 /// Stops the network threads when dropped.
@@ -230,13 +233,7 @@ async fn open_mirror_gate(
 
     let client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
     let data_client = client.clone();
-    let store_settings = StateStoreSettings {
-        topic: settings.mirror_state.topic.clone(),
-        num_partitions: settings.mirror_state.num_partitions,
-        replication_factor: settings.mirror_state.replication_factor,
-        secrets: settings.mirror_state.secret_codec(),
-        ..StateStoreSettings::default()
-    };
+    let store_settings = StateStoreSettings::from(&settings.mirror_state);
     let store = StateStore::open(client, store_settings).await?;
     let (snapshot, next_offsets) = store.load_and_position().await?;
     tracing::info!(
@@ -404,7 +401,9 @@ pub async fn run(
     let network = network_threads::NetworkThreads::start(settings.num_network_threads)
         .map_err(|e| anyhow::anyhow!("cannot start {} network threads: {e}", settings.num_network_threads))?;
     tracing::debug!(threads = network.len(), "network threads started");
+    let listener_limits = settings.listeners.iter().map(limits::ConnectionLimits::from_config).collect();
     let shared = Arc::new(Shared {
+        listener_limits,
         settings,
         directory,
         extra_apis,
@@ -420,9 +419,17 @@ pub async fn run(
     // The network threads stop when this returns, however it returns (a later listener's
     // bind failing included), not when the last connection lets go of `shared`.
     let _network = StopOnDrop(&shared.network);
-    for l in &shared.settings.listeners {
-        listener::bind(Arc::new(l.clone()), l.bootstrap_port, Target::Bootstrap, shared.clone(), shutdown.clone())
-            .await?;
+    for (i, l) in shared.settings.listeners.iter().enumerate() {
+        let limits = shared.listener_limits[i].clone();
+        listener::bind(
+            Arc::new(l.clone()),
+            limits,
+            l.bootstrap_port,
+            Target::Bootstrap,
+            shared.clone(),
+            shutdown.clone(),
+        )
+        .await?;
     }
     let mut ports = BrokerPorts::default();
     for (node_id, host, port) in &info.brokers {

@@ -34,6 +34,7 @@ use crate::client::cluster::{ClusterClient, ClusterError, ClusterOptions, KafkaE
 
 use super::assign::{self, MemberInput, TopicPartition};
 use super::protocol::{MemberAssignment, MemberMetadata};
+use super::MembershipSettings;
 use crate::mirror::control::Lease;
 
 /// The JoinGroup `ProtocolType` of mirrorgate's group: the coordinator refuses members of
@@ -121,35 +122,6 @@ impl Assignment {
 impl Default for Assignment {
     fn default() -> Self {
         Self::empty()
-    }
-}
-
-/// Membership settings (`instances.*` in proxy.yaml, validated by [`crate::config`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MembershipSettings {
-    /// The group id on the destination (JoinGroup `GroupId`).
-    pub group_id: String,
-    /// This instance's name, sent in the member metadata and shown as partition owner.
-    pub instance: String,
-    /// JoinGroup `SessionTimeoutMs`: the coordinator removes a member that sent no heartbeat
-    /// for this long. Must lie within the broker's `group.min.session.timeout.ms` (6 s by
-    /// default) and `group.max.session.timeout.ms` or JoinGroup fails with
-    /// `INVALID_SESSION_TIMEOUT`.
-    pub session_timeout: Duration,
-    /// Time between two Heartbeat requests; less than half the session timeout.
-    pub heartbeat_interval: Duration,
-    /// JoinGroup `RebalanceTimeoutMs`: how long the coordinator waits for every member to
-    /// rejoin in a rebalance; a member that has not rejoined by then is dropped from the
-    /// generation. At least the session timeout, so a stalled member has fenced itself first.
-    pub rebalance_timeout: Duration,
-}
-
-impl MembershipSettings {
-    /// How long after its last successful heartbeat a member stops owning work:
-    /// `session_timeout − heartbeat_interval`, so it stops before the coordinator can expire
-    /// it and hand its work to another member.
-    pub fn self_fence_after(&self) -> Duration {
-        self.session_timeout.saturating_sub(self.heartbeat_interval)
     }
 }
 

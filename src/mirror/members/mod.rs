@@ -13,4 +13,5 @@ pub mod assign;
 pub mod group;
 pub mod protocol;
 
-pub use group::{spawn, Assignment, Membership, MembershipSettings, WorkSet};
+pub use crate::config::MembershipSettings;
+pub use group::{spawn, Assignment, Membership, WorkSet};
