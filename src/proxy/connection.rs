@@ -347,6 +347,18 @@ where
                     return reason;
                 }
             }
+            // An ended SASL session (KIP-368, or an OAUTHBEARER token that expired before its
+            // exchange ended): the broker closes the connection at its next request other than
+            // a re-authentication (`SocketServer`: SaslHandshake begins one, its SaslAuthenticate
+            // requests go to the authenticator; `identity` allows them only in that order), and
+            // so does mirrorgate, before the mirror gate acts on it.
+            let sasl = prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE;
+            if !sasl && identity.sasl_authenticated() && identity.session_expired() {
+                return format!(
+                    "the client's SASL session expired without a re-authentication (connections.max.reauth.ms on the destination, or the credential's expiry); api key {} not answered",
+                    prefix.api_key
+                );
+            }
             let mut span = RequestSpan::start(&prefix, &frame);
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
@@ -368,12 +380,6 @@ where
             let decision = match decision {
                 GateDecision::Pass => route::decide(&prefix, frame, |k| shared.directory.supports_api(k)),
                 GateDecision::Drop => continue,
-                GateDecision::Local(_) if identity.session_expired() => {
-                    return format!(
-                        "the client's SASL session expired without a re-authentication (connections.max.reauth.ms on the destination); api key {} not answered",
-                        prefix.api_key
-                    );
-                }
                 GateDecision::Local(response) => {
                     due();
                     if tx.send(Pending::Local { frame: response, api_key: prefix.api_key, read }).await.is_err() {

@@ -88,6 +88,7 @@ impl ClientIdentity {
         match s.session() {
             Some(session) => match &session.principal {
                 Some(p) => Who::Principal(p.clone()),
+                None if session.why_unnamed.is_some() => Who::Unnamed(session.why_unnamed.unwrap_or_default().into()),
                 None => Who::Unnamed(format!(
                     "the destination broker authenticated this connection with {}, but mirrorgate cannot tell the principal from the exchange (a delegation token, or a message form only the broker reads)",
                     session.mechanism.name()
@@ -141,8 +142,8 @@ impl ClientIdentity {
     /// Whether the client's SASL session has ended (`connections.max.reauth.ms` on the
     /// destination, KIP-368) without a re-authentication. A broker closes such a connection
     /// at its next request other than SaslHandshake (`SocketServer`, "expired channel");
-    /// mirrorgate does the same before answering a request itself (the mirror RPCs), which
-    /// the broker never sees.
+    /// mirrorgate does the same before it looks at the request, so a mirror request (which
+    /// the broker never sees) is neither answered nor acted on.
     pub fn session_expired(&self) -> bool {
         self.lock().expired(Instant::now())
     }
@@ -193,7 +194,7 @@ impl ClientIdentity {
                         correlation_id,
                         r.error_code,
                         !r.auth_bytes.is_empty(),
-                        if api_version >= 1 { r.session_lifetime_ms } else { 0 },
+                        if api_version >= 1 { r.session_lifetime_ms.max(0) } else { -1 },
                         Instant::now(),
                     ),
                     None => {
@@ -336,6 +337,23 @@ mod tests {
         // An answer that does not decode closes.
         let bad = Bytes::from_static(&[0, 0, 0, 5, 0]);
         assert!(matches!(id.on_response(36, 2, 5, &bad), SaslAnswer::Close(_)));
+    }
+
+    /// SaslAuthenticate v0 answers carry no session lifetime: the broker may end the session
+    /// without mirrorgate knowing when, so such a session names nobody.
+    #[test]
+    fn a_v0_exchange_names_nobody() {
+        let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), None);
+        handshake(&id, 1, "PLAIN").unwrap();
+        let hs = SaslHandshakeResponse::default();
+        id.on_response(17, 1, 1, &response(ApiKey::SaslHandshake, 1, 1, &hs));
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0admin\0pw"));
+        let (p, f) = request(ApiKey::SaslAuthenticate, 0, 2, &req);
+        id.on_request(&p, &f).unwrap();
+        let ok = SaslAuthenticateResponse::default();
+        assert_eq!(id.on_response(36, 0, 2, &response(ApiKey::SaslAuthenticate, 0, 2, &ok)), SaslAnswer::Forward);
+        assert!(id.sasl_authenticated());
+        assert!(matches!(id.who(), Who::Unnamed(why) if why.contains("SaslAuthenticate v0")), "{:?}", id.who());
     }
 
     #[test]

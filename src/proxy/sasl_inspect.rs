@@ -124,7 +124,13 @@ pub struct Session {
     pub lifetime_ms: i64,
     /// When the broker ends the session (`None` without a lifetime).
     pub expires_at: Option<Instant>,
+    /// Why mirrorgate names no principal although it read the exchange (a SaslAuthenticate
+    /// v0 exchange, whose answer carries no session lifetime).
+    pub why_unnamed: Option<&'static str>,
 }
+
+/// Why a session authenticated with SaslAuthenticate v0 has no principal at mirrorgate.
+pub const V0_UNNAMED: &str = "the client authenticated with SaslAuthenticate v0, whose answer carries no session lifetime, so mirrorgate cannot tell when the broker ends the session (KIP-368); use a client that sends SaslAuthenticate v1 or later (Java clients since Kafka 2.2, librdkafka)";
 
 #[derive(Debug)]
 struct Exchange {
@@ -182,7 +188,7 @@ impl SaslInspector {
 
     /// Whether the session has ended at `now` without a re-authentication.
     pub fn expired(&self, now: Instant) -> bool {
-        self.session.as_ref().and_then(|s| s.expires_at).is_some_and(|t| now > t)
+        self.session.as_ref().and_then(|s| s.expires_at).is_some_and(|t| now >= t)
     }
 
     fn one_at_a_time(&self) -> Result<(), Violation> {
@@ -315,7 +321,14 @@ impl SaslInspector {
     }
 
     /// The broker's SaslAuthenticate answer: its error code, whether it carries auth bytes,
-    /// and its `session_lifetime_ms` (0 before v1), received at `now`.
+    /// and its `session_lifetime_ms` (-1 for a v0 answer, which has none), received at `now`.
+    ///
+    /// The session the answer grants ends as the broker's does (`SaslServerAuthenticator.
+    /// ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`): after a positive lifetime;
+    /// at once for OAUTHBEARER with lifetime 0, which the broker answers for a token that
+    /// expired before the exchange ended (every token has an expiry, so its lifetime is never
+    /// "none"; the broker closes the connection at its next request, and so does mirrorgate,
+    /// [`Self::expired`]). A v0 answer names no principal ([`V0_UNNAMED`]).
     pub fn on_authenticate_answer(
         &mut self,
         correlation_id: i32,
@@ -352,11 +365,17 @@ impl SaslInspector {
             return Answered::Continue;
         }
         let Phase::Exchange(x) = std::mem::replace(&mut self.phase, Phase::Idle) else { unreachable!("matched above") };
-        let principal = x.claim.flatten().map(|user| format!("User:{user}"));
-        let expires_at = u64::try_from(session_lifetime_ms)
-            .ok()
-            .filter(|ms| *ms > 0)
-            .and_then(|ms| now.checked_add(Duration::from_millis(ms)));
+        let (principal, why_unnamed) = if session_lifetime_ms < 0 {
+            (None, Some(V0_UNNAMED))
+        } else {
+            (x.claim.flatten().map(|user| format!("User:{user}")), None)
+        };
+        let expires_at = match u64::try_from(session_lifetime_ms) {
+            Ok(0) if x.mechanism == Mechanism::OAuthBearer => Some(now),
+            Ok(ms) if ms > 0 => now.checked_add(Duration::from_millis(ms)),
+            _ => None,
+        };
+        let session_lifetime_ms = session_lifetime_ms.max(0);
         if let Some(s) = self.session.as_mut() {
             if s.principal != principal {
                 return Answered::Close {
@@ -374,10 +393,16 @@ impl SaslInspector {
             }
             s.lifetime_ms = session_lifetime_ms;
             s.expires_at = expires_at;
+            s.why_unnamed = why_unnamed;
             return Answered::Ended { ok: true, reauth: true };
         }
-        self.session =
-            Some(Session { principal, mechanism: x.mechanism, lifetime_ms: session_lifetime_ms, expires_at });
+        self.session = Some(Session {
+            principal,
+            mechanism: x.mechanism,
+            lifetime_ms: session_lifetime_ms,
+            expires_at,
+            why_unnamed,
+        });
         Answered::Ended { ok: true, reauth: false }
     }
 }

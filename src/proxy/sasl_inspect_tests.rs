@@ -253,3 +253,39 @@ fn other_mechanisms_pass_one_request_at_a_time_without_a_principal() {
     s.on_authenticate_answer(9, OK, false, 0, now());
     assert!(s.session().is_none());
 }
+
+/// An OAUTHBEARER token that expired before its exchange ended: the broker accepts it (within
+/// `sasl.oauthbearer.clock.skew.seconds`) with session lifetime 0 and closes the connection at
+/// its next request; before the adversarial review of issue 32 mirrorgate took lifetime 0 for
+/// "no limit" and kept the principal for good.
+#[test]
+fn an_oauthbearer_session_of_lifetime_zero_is_already_over() {
+    use base64::Engine as _;
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"admin"}"#);
+    let msg = format!("n,,\u{1}auth=Bearer eyJhbGciOiJub25lIn0.{payload}.sig\u{1}\u{1}");
+    let mut s = SaslInspector::default();
+    assert_eq!(exchange(&mut s, 1, "OAUTHBEARER", &[msg.as_bytes()], 0), Answered::Ended { ok: true, reauth: false });
+    assert_eq!(principal(&s).as_deref(), Some("User:admin"));
+    assert!(s.expired(now()), "lifetime 0 for a token is an ended session");
+    // PLAIN and SCRAM credentials have no expiry: lifetime 0 there means no limit.
+    let mut s = SaslInspector::default();
+    exchange(&mut s, 1, "PLAIN", &[b"\0eve\0pw"], 0);
+    assert!(!s.expired(now()));
+    // A token with a lifetime lives for it.
+    let mut s = SaslInspector::default();
+    exchange(&mut s, 1, "OAUTHBEARER", &[msg.as_bytes()], 60_000);
+    assert!(!s.expired(now()));
+}
+
+/// A SaslAuthenticate v0 answer has no `session_lifetime_ms`, though the broker may end the
+/// session (KIP-368): such a session names no principal at mirrorgate.
+#[test]
+fn a_v0_session_names_no_principal() {
+    let mut s = SaslInspector::default();
+    assert_eq!(exchange(&mut s, 1, "PLAIN", &[b"\0admin\0pw"], -1), Answered::Ended { ok: true, reauth: false });
+    let session = s.session().expect("the broker accepted it");
+    assert_eq!((session.principal.as_deref(), session.why_unnamed), (None, Some(V0_UNNAMED)));
+    assert!(!s.expired(now()));
+    assert_eq!(session.lifetime_ms, 0);
+    assert_eq!(s.on_handshake(9, 1, "PLAIN").unwrap_err().kind, "out_of_sequence", "no re-authentication");
+}
