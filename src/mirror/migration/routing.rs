@@ -222,7 +222,9 @@ pub enum Route {
     Source,
     /// Held by mirrorgate until the cutover step that releases it (bounded: past the hold
     /// limit a Produce partition is answered NOT_LEADER_OR_FOLLOWER, which every client
-    /// retries).
+    /// retries). The proxy forwards the transactional Produce of a transaction that was
+    /// already open when the cutover began instead (`docs/migration.md`, "Transactional
+    /// producers"): the cutover waits for it to end.
     Hold,
 }
 
