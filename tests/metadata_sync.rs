@@ -596,37 +596,68 @@ fn create_acl_mirror(mg: &Mirrorgate, source: &Cluster, extra: &str) -> String {
 
 /// Issue 32 acceptance, default configs (`acls.include=*`, `acls.sync.mode=safe`): after ten
 /// sync rounds, a destination-only DENY is still there, and of a source holding a CLUSTER
-/// ALLOW, a topic WRITE ALLOW, a topic ALL ALLOW, a topic DENY and a group READ ALLOW, only
-/// the ALL (as READ) and the group READ reached the destination (MirrorMaker 2's rules).
+/// ALLOW, topic WRITE, ALL, DELETE, ALTER_CONFIGS, CREATE and DESCRIBE ALLOWs and a DENY on
+/// the mirrored topic, a READ on a topic outside the mirror, a PREFIXED READ and group READ
+/// and DELETE ALLOWs, only the ALL (as READ), the DESCRIBE and the group READ reached the
+/// destination (MirrorMaker 2's rules, read-only). Before the adversarial review of issue 32,
+/// DELETE, ALTER_CONFIGS, CREATE, the outside topic's READ, the PREFIXED READ and the group
+/// DELETE were copied too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_acl_sync_copies_only_topic_and_group_allows_and_deletes_nothing() {
     let (source, dest, mg) = acl_setup();
     let p = unique_name("acl-safe");
-    let (topic, group) = (format!("{p}-orders"), format!("{p}-billing"));
+    let (topic, group, outside) = (format!("{p}-orders"), format!("{p}-billing"), format!("{p}-payroll"));
     let user = |who: &str| format!("User:{p}-{who}");
     let s = source.bootstrap.as_str();
+    create_topic(s, &topic, 1, &[]);
     acls(s, &["--add", "--allow-principal", &user("ops"), "--operation", "Alter", "--cluster"]);
     acls(s, &["--add", "--allow-principal", &user("writer"), "--operation", "Write", "--topic", &topic]);
     acls(s, &["--add", "--allow-principal", &user("app"), "--operation", "All", "--topic", &topic]);
+    let app = user("app");
+    let ops = ["Delete", "AlterConfigs", "Create", "Describe"].map(|o| ["--operation", o]).concat();
+    acls(s, &[&["--add", "--allow-principal", app.as_str(), "--topic", topic.as_str()][..], &ops[..]].concat());
     acls(s, &["--add", "--deny-principal", &user("banned"), "--operation", "Read", "--topic", &topic]);
-    acls(s, &["--add", "--allow-principal", &user("app"), "--operation", "Read", "--group", &group]);
+    acls(s, &["--add", "--allow-principal", &user("eve"), "--operation", "Read", "--topic", &outside]);
+    acls(
+        s,
+        &[
+            "--add",
+            "--allow-principal",
+            &user("eve"),
+            "--operation",
+            "Read",
+            "--topic",
+            &p,
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    acls(s, &["--add", "--allow-principal", &app, "--operation", "Read", "--operation", "Delete", "--group", &group]);
     let d = dest.bootstrap.as_str();
     acls(d, &["--add", "--deny-principal", &user("mallory"), "--operation", "Read", "--topic", &topic]);
     let mirror = create_acl_mirror(&mg, &source, "");
+    ok(mirrors_cli(&mg.bootstrap, &["--start", "--mirror", &mirror, "--topics", &topic]), "--start");
+    let started = acl_rounds(&mg, &mirror);
     eventually(Duration::from_secs(120), || {
-        let n = acl_rounds(&mg, &mirror);
+        let n = acl_rounds(&mg, &mirror) - started;
         (n >= 10).then_some(()).ok_or(format!("{n} ACL sync rounds; log: {}", tail(&mg.log(), 20)))
     });
     let on_topic = bindings(d, &["--topic", &topic]);
-    let mut expected = vec![binding(&user("app"), "READ", "ALLOW"), binding(&user("mallory"), "READ", "DENY")];
+    let mut expected = vec![
+        binding(&app, "READ", "ALLOW"),
+        binding(&app, "DESCRIBE", "ALLOW"),
+        binding(&user("mallory"), "READ", "DENY"),
+    ];
     let mut got = on_topic.clone();
     expected.sort();
     got.sort();
     assert_eq!(
         got, expected,
-        "topic ACLs on the destination: ALL as READ, the local DENY kept, no WRITE, no source DENY"
+        "topic ACLs on the destination: ALL as READ, DESCRIBE, the local DENY kept; no WRITE, DELETE, ALTER_CONFIGS, CREATE, no source DENY"
     );
-    assert_eq!(bindings(d, &["--group", &group]), vec![binding(&user("app"), "READ", "ALLOW")]);
+    assert_eq!(bindings(d, &["--topic", &outside]), vec![], "a topic outside the mirror");
+    assert_eq!(bindings(d, &["--topic", &p, "--resource-pattern-type", "prefixed"]), vec![], "a PREFIXED pattern");
+    assert_eq!(bindings(d, &["--group", &group]), vec![binding(&app, "READ", "ALLOW")]);
     let cluster = bindings(d, &["--cluster"]);
     assert!(
         !cluster.iter().any(|b| b.0.starts_with(&format!("User:{p}"))),

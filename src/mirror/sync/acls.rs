@@ -1,11 +1,14 @@
 //! ACL sync (KIP-1279 §6 "ACLs"): source ACLs selected by the mirror's `acls.include` rules are
 //! created on the destination, under the mirror's `acls.sync.mode` ([`AclSyncMode`]).
 //!
-//! `safe` (the default) follows MirrorMaker 2's rules (KIP-382, `MirrorSourceConnector`):
-//! only ALLOW bindings on TOPIC and GROUP resources are copied, ALL becomes READ, WRITE is
-//! never copied, and nothing is ever deleted on the destination — so whoever controls the
-//! source's ACLs can neither grant CLUSTER or write rights on the destination nor lift its
-//! DENY rules. `full` is the KIP prototype's mirror of every selected binding (CLUSTER, DENY,
+//! `safe` (the default) is MirrorMaker 2's rule set (KIP-382, `MirrorSourceConnector.
+//! syncTopicAcls`: LITERAL topic bindings of replicated topics, ALL as READ, no WRITE), made
+//! read-only: only ALLOW bindings with a LITERAL name other than `*` are copied — on topics
+//! this mirror mirrors, READ, DESCRIBE and DESCRIBE_CONFIGS; on groups, READ and DESCRIBE —
+//! ALL becomes READ, and nothing is ever deleted on the destination. So whoever controls the
+//! source's ACLs can grant no CLUSTER, write, create, delete or alter right on the
+//! destination, reach no destination topic outside the mirror (no PREFIXED or `*` pattern),
+//! nor lift a destination DENY. `full` is the KIP prototype's mirror of every selected binding (CLUSTER, DENY,
 //! WRITE included), where destination ACLs the rules cover that the source no longer has are
 //! deleted. Destination ACLs no rule covers are never touched in either mode. Skipped cleanly
 //! when either cluster has no authorizer (SECURITY_DISABLED).
@@ -38,14 +41,21 @@ const OP_ALL: i8 = 2;
 const OP_READ: i8 = 3;
 /// Kafka `AclOperation.WRITE`.
 const OP_WRITE: i8 = 4;
+/// Kafka `AclOperation.DESCRIBE`.
+const OP_DESCRIBE: i8 = 8;
+/// Kafka `AclOperation.DESCRIBE_CONFIGS`.
+const OP_DESCRIBE_CONFIGS: i8 = 10;
 /// Kafka `AclPermissionType.ALLOW`.
 const ALLOW: i8 = 3;
+/// Kafka `PatternType.LITERAL`.
+const LITERAL: i8 = 3;
 
 /// How far the ACL sync follows the source: the mirror config `acls.sync.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AclSyncMode {
-    /// `safe` (default): MirrorMaker 2's rules — ALLOW bindings on TOPIC and GROUP only, ALL
-    /// copied as READ, WRITE never copied, nothing deleted on the destination.
+    /// `safe` (default): MirrorMaker 2's rules, read-only — LITERAL ALLOW bindings on this
+    /// mirror's topics (READ, DESCRIBE, DESCRIBE_CONFIGS) and on groups (READ, DESCRIBE),
+    /// ALL copied as READ, nothing deleted on the destination.
     Safe,
     /// `full`: every selected binding as the source has it (CLUSTER, DENY, WRITE, ALL
     /// included), and destination bindings the rules cover that the source lacks are deleted.
@@ -73,20 +83,26 @@ impl AclSyncMode {
     }
 }
 
-/// What `mode` makes of a selected source binding on the destination: `None` when it is not
-/// copied.
-fn destination_binding(mode: AclSyncMode, b: &Binding) -> Option<Binding> {
+/// What `mode` makes of a selected source binding on the destination (`mirrored`: the topics
+/// of this mirror): `None` when it is not copied.
+fn destination_binding(mode: AclSyncMode, b: &Binding, mirrored: &BTreeSet<String>) -> Option<Binding> {
     match mode {
         AclSyncMode::Full => Some(b.clone()),
         AclSyncMode::Safe => {
-            if !matches!(b.0, TOPIC | GROUP) || b.6 != ALLOW || b.5 == OP_WRITE {
+            if b.6 != ALLOW || b.2 != LITERAL || b.1 == "*" {
                 return None;
             }
-            let mut copy = b.clone();
-            if copy.5 == OP_ALL {
-                copy.5 = OP_READ;
-            }
-            Some(copy)
+            let operation = if b.5 == OP_ALL { OP_READ } else { b.5 };
+            let copied = match b.0 {
+                TOPIC => mirrored.contains(&b.1) && matches!(operation, OP_READ | OP_DESCRIBE | OP_DESCRIBE_CONFIGS),
+                GROUP => matches!(operation, OP_READ | OP_DESCRIBE),
+                _ => false,
+            };
+            copied.then(|| {
+                let mut copy = b.clone();
+                copy.5 = operation;
+                copy
+            })
         }
     }
 }
@@ -103,12 +119,18 @@ pub struct AclPlan {
 }
 
 /// Plans one round: `src` and `dst` are every ACL of each cluster, `rules` the mirror's
-/// `acls.include`.
-pub fn plan(mode: AclSyncMode, rules: &[AclRule], src: &BTreeSet<Binding>, dst: &BTreeSet<Binding>) -> AclPlan {
+/// `acls.include`, `mirrored` the mirror's topics.
+pub fn plan(
+    mode: AclSyncMode,
+    rules: &[AclRule],
+    src: &BTreeSet<Binding>,
+    dst: &BTreeSet<Binding>,
+    mirrored: &BTreeSet<String>,
+) -> AclPlan {
     let covered = |b: &Binding| rules.iter().any(|r| r.matches(b));
     let selected: Vec<&Binding> = src.iter().filter(|b| covered(b)).collect();
-    let want: BTreeSet<Binding> = selected.iter().filter_map(|b| destination_binding(mode, b)).collect();
-    let skipped = selected.iter().filter(|b| destination_binding(mode, b).is_none()).count();
+    let want: BTreeSet<Binding> = selected.iter().filter_map(|b| destination_binding(mode, b, mirrored)).collect();
+    let skipped = selected.iter().filter(|b| destination_binding(mode, b, mirrored).is_none()).count();
     let create = want.iter().filter(|b| !dst.contains(*b)).cloned().collect();
     let delete = match mode {
         AclSyncMode::Safe => Vec::new(),
@@ -243,6 +265,7 @@ pub(super) async fn sync_acls(
     source: &ClusterClient,
     dest: &ClusterClient,
     def: &MirrorDefinition,
+    mirrored: &BTreeSet<String>,
 ) -> Result<(usize, usize), String> {
     let rules = configs::split_list(configs::effective(&def.configs, "acls.include").unwrap_or("*"))
         .map(AclRule::parse)
@@ -252,7 +275,7 @@ pub(super) async fn sync_acls(
         tracing::debug!(mirror = %def.name, "ACL sync skipped: no authorizer on the source or the destination");
         return Ok((0, 0));
     };
-    let AclPlan { create, delete, skipped } = plan(mode, &rules, &src, &dst);
+    let AclPlan { create, delete, skipped } = plan(mode, &rules, &src, &dst, mirrored);
     if !create.is_empty() {
         let mut req = CreateAclsRequest::default();
         req.creations = create
@@ -355,10 +378,14 @@ mod tests {
         (src, dst)
     }
 
+    fn mirrored() -> BTreeSet<String> {
+        ["orders".to_string()].into_iter().collect()
+    }
+
     #[test]
     fn safe_mode_copies_topic_and_group_allows_only_with_all_as_read_and_deletes_nothing() {
         let (src, dst) = attack();
-        let p = plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &dst);
+        let p = plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &dst, &mirrored());
         assert_eq!(
             p.create,
             vec![b(TOPIC, "orders", OP_READ, ALLOW, "User:app"), b(GROUP, "billing", OP_READ, ALLOW, "User:app")]
@@ -368,20 +395,45 @@ mod tests {
         // Already there: nothing more to create, still nothing deleted.
         let after: BTreeSet<Binding> = dst.iter().cloned().chain(p.create.iter().cloned()).collect();
         assert_eq!(
-            plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &after),
+            plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &after, &mirrored()),
             AclPlan { skipped: 3, ..AclPlan::default() }
         );
+    }
+
+    /// Found by the adversarial review of issue 32: safe mode copied every topic and group
+    /// operation but WRITE (CREATE, DELETE, ALTER, ALTER_CONFIGS...), on any pattern, for any
+    /// topic name: the source's ACL administrators could grant deleting or reconfiguring
+    /// destination topics, or reading destination topics outside the mirror.
+    #[test]
+    fn safe_mode_copies_read_only_operations_of_literal_mirror_topics_and_groups() {
+        let mut src = BTreeSet::new();
+        for op in [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] {
+            src.insert(b(TOPIC, "orders", op, ALLOW, "User:app"));
+            src.insert(b(GROUP, "billing", op, ALLOW, "User:app"));
+        }
+        src.insert(b(TOPIC, "payroll", OP_READ, ALLOW, "User:eve"));
+        src.insert(b(TOPIC, "*", OP_READ, ALLOW, "User:eve"));
+        src.insert((TOPIC, "ord".into(), 4, "User:eve".into(), "*".into(), OP_READ, ALLOW));
+        src.insert(b(GROUP, "*", OP_READ, ALLOW, "User:eve"));
+        let p = plan(AclSyncMode::Safe, &[AclRule::parse("*").unwrap()], &src, &BTreeSet::new(), &mirrored());
+        let ops = |t: i8| p.create.iter().filter(|x| x.0 == t).map(|x| (x.1.as_str(), x.5)).collect::<Vec<_>>();
+        assert_eq!(ops(TOPIC), vec![("orders", OP_READ), ("orders", OP_DESCRIBE), ("orders", OP_DESCRIBE_CONFIGS)]);
+        assert_eq!(ops(GROUP), vec![("billing", OP_READ), ("billing", OP_DESCRIBE)]);
+        assert!(p.create.iter().all(|x| x.3 == "User:app" && x.2 == LITERAL), "{:?}", p.create);
+        // Full mode is the opt-in that copies them all.
+        let p = plan(AclSyncMode::Full, &[AclRule::parse("*").unwrap()], &src, &BTreeSet::new(), &mirrored());
+        assert_eq!(p.create.len(), src.len());
     }
 
     #[test]
     fn full_mode_mirrors_every_selected_binding_and_deletes_uncovered_destination_ones() {
         let (src, dst) = attack();
-        let p = plan(AclSyncMode::Full, &[AclRule::parse("*").unwrap()], &src, &dst);
+        let p = plan(AclSyncMode::Full, &[AclRule::parse("*").unwrap()], &src, &dst, &mirrored());
         assert_eq!(p.create, src.iter().cloned().collect::<Vec<_>>());
         assert_eq!(p.delete, dst.iter().cloned().collect::<Vec<_>>());
         assert_eq!(p.skipped, 0);
         // Rules still bound both: a rule for User:ops alone leaves the rest alone.
-        let p = plan(AclSyncMode::Full, &[AclRule::parse("*;*;*;*;User:ops").unwrap()], &src, &dst);
+        let p = plan(AclSyncMode::Full, &[AclRule::parse("*;*;*;*;User:ops").unwrap()], &src, &dst, &mirrored());
         assert_eq!(p.create, vec![b(4, "kafka-cluster", OP_ALL, ALLOW, "User:ops")]);
         assert!(p.delete.is_empty());
     }

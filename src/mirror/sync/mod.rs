@@ -365,7 +365,8 @@ impl MetadataSync {
         groups::sync_groups(&source, &self.dest, def, &state, &mut self.active_groups).await;
         step("GROUPS", t, None);
         let t = timed();
-        match acls::sync_acls(&source, &self.dest, def).await {
+        let mirrored = state.topics.values().filter(|t| t.mirror == def.name).map(|t| t.topic.clone()).collect();
+        match acls::sync_acls(&source, &self.dest, def, &mirrored).await {
             Ok((0, 0)) => step("ACLS", t, None),
             Ok((created, deleted)) => {
                 step("ACLS", t, None);
