@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::{FetchRequest, ProduceRequest};
 use mirrorgate::client::cluster::ClusterClient;
 use mirrorgate::client::{Acks, ClusterOptions};
+use mirrorgate::mirror::migration::routing::{Migration, RoutingCommand, TopicRouting};
 use mirrorgate::mirror::model::{DesiredState, MirrorDefinition, MirrorTopic, OffsetSegment, PartitionStateRecord};
 use mirrorgate::mirror::store::{StateKey, StateSnapshot, StateStore, StateStoreSettings, StoreError};
 use mirrorgate::wire::mirror::MirrorPartitionState;
@@ -130,15 +131,26 @@ async fn every_record_type_round_trips() {
         mirror("m-roundtrip", "org.apache.kafka.common.security.plain.PlainLoginModule required password=\"s3cret\";");
     let t = topic("m-roundtrip", "orders", DesiredState::Mirroring);
     let p = partition("m-roundtrip", "orders", 2, 4);
+    // A topic in migration, with every optional field of its routing set (issue 36).
+    let mut migrating = topic("m-roundtrip", "payments", DesiredState::Mirroring);
+    migrating.migration = Some(Migration {
+        routing: TopicRouting::CuttingOver,
+        since_ms: 1_700_000_000_100,
+        cutover_id: Some("c-1".into()),
+        failover_started_ms: Some(1_700_000_000_200),
+        forced_past: vec!["producer id 7 wrote to payments-0 directly on the source".into()],
+    });
     let o1 = store.put_mirror(&m).await.unwrap();
     let o2 = store.put_topic(&t).await.unwrap();
     let o3 = store.put_partition(&p).await.unwrap();
     assert!(o1 < o2 && o2 < o3, "one partition, in order: {o1} {o2} {o3}");
+    store.put_topic(&migrating).await.unwrap();
 
     let snap = store.load().await.unwrap();
     let mut want = StateSnapshot::default();
     want.mirrors.insert(m.name.clone(), m.clone());
     want.topics.insert(("m-roundtrip".into(), "orders".into()), t.clone());
+    want.topics.insert(("m-roundtrip".into(), "payments".into()), migrating.clone());
     want.partitions.insert(("m-roundtrip".into(), "orders".into(), 2), p.clone());
     assert_eq!(snap, want);
     assert_eq!(store.load_mirror("m-roundtrip").await.unwrap(), want);
@@ -288,4 +300,81 @@ fn one_record_batch(key: Vec<u8>, value: Option<Vec<u8>>) -> bytes::Bytes {
     )
     .unwrap();
     buf.freeze()
+}
+
+/// The control plane's migration routing (issue 36, `ControlPlane::set_migration`) persisted in
+/// the topic records and loaded back by a fresh store: a cutover begun, a second one refused,
+/// aborted back to MIGRATING, begun again, failed over and completed; a stopped topic and a
+/// topic of another mirror refused; the refusals name why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_routing_is_persisted_and_refusals_name_why() {
+    use mirrorgate::mirror::control::{ControlPlane, ControlState};
+    use mirrorgate::mirror::topics::ClusterAccess;
+    use std::sync::Arc;
+
+    let settings = settings(3);
+    let store = Arc::new(StateStore::open(connect().await, settings.clone()).await.unwrap());
+    let dest = support::cluster("dest");
+    let access = ClusterAccess {
+        bootstrap: dest.bootstrap.split(',').map(String::from).collect::<Vec<_>>().into(),
+        connect_timeout: std::time::Duration::from_secs(10),
+        request_timeout: std::time::Duration::from_secs(30),
+    };
+    let cp = ControlPlane::new(store.clone(), access);
+    let m = mirror("m-migr", "x");
+    let topics = [
+        topic("m-migr", "orders", DesiredState::Mirroring),
+        topic("m-migr", "archive", DesiredState::Stopped),
+        topic("m-other", "elsewhere", DesiredState::Mirroring),
+    ];
+    cp.load(ControlState::from_records(BTreeMap::from([(m.name.clone(), m.clone())]), topics, []));
+    let names = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let codes = |r: &[(String, Result<(), mirrorgate::mirror::control::MirrorError>)]| {
+        r.iter().map(|(t, r)| (t.clone(), r.as_ref().err().map(|e| e.code))).collect::<Vec<_>>()
+    };
+
+    let r = cp
+        .set_migration("m-migr", &names(&["orders", "archive", "elsewhere"]), &RoutingCommand::StartMigration)
+        .await
+        .unwrap();
+    assert_eq!(
+        codes(&r),
+        vec![("orders".into(), None), ("archive".into(), Some(142)), ("elsewhere".into(), Some(139))],
+        "{r:?}"
+    );
+    assert_eq!(cp.migration_routing("orders"), Some(TopicRouting::Migrating));
+    assert_eq!(cp.migration_routing("archive"), None);
+    let begin = |id: &str| RoutingCommand::BeginCutover { cutover_id: id.into(), forced_past: Vec::new() };
+    let orders = names(&["orders"]);
+    assert_eq!(
+        codes(&cp.set_migration("m-migr", &orders, &begin("c-1")).await.unwrap()),
+        vec![("orders".into(), None)]
+    );
+    let r = cp.set_migration("m-migr", &orders, &begin("c-2")).await.unwrap();
+    let e = r[0].1.as_ref().unwrap_err();
+    assert!(e.code == 145 && e.message.contains("cutover c-1"), "{e:?}");
+    cp.set_migration("m-migr", &orders, &RoutingCommand::AbortCutover).await.unwrap();
+    assert_eq!(cp.migration_routing("orders"), Some(TopicRouting::Migrating), "aborted");
+    cp.set_migration("m-migr", &orders, &begin("c-3")).await.unwrap();
+    cp.set_migration("m-migr", &orders, &RoutingCommand::BeginFailover).await.unwrap();
+    let r = cp.set_migration("m-migr", &orders, &RoutingCommand::AbortCutover).await.unwrap();
+    let e = r[0].1.as_ref().unwrap_err();
+    assert!(e.code == 145 && e.message.contains("can no longer be aborted"), "{e:?}");
+
+    // What is in __mirror_state now, read by a fresh store: CUTTING_OVER of c-3, past the
+    // fail-over step.
+    let loaded = StateStore::open(connect().await, settings.clone()).await.unwrap().load().await.unwrap();
+    let stored = loaded.topics[&("m-migr".to_string(), "orders".to_string())].migration.clone().unwrap();
+    assert_eq!((stored.routing, stored.cutover_id.as_deref()), (TopicRouting::CuttingOver, Some("c-3")));
+    assert!(stored.failover_started_ms.is_some());
+    assert!(
+        !loaded.topics.contains_key(&("m-migr".to_string(), "archive".to_string())),
+        "a refused topic's record is not written"
+    );
+
+    cp.set_migration("m-migr", &orders, &RoutingCommand::CompleteCutover).await.unwrap();
+    let loaded = StateStore::open(connect().await, settings).await.unwrap().load().await.unwrap();
+    let stored = loaded.topics[&("m-migr".to_string(), "orders".to_string())].migration.clone().unwrap();
+    assert_eq!(stored.routing, TopicRouting::CutOver);
+    assert_eq!(cp.migration("orders"), Some(stored));
 }

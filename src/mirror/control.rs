@@ -24,6 +24,7 @@ use super::topics::{ClusterAccess, TopicConfigSupport, TopicInfo};
 
 mod follow_ops;
 mod merge;
+mod migration_ops;
 mod sync_ops;
 
 pub use follow_ops::{FollowBarrier, Lease, Ownership};
