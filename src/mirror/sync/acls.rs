@@ -40,6 +40,7 @@ const OP_ALL: i8 = 2;
 /// Kafka `AclOperation.READ`.
 const OP_READ: i8 = 3;
 /// Kafka `AclOperation.WRITE`.
+#[cfg(test)]
 const OP_WRITE: i8 = 4;
 /// Kafka `AclOperation.DESCRIBE`.
 const OP_DESCRIBE: i8 = 8;
