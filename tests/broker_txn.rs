@@ -992,6 +992,50 @@ async fn q6_a_markers_timestamp_is_seen_by_list_offsets(s: Setup) {
     assert_eq!((max_ts.0, max_ts.1), (NONE, 2), "the marker holds the max timestamp");
 }
 
+/// Q8 (issue 36, docs/migration.md "Transactional producers"): a transactional producer that
+/// comes from another cluster (its producer id allocated there) recovers on this one by
+/// KIP-360's InitProducerId with its old producer id and epoch. (a) The transactional id is
+/// unknown here: a fresh producer id at epoch 0 ("the metadata was just created").
+/// (b) The id is known here with another producer id: PRODUCER_FENCED, fatal for the Java
+/// producer, so mirrorgate must send such a request without the foreign producer id;
+/// (c) without it (-1/-1) the same id gets its producer id here with the next epoch.
+async fn q8_init_producer_id_with_a_foreign_producer_id(s: Setup) {
+    let cluster = s.cluster();
+    let mut b = Broker::connect(&cluster).await;
+    const FOREIGN: i64 = 987_654_321;
+    let init = |id: &str, pid: i64, epoch: i16| {
+        InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.to_string()))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+    };
+    // The coordinator of a fresh id may still be loading: a known id first (b's setup).
+    let known = b.txn_producer("q8-known", 60_000, TxnProtocol::V1).await;
+    let fresh = support::unique_name("q8-fresh");
+    txn::find_coordinator(&mut b.conn, &fresh).await.expect("FindCoordinator");
+    let resp = b.conn.send(&init(&fresh, FOREIGN, 7), 4).await.expect("InitProducerId");
+    eprintln!(
+        "[pin] {s:?}: unknown id, foreign producer id: error {}, producer id {}, epoch {}",
+        resp.error_code, resp.producer_id.0, resp.producer_epoch
+    );
+    assert_eq!(resp.error_code, NONE, "(a) an unknown id with a foreign producer id");
+    assert!(
+        resp.producer_id.0 >= 0 && resp.producer_id.0 != FOREIGN,
+        "(a) a fresh producer id: {}",
+        resp.producer_id.0
+    );
+    assert_eq!(resp.producer_epoch, 0, "(a) epoch 0");
+
+    let resp = b.conn.send(&init(&known.transactional_id, FOREIGN, 7), 4).await.expect("InitProducerId");
+    eprintln!("[pin] {s:?}: known id, foreign producer id: error {}", resp.error_code);
+    assert_eq!(resp.error_code, PRODUCER_FENCED, "(b) a known id with a foreign producer id is fenced");
+    let resp = b.conn.send(&init(&known.transactional_id, -1, -1), 4).await.expect("InitProducerId");
+    assert_eq!(resp.error_code, NONE, "(c)");
+    assert_eq!(resp.producer_id.0, known.producer_id, "(c) its producer id here");
+    assert_eq!(resp.producer_epoch, known.producer_epoch + 1, "(c) the next epoch");
+}
+
 /// One module per cluster setup with every question as a test; the test list is given once.
 macro_rules! cluster_tests {
     ($module:ident, $setup:expr, [$($t:ident),* $(,)?]) => {
@@ -1029,6 +1073,7 @@ pins! {
         q6_markers_of_one_transaction_land_at_each_partitions_log_end,
         q6_a_markers_timestamp_is_seen_by_list_offsets,
         q7_sequences_of_the_next_transaction_on_the_same_partition,
+        q8_init_producer_id_with_a_foreign_producer_id,
     ];
     kafka_3_9_1 => Setup { version: "3.9.1", tv: None };
     kafka_4_1_1_tv1 => Setup { version: "4.1.1", tv: Some(1) };
