@@ -88,6 +88,38 @@ impl ControlPlane {
     ) -> Result<Vec<String>, MirrorError> {
         self.check_loaded()?;
         let def = self.mirror(mirror)?;
+        let access = self.source_access(&def);
+        let (cluster_id, matched) = self.match_source_topics(&def, &access, include, exclude).await?;
+        let _w = self.write_lock.lock().await;
+        self.check_startable(&def, cluster_id.as_deref(), &matched).await?;
+        let start_position = self.save_start(mirror, include, exclude, cluster_id, position).await?;
+        let dest = self.destination_facts(&matched).await?;
+        let mut starts = Starts::default();
+        for t in matched {
+            let name = t.name.clone();
+            match self.start_topic(&def, &access, &dest, t, start_position).await? {
+                TopicStart::Started => starts.started.push(name),
+                TopicStart::Refused(reason) => starts.refused.push(reason),
+                TopicStart::Foreign(reason) => starts.foreign.push(reason),
+            }
+        }
+        tracing::info!(mirror, topics = ?starts.started, "mirror topics started");
+        starts.answer()
+    }
+
+    /// The source's cluster id and its non-internal topics that match `include` (names or
+    /// full-match regexes) and neither `exclude` nor the mirror's `topics.exclude`.
+    ///
+    /// # Errors
+    /// INVALID_CONFIG for a bad pattern (before the source is asked), UNKNOWN_SERVER_ERROR
+    /// for an unreachable source.
+    async fn match_source_topics(
+        &self,
+        def: &MirrorDefinition,
+        access: &ClusterAccess,
+        include: &[String],
+        exclude: &[String],
+    ) -> Result<(Option<String>, Vec<TopicInfo>), MirrorError> {
         let compile = |p: &String| {
             Regex::new(&format!("^(?:{p})$")).map_err(|e| MirrorError {
                 code: INVALID_CONFIG,
@@ -100,10 +132,9 @@ impl ControlPlane {
         for p in configs::split_list(default_exclude) {
             exc.push(compile(&p.to_string())?);
         }
-        let access = self.source_access(&def);
         let (cluster_id, source_topics) = access.topics().await.map_err(|e| MirrorError {
             code: UNKNOWN_SERVER_ERROR,
-            message: format!("source cluster of mirror `{mirror}` unreachable: {e}"),
+            message: format!("source cluster of mirror `{}` unreachable: {e}", def.name),
         })?;
         let matched: Vec<TopicInfo> = source_topics
             .values()
@@ -111,16 +142,34 @@ impl ControlPlane {
             .filter(|t| inc.iter().any(|r| r.is_match(&t.name)) && !exc.iter().any(|r| r.is_match(&t.name)))
             .cloned()
             .collect();
-        let _w = self.write_lock.lock().await;
+        Ok((cluster_id, matched))
+    }
+
+    /// Whether the matched topics may start: the source is the cluster the mirror expects
+    /// (`source.cluster.id`), no topic belongs to another mirror, and none would copy in a
+    /// circle ([`ControlPlane::refuse_loops`]).
+    ///
+    /// # Errors
+    /// INVALID_CONFIG, TOPIC_ALREADY_IN_CLUSTER_MIRROR naming the other mirror.
+    async fn check_startable(
+        &self,
+        def: &MirrorDefinition,
+        cluster_id: Option<&str>,
+        matched: &[TopicInfo],
+    ) -> Result<(), MirrorError> {
+        let mirror = def.name.as_str();
         if let Some(expected) = configs::effective(&def.configs, "source.cluster.id") {
-            if cluster_id.as_deref() != Some(expected) {
+            if cluster_id != Some(expected) {
                 return Err(MirrorError {
                     code: INVALID_CONFIG,
-                    message: format!("source cluster id is {cluster_id:?}, mirror `{mirror}` expects `{expected}`"),
+                    message: format!(
+                        "source cluster id is {:?}, mirror `{mirror}` expects `{expected}`",
+                        cluster_id.map(str::to_string)
+                    ),
                 });
             }
         }
-        for t in &matched {
+        for t in matched {
             if let Some(owner) = self.with_state(|s| s.topics.get(&t.name).map(|x| x.mirror.clone())) {
                 if owner != mirror {
                     return Err(err(
@@ -130,7 +179,23 @@ impl ControlPlane {
                 }
             }
         }
-        self.refuse_loops(&def, &matched).await?;
+        self.refuse_loops(def, matched).await
+    }
+
+    /// Saves the start to the mirror's definition: the patterns (added to those it has), the
+    /// source cluster id (when not known yet) and the start position (when given). Returns
+    /// the start position of the topics started now.
+    ///
+    /// # Errors
+    /// UNKNOWN_CLUSTER_MIRROR, or a store failure.
+    async fn save_start(
+        &self,
+        mirror: &str,
+        include: &[String],
+        exclude: &[String],
+        cluster_id: Option<String>,
+        position: Option<StartPosition>,
+    ) -> Result<StartPosition, MirrorError> {
         let mut def = self.mirror(mirror)?;
         for p in include {
             if !def.include_patterns.contains(p) {
@@ -153,6 +218,15 @@ impl ControlPlane {
         self.update_state(|s| {
             s.mirrors.insert(mirror.to_string(), def.clone());
         });
+        Ok(start_position)
+    }
+
+    /// What the destination takes: its broker count (for the replication factor, at most 3)
+    /// and the topic configs it accepts (asked only when a topic is to be created).
+    ///
+    /// # Errors
+    /// UNKNOWN_SERVER_ERROR when the accepted configs cannot be read.
+    async fn destination_facts(&self, matched: &[TopicInfo]) -> Result<DestinationFacts, MirrorError> {
         let broker_count = self.destination.broker_count().await.unwrap_or(1).max(1);
         let support = if matched.is_empty() {
             TopicConfigSupport::default()
@@ -162,133 +236,187 @@ impl ControlPlane {
                 message: format!("cannot read which topic configs the destination accepts: {e}"),
             })?
         };
-        let mut started = Vec::new();
-        let mut refused = Vec::new();
-        let mut foreign = Vec::new();
-        for t in matched {
-            let source_configs = access.topic_configs(&t.name).await.map_err(|e| MirrorError {
-                code: UNKNOWN_SERVER_ERROR,
-                message: format!("cannot read the configs of source topic `{}`: {e}", t.name),
-            })?;
-            let (dest_configs, unsupported) = destination_topic_configs(&def, &source_configs, &support);
-            if !unsupported.is_empty() {
-                tracing::info!(
-                    mirror,
-                    topic = %t.name,
-                    configs = ?unsupported,
-                    tiered_storage = support.tiered_storage,
-                    "source topic configs the destination cannot take are not copied"
-                );
-            }
-            let rf = broker_count.min(3) as i16;
-            let already_mirrored = self.with_state(|s| s.topics.contains_key(&t.name));
-            let created = match self.destination.create_topic(&t.name, t.partitions, rf, &dest_configs).await {
+        Ok(DestinationFacts { replication_factor: broker_count.min(3) as i16, support })
+    }
+
+    /// Starts one source topic `t`: created on the destination (or an existing one checked
+    /// for adoption), then recorded as a mirror topic of `def` and stepped towards MIRRORING
+    /// — or FAILED when an existing destination topic's partition count differs.
+    ///
+    /// # Errors
+    /// UNKNOWN_SERVER_ERROR when the source or destination cannot be read, or a store failure.
+    async fn start_topic(
+        &self,
+        def: &MirrorDefinition,
+        access: &ClusterAccess,
+        dest: &DestinationFacts,
+        t: TopicInfo,
+        start_position: StartPosition,
+    ) -> Result<TopicStart, MirrorError> {
+        let (created, already_mirrored) = match self.create_destination_topic(def, access, dest, &t).await? {
+            Ok(created) => created,
+            Err(reason) => return Ok(TopicStart::Refused(reason)),
+        };
+        let mismatch = match self.check_existing(&def.name, &t, created, already_mirrored).await? {
+            Ok(mismatch) => mismatch,
+            Err(refusal) => return Ok(refusal),
+        };
+        self.record_started_topic(&def.name, access, &t, start_position, mismatch).await?;
+        Ok(TopicStart::Started)
+    }
+
+    /// Creates `t` on the destination with the source's partition count and the configs
+    /// the destination takes. Returns `(created, already a mirror topic)`; `Err(reason)`
+    /// when the destination refused the topic (recorded FAILED, non-retryable: shown by
+    /// --describe, logged once, and not retried by every discovery round; an explicit
+    /// --start of the topic tries again).
+    ///
+    /// # Errors
+    /// UNKNOWN_SERVER_ERROR when the source topic's configs cannot be read, or a store failure.
+    async fn create_destination_topic(
+        &self,
+        def: &MirrorDefinition,
+        access: &ClusterAccess,
+        dest: &DestinationFacts,
+        t: &TopicInfo,
+    ) -> Result<Result<(bool, bool), String>, MirrorError> {
+        let mirror = def.name.as_str();
+        let source_configs = access.topic_configs(&t.name).await.map_err(|e| MirrorError {
+            code: UNKNOWN_SERVER_ERROR,
+            message: format!("cannot read the configs of source topic `{}`: {e}", t.name),
+        })?;
+        let (dest_configs, unsupported) = destination_topic_configs(def, &source_configs, &dest.support);
+        if !unsupported.is_empty() {
+            tracing::info!(
+                mirror,
+                topic = %t.name,
+                configs = ?unsupported,
+                tiered_storage = dest.support.tiered_storage,
+                "source topic configs the destination cannot take are not copied"
+            );
+        }
+        let already_mirrored = self.with_state(|s| s.topics.contains_key(&t.name));
+        let created =
+            match self.destination.create_topic(&t.name, t.partitions, dest.replication_factor, &dest_configs).await {
                 Ok(c) => c,
                 Err(e) => {
-                    // Recorded as a FAILED mirror topic (non-retryable): shown by --describe,
-                    // logged once, and not retried by every discovery round; an explicit
-                    // --start of the topic tries again.
                     let reason = format!("cannot create mirror topic `{}` on the destination: {e}", t.name);
                     tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
-                    self.record_refused_topic(mirror, &t, &reason).await?;
-                    refused.push(reason);
-                    continue;
+                    self.record_refused_topic(mirror, t, &reason).await?;
+                    return Ok(Err(reason));
                 }
             };
-            if created {
-                self.forget_refused_start(&t.name).await?;
-            }
-            // An existing destination topic must have the source's partition count (and be
-            // empty with nothing writing to it: checked below).
-            let mismatch = if created {
-                None
-            } else {
-                let (_, dest_topics) = self.destination.topics().await.map_err(|e| MirrorError {
-                    code: UNKNOWN_SERVER_ERROR,
-                    message: format!("cannot describe destination topic `{}`: {e}", t.name),
-                })?;
-                dest_topics.get(&t.name).filter(|d| d.partitions != t.partitions).map(|d| {
-                    format!(
-                        "destination topic {} already exists with {} partition(s), the source has {}; it cannot be made identical",
-                        t.name, d.partitions, t.partitions
-                    )
-                })
-            };
-            // An existing destination topic that is not ours yet is adopted only when it is
-            // empty and nothing writes to it (issue 9, item 13); else its start is refused.
-            // A foreign topic with another partition count is refused the same way (never
-            // recorded, so it does not become read-only).
-            if !created && !already_mirrored {
-                let verdict = match &mismatch {
-                    Some(reason) => Err(super::super::adopt::NotAdopted::Foreign(reason.clone())),
-                    None => super::super::adopt::check_adoptable(&self.destination, &t.name, t.partitions).await,
-                };
-                match verdict {
-                    Ok(()) => {}
-                    Err(super::super::adopt::NotAdopted::Foreign(reason)) => {
-                        tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the destination topic exists and is not empty");
-                        foreign.push(reason);
-                        continue;
-                    }
-                    Err(super::super::adopt::NotAdopted::Unchecked(reason)) => {
-                        tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the existing destination topic could not be checked");
-                        refused.push(reason);
-                        continue;
-                    }
-                }
-            }
-            let source_log_append_time = access
-                .effective_topic_config(&t.name, "message.timestamp.type")
-                .await
-                .map_err(|e| MirrorError {
-                    code: UNKNOWN_SERVER_ERROR,
-                    message: format!("cannot read the timestamp type of source topic `{}`: {e}", t.name),
-                })?
-                .is_some_and(|v| v == "LogAppendTime");
-            let topic = MirrorTopic {
-                mirror: mirror.to_string(),
-                topic: t.name.clone(),
-                source_topic_id: Some(t.topic_id.clone()),
-                desired: DesiredState::Mirroring,
-                partitions: Some(t.partitions),
-                source_log_append_time,
-                start_position,
-                // A re-start keeps the topic's migration routing.
-                migration: self.with_state(|s| s.topics.get(&t.name).and_then(|x| x.migration.clone())),
-                updated_ms: now_ms(),
-            };
-            self.persist(StateWrite::Topic(topic.clone())).await?;
-            self.update_state(|s| {
-                s.topics.insert(t.name.clone(), topic);
-            });
-            match mismatch {
-                None => self.step_partitions(&t.name, t.partitions).await?,
-                Some(reason) => {
-                    tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
-                    for p in 0..t.partitions {
-                        let rec = PartitionStateRecord {
-                            error_message: Some(reason.clone()),
-                            ..PartitionStateRecord::new(mirror, &t.name, p, MirrorPartitionState::Failed)
-                        };
-                        self.persist(StateWrite::Partition(rec.clone())).await?;
-                        self.update_state(|s| {
-                            s.partitions.insert((t.name.clone(), p), rec);
-                        });
-                    }
-                }
-            }
-            started.push(t.name);
+        if created {
+            self.forget_refused_start(&t.name).await?;
         }
-        tracing::info!(mirror, topics = ?started, "mirror topics started");
-        if !refused.is_empty() || !foreign.is_empty() {
-            let started = if started.is_empty() { String::new() } else { format!("started {started:?}; ") };
-            // TOPIC_ALREADY_EXISTS (36, a StartMirrorTopics error of KIP-1279) when only
-            // existing foreign destination topics were refused.
-            let code = if refused.is_empty() { TOPIC_ALREADY_EXISTS } else { UNKNOWN_SERVER_ERROR };
-            refused.extend(foreign);
-            return Err(MirrorError { code, message: format!("{started}{}", refused.join("; ")) });
+        Ok(Ok((created, already_mirrored)))
+    }
+
+    /// Checks a destination topic that existed before the start. It must have the source's
+    /// partition count (else `Ok(Some(reason))`: the mirror topic is recorded FAILED); one
+    /// that is not a mirror topic yet is adopted only when it is empty and nothing writes to
+    /// it (issue 9, item 13), else its start is refused (`Err`, never recorded, so it does
+    /// not become read-only).
+    ///
+    /// # Errors
+    /// UNKNOWN_SERVER_ERROR when the destination topic cannot be described.
+    async fn check_existing(
+        &self,
+        mirror: &str,
+        t: &TopicInfo,
+        created: bool,
+        already_mirrored: bool,
+    ) -> Result<Result<Option<String>, TopicStart>, MirrorError> {
+        if created {
+            return Ok(Ok(None));
         }
-        Ok(started)
+        let (_, dest_topics) = self.destination.topics().await.map_err(|e| MirrorError {
+            code: UNKNOWN_SERVER_ERROR,
+            message: format!("cannot describe destination topic `{}`: {e}", t.name),
+        })?;
+        let mismatch = dest_topics.get(&t.name).filter(|d| d.partitions != t.partitions).map(|d| {
+            format!(
+                "destination topic {} already exists with {} partition(s), the source has {}; it cannot be made identical",
+                t.name, d.partitions, t.partitions
+            )
+        });
+        if already_mirrored {
+            return Ok(Ok(mismatch));
+        }
+        // A foreign topic with another partition count is refused the same way.
+        let verdict = match &mismatch {
+            Some(reason) => Err(super::super::adopt::NotAdopted::Foreign(reason.clone())),
+            None => super::super::adopt::check_adoptable(&self.destination, &t.name, t.partitions).await,
+        };
+        match verdict {
+            Ok(()) => Ok(Ok(mismatch)),
+            Err(super::super::adopt::NotAdopted::Foreign(reason)) => {
+                tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the destination topic exists and is not empty");
+                Ok(Err(TopicStart::Foreign(reason)))
+            }
+            Err(super::super::adopt::NotAdopted::Unchecked(reason)) => {
+                tracing::error!(mirror, topic = %t.name, %reason, "mirror topic refused: the existing destination topic could not be checked");
+                Ok(Err(TopicStart::Refused(reason)))
+            }
+        }
+    }
+
+    /// Records `t` as a mirror topic of `mirror` (desired MIRRORING, with the source's
+    /// timestamp type and the start position) and steps its partitions; with a partition
+    /// count `mismatch` its partitions are recorded FAILED with that reason instead.
+    ///
+    /// # Errors
+    /// UNKNOWN_SERVER_ERROR when the source topic's timestamp type cannot be read, or a store
+    /// failure.
+    async fn record_started_topic(
+        &self,
+        mirror: &str,
+        access: &ClusterAccess,
+        t: &TopicInfo,
+        start_position: StartPosition,
+        mismatch: Option<String>,
+    ) -> Result<(), MirrorError> {
+        let source_log_append_time = access
+            .effective_topic_config(&t.name, "message.timestamp.type")
+            .await
+            .map_err(|e| MirrorError {
+                code: UNKNOWN_SERVER_ERROR,
+                message: format!("cannot read the timestamp type of source topic `{}`: {e}", t.name),
+            })?
+            .is_some_and(|v| v == "LogAppendTime");
+        let topic = MirrorTopic {
+            mirror: mirror.to_string(),
+            topic: t.name.clone(),
+            source_topic_id: Some(t.topic_id.clone()),
+            desired: DesiredState::Mirroring,
+            partitions: Some(t.partitions),
+            source_log_append_time,
+            start_position,
+            // A re-start keeps the topic's migration routing.
+            migration: self.with_state(|s| s.topics.get(&t.name).and_then(|x| x.migration.clone())),
+            updated_ms: now_ms(),
+        };
+        self.persist(StateWrite::Topic(topic.clone())).await?;
+        self.update_state(|s| {
+            s.topics.insert(t.name.clone(), topic);
+        });
+        match mismatch {
+            None => self.step_partitions(&t.name, t.partitions).await?,
+            Some(reason) => {
+                tracing::error!(mirror, topic = %t.name, %reason, "mirror topic FAILED");
+                for p in 0..t.partitions {
+                    let rec = PartitionStateRecord {
+                        error_message: Some(reason.clone()),
+                        ..PartitionStateRecord::new(mirror, &t.name, p, MirrorPartitionState::Failed)
+                    };
+                    self.persist(StateWrite::Partition(rec.clone())).await?;
+                    self.update_state(|s| {
+                        s.partitions.insert((t.name.clone(), p), rec);
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Records `t` as a mirror topic of `mirror` whose partitions are FAILED,
@@ -353,5 +481,48 @@ impl ControlPlane {
             });
         }
         Ok(())
+    }
+}
+
+/// What the destination takes for the topics a start creates.
+struct DestinationFacts {
+    /// Replication factor of a created topic: the destination's broker count, at most 3.
+    replication_factor: i16,
+    /// The topic configs the destination accepts.
+    support: TopicConfigSupport,
+}
+
+/// How far one topic's start went.
+enum TopicStart {
+    /// Recorded as a mirror topic (its partitions stepped towards MIRRORING, or FAILED when
+    /// the partition counts differ).
+    Started,
+    /// Refused: the destination refused the topic or could not be checked.
+    Refused(String),
+    /// Refused: an existing destination topic that is not empty.
+    Foreign(String),
+}
+
+/// The topics of one StartMirrorTopics request, by how their start went.
+#[derive(Default)]
+struct Starts {
+    started: Vec<String>,
+    refused: Vec<String>,
+    foreign: Vec<String>,
+}
+
+impl Starts {
+    /// The answer: the topics started, or an error naming those started and every refusal —
+    /// TOPIC_ALREADY_EXISTS (36, a StartMirrorTopics error of KIP-1279) when only existing
+    /// foreign destination topics were refused, UNKNOWN_SERVER_ERROR otherwise.
+    fn answer(self) -> Result<Vec<String>, MirrorError> {
+        let Starts { started, mut refused, foreign } = self;
+        if refused.is_empty() && foreign.is_empty() {
+            return Ok(started);
+        }
+        let started = if started.is_empty() { String::new() } else { format!("started {started:?}; ") };
+        let code = if refused.is_empty() { TOPIC_ALREADY_EXISTS } else { UNKNOWN_SERVER_ERROR };
+        refused.extend(foreign);
+        Err(MirrorError { code, message: format!("{started}{}", refused.join("; ")) })
     }
 }
