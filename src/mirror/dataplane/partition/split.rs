@@ -1,13 +1,14 @@
 //! Compacted source batches with holes inside, split into dense runs and placeholders
 //! (DESIGN §4.2, docs/broker-behaviour.md): the one place the copy loop decompresses.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use crate::wire::batch::Batch;
-use crate::wire::records::{self, RecordsError};
+use crate::wire::records::{self, RecordView, RecordsError};
 use crate::wire::split::{self, Piece, RunHeader};
 
 use super::{fail, failpoint_mid_batch, Outcome, PartitionTask, Retry, Writer};
@@ -38,61 +39,88 @@ impl PartitionTask {
         if let Some(o) = self.settle_all(w).await? {
             return Ok(Some(o));
         }
-        let what = || {
-            format!(
-                "compacted source batch {}..{} of {}-{}",
-                b.base_offset(),
-                b.last_offset(),
-                self.topic,
-                self.partition
-            )
-        };
         if !b.crc_is_valid() {
-            return Err(Retry::new(format!("{}: CRC mismatch in the fetched bytes", what())));
+            return Err(Retry::new(format!("{}: CRC mismatch in the fetched bytes", self.split_what(b))));
         }
+        let (_room, decompressed) = match self.split_room(b, hold, stop).await {
+            ControlFlow::Continue(room) => room,
+            ControlFlow::Break(o) => return Ok(Some(o)),
+        };
+        let section = match split::records_section(b, decompressed) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", self.split_what(b)), false))),
+        };
+        let records = match records::walk(&section, b.record_count()) {
+            Ok(r) => r,
+            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", self.split_what(b)), false))),
+        };
+        let pieces = match split::plan(b, &records, from) {
+            Ok(p) => p,
+            Err(e) => return Ok(Some(fail(format!("cannot split {}: {e}", self.split_what(b)), false))),
+        };
+        self.write_pieces(w, b, &records, &pieces).await
+    }
+
+    /// How a split batch is named in messages.
+    fn split_what(&self, b: &Batch) -> String {
+        format!("compacted source batch {}..{} of {}-{}", b.base_offset(), b.last_offset(), self.topic, self.partition)
+    }
+
+    /// Takes the memory a split of `b` allocates from the in-flight budget: the decompressed
+    /// records and one re-encoded run (twice the decompressed length), or the run copies of
+    /// an uncompressed batch (its payload length). When it is not free, the room of the
+    /// fetched records (`hold`) is given up first and the loop waits. Returns the budget
+    /// taken and the decompressed length (0: uncompressed); a batch that could never fit
+    /// fails the partition (permanent), naming the sizes.
+    async fn split_room(
+        &self,
+        b: &Batch,
+        hold: &mut Option<Arc<OwnedSemaphorePermit>>,
+        stop: &CancellationToken,
+    ) -> ControlFlow<Outcome, (OwnedSemaphorePermit, usize)> {
         let total = self.fetcher.budget_total();
         let too_large = |need: String| {
             fail(
-                format!("{}: splitting it needs {need} bytes of memory (decompressed records and one re-encoded run) but mirror.inflight.max.bytes is {total}; raise it", what()),
+                format!("{}: splitting it needs {need} bytes of memory (decompressed records and one re-encoded run) but mirror.inflight.max.bytes is {total}; raise it", self.split_what(b)),
                 false,
             )
         };
         let decompressed = match split::decompressed_len(b, total) {
             Ok(n) => n,
-            Err(RecordsError::TooLarge { .. }) => return Ok(Some(too_large(format!("more than {total}")))),
-            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
+            Err(RecordsError::TooLarge { .. }) => return ControlFlow::Break(too_large(format!("more than {total}"))),
+            Err(e) => return ControlFlow::Break(fail(format!("cannot read {}: {e}", self.split_what(b)), false)),
         };
         let need = if decompressed > 0 { decompressed.saturating_mul(2) } else { b.payload().len() };
         if need > total {
-            return Ok(Some(too_large(need.to_string())));
+            return ControlFlow::Break(too_large(need.to_string()));
         }
-        let _room = match self.fetcher.try_take_budget(need) {
+        let room = match self.fetcher.try_take_budget(need) {
             Some(room) => room,
             None => {
                 drop(hold.take());
                 tokio::select! {
-                    _ = stop.cancelled() => return Ok(Some(Outcome::Stopped)),
+                    _ = stop.cancelled() => return ControlFlow::Break(Outcome::Stopped),
                     room = self.fetcher.take_budget(need) => match room {
                         Some(room) => room,
-                        None => return Ok(Some(too_large(need.to_string()))),
+                        None => return ControlFlow::Break(too_large(need.to_string())),
                     },
                 }
             }
         };
-        let section = match split::records_section(b, decompressed) {
-            Ok(s) => s,
-            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
-        };
-        let records = match records::walk(&section, b.record_count()) {
-            Ok(r) => r,
-            Err(e) => return Ok(Some(fail(format!("cannot read {}: {e}", what()), false))),
-        };
-        let pieces = match split::plan(b, &records, from) {
-            Ok(p) => p,
-            Err(e) => return Ok(Some(fail(format!("cannot split {}: {e}", what()), false))),
-        };
-        // Placeholders take the batch's max timestamp (a record's, or the append time; the
-        // base timestamp may be the cleaner's delete horizon).
+        ControlFlow::Continue((room, decompressed))
+    }
+
+    /// Writes the pieces of a split batch `b` in order: holes as placeholders (the batch's
+    /// max timestamp: a record's, or the append time; the base timestamp may be the
+    /// cleaner's delete horizon), runs re-encoded with the data producer's next sequence,
+    /// each at the destination offset its first source offset maps to (checked).
+    async fn write_pieces(
+        &self,
+        w: &mut Writer<'_>,
+        b: &Batch,
+        records: &[RecordView<'_>],
+        pieces: &[Piece],
+    ) -> Result<Option<Outcome>, Retry> {
         let ts = b.max_timestamp();
         for (k, piece) in pieces.iter().enumerate() {
             match piece {
@@ -115,7 +143,10 @@ impl PartitionTask {
                         Ok(run) => run,
                         Err(e) => {
                             return Ok(Some(fail(
-                                format!("cannot re-encode the run at source offset {first} of {}: {e}", what()),
+                                format!(
+                                    "cannot re-encode the run at source offset {first} of {}: {e}",
+                                    self.split_what(b)
+                                ),
                                 false,
                             )))
                         }
