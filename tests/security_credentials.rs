@@ -344,3 +344,52 @@ fn assert_no_secret(mg: &Mirrorgate) {
         assert!(!log.contains(s), "mirrorgate's log shows a password");
     }
 }
+
+/// A self-signed certificate (`openssl req -x509 -subj "/C=US/O=corp/OU=eng/CN=alice, jr"`),
+/// a usable trust store in PEM.
+const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB0TCCAXegAwIBAgIUHNFwoiKCWdYkRvNSGj/fBSlkrWkwCgYIKoZIzj0EAwIw\nPjELMAkGA1UEBhMCVVMxDTALBgNVBAoMBGNvcnAxDDAKBgNVBAsMA2VuZzESMBAG\nA1UEAwwJYWxpY2UsIGpyMB4XDTI2MTIwMTE4MjUyNloXDTM2MTEyODE4MjUyNlow\nPjELMAkGA1UEBhMCVVMxDTALBgNVBAoMBGNvcnAxDDAKBgNVBAsMA2VuZzESMBAG\nA1UEAwwJYWxpY2UsIGpyMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErmCmAdCj\nJhmuzbfHwE99+Jfq1v0AmgTTFB+0qdW0E3FKO5m4GZhxUHVLSimnWlOL7KHew7cA\nNTdswyy6ViomLaNTMFEwHQYDVR0OBBYEFEdJmXInnhJQTqcAA/2L0Rc9JodnMB8G\nA1UdIwQYMBaAFEdJmXInnhJQTqcAA/2L0Rc9JodnMA8GA1UdEwEB/wQFMAMBAf8w\nCgYIKoZIzj0EAwIDSAAwRQIgdq6SnJarErbbMmWIkPe1C5wC5vSsOzlnQ0q9W+eW\ntUcCIQDGGmdQxYILFQhC+XUWPwGNxADjM5Jj6hviTdk5rBGpoQ==\n-----END CERTIFICATE-----\n";
+
+/// Issue 32 review finding R5: a mirror's `ssl.truststore.location` / `ssl.keystore.location`
+/// name files on mirrorgate's host, set by whoever may alter mirrors. With proxy.yaml's
+/// `mirrors.ssl_files_dir`, only regular files inside that directory are accepted, at
+/// `--create` and at alter, links out of it included. On the code before, a trust store
+/// anywhere on the host was read and accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_store_files_stay_inside_mirrors_ssl_files_dir() {
+    let src = source();
+    let base = repo().join("target/test-mirrorgate").join(unique_name("store-files"));
+    let dir = base.join("stores");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (inside, outside, link) = (dir.join("ca.pem"), base.join("host-ca.pem"), dir.join("link.pem"));
+    std::fs::write(&inside, CA_PEM).unwrap();
+    std::fs::write(&outside, CA_PEM).unwrap();
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let dir_text = dir.to_string_lossy().to_string();
+    let env = [("MIRRORGATE__MIRRORS__SSL_FILES_DIR", dir_text.as_str())];
+    let mg = Mirrorgate::start_with(&src, MirrorgateOptions { env: &env, ..MirrorgateOptions::default() });
+    let lines = |location: &std::path::Path| {
+        vec![
+            "bootstrap.servers=127.0.0.1:1".to_string(),
+            "security.protocol=SSL".into(),
+            format!("ssl.truststore.location={}", location.display()),
+        ]
+    };
+    for path in [&outside, &link] {
+        let (created, text) = create(&mg, &unique_name("files-out"), &lines(path));
+        assert!(
+            !created && text.contains("INVALID_CONFIG") && text.contains("mirrors.ssl_files_dir"),
+            "{}: {text}",
+            path.display()
+        );
+    }
+    let mirror = unique_name("files-in");
+    let (created, text) = create(&mg, &mirror, &lines(&inside));
+    assert!(created, "a trust store inside the directory: {text}");
+    let outside_text = outside.to_string_lossy().to_string();
+    for key in ["ssl.truststore.location", "ssl.keystore.location"] {
+        let (code, message) = alter(&mg, &mirror, &[(key, Some(outside_text.as_str()))]);
+        assert!(code == INVALID_CONFIG && message.contains("mirrors.ssl_files_dir"), "{key}: {code} {message}");
+    }
+    assert_eq!(config(&mg, &mirror, "ssl.truststore.location"), Some(inside.to_string_lossy().to_string()));
+    std::fs::remove_dir_all(&base).unwrap();
+}

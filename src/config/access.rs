@@ -26,6 +26,11 @@ pub struct MirrorsConfig {
     /// keeps the endpoint it was created with; empty: no mirror may use OAUTHBEARER.
     #[serde(default)]
     pub sasl_oauthbearer_allowed_urls: Option<String>,
+    /// The one directory whose files mirrors' `ssl.truststore.location` and
+    /// `ssl.keystore.location` may name (an absolute path to an existing directory). Unset:
+    /// mirrors may name no file on mirrorgate's host (PEM text still works).
+    #[serde(default)]
+    pub ssl_files_dir: Option<String>,
 }
 
 impl AuthorizationConfig {
@@ -47,6 +52,18 @@ impl AuthorizationConfig {
 }
 
 impl MirrorsConfig {
+    /// `ssl_files_dir`, canonical (`None`: unset).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `mirrors.ssl_files_dir`.
+    pub(super) fn files_dir(&self) -> Result<Option<std::path::PathBuf>, ConfigError> {
+        self.ssl_files_dir
+            .as_deref()
+            .map(crate::mirror::store_files::parse_files_dir)
+            .transpose()
+            .map_err(|r| invalid("mirrors.ssl_files_dir", r))
+    }
+
     /// `sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
     ///
     /// # Errors

@@ -58,6 +58,8 @@ pub struct Settings {
     pub super_users: Vec<String>,
     /// `mirrors.sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
     pub sasl_oauthbearer_allowed_urls: Option<Vec<String>>,
+    /// `mirrors.ssl_files_dir`, canonical (`None`: unset).
+    pub mirror_ssl_files_dir: Option<std::path::PathBuf>,
     /// `instances.*`: this instance's group membership.
     pub membership: super::MembershipSettings,
     /// `traces.*` resolved against the `OTEL_*` environment; `None` = no spans.
@@ -90,6 +92,7 @@ impl ProxyConfig {
         )?;
         self.authorization.check()?;
         let sasl_oauthbearer_allowed_urls = self.mirrors.allowed_urls()?;
+        let mirror_ssl_files_dir = self.mirrors.files_dir()?;
         let membership = self.instances.validate(&self.mirror_state.topic)?;
         let traces = self.traces.validate()?;
         Ok(Settings {
@@ -97,6 +100,7 @@ impl ProxyConfig {
             traces,
             super_users: self.authorization.super_users.clone(),
             sasl_oauthbearer_allowed_urls,
+            mirror_ssl_files_dir,
             destination_bootstrap,
             destination_security,
             client_upstream,

@@ -736,6 +736,8 @@ pub fn source_security(
     static CACHE: std::sync::OnceLock<SecurityCache> = std::sync::OnceLock::new();
     // Never a token request to an endpoint the operator's allow-list does not hold.
     super::bound_credentials::check_token_url(configs)?;
+    // Never a file outside proxy.yaml's mirrors.ssl_files_dir.
+    super::store_files::check_locations(configs)?;
     let props: BTreeMap<String, String> = crate::client::security::security_keys()
         .filter_map(|k| effective(configs, k).map(|v| (k.to_string(), v.to_string())))
         .collect();

@@ -20,6 +20,7 @@ pub mod secrets;
 pub mod sharing;
 pub mod state_machine;
 pub mod store;
+pub mod store_files;
 pub mod sync;
 pub mod topic_configs;
 pub mod topics;

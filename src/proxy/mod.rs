@@ -255,6 +255,7 @@ async fn open_mirror_gate(
     };
     let store = Arc::new(store);
     crate::mirror::bound_credentials::install_allowed_urls(settings.sasl_oauthbearer_allowed_urls.clone());
+    crate::mirror::store_files::install_files_dir(settings.mirror_ssl_files_dir.clone());
     let control = Arc::new(ControlPlane::new(store.clone(), destination.clone()));
     control.load(ControlState::from_records(
         snapshot.mirrors,
