@@ -1,5 +1,7 @@
 //! Unit tests of [`super`].
 
+use base64::Engine as _;
+
 use super::*;
 
 fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
