@@ -605,6 +605,76 @@ async fn a_frozen_owner_loses_its_partitions_and_writes_nothing_stale() {
     eprintln!("SIGSTOP: {total} records, owners at the end {o:?}, {:?}", t0.elapsed());
 }
 
+/// Issue 33 item 4: an owner frozen (SIGSTOP, staged by the failpoint `marker-add:1:stop`)
+/// right before the AddPartitionsToTxn of a lone COMMIT marker; the other instance takes the
+/// partition over and copies the marker and the rest; SIGCONT. The frozen instance sends
+/// nothing stale: its request is not sent without the lease, and the new owner fenced the
+/// marker's transactional id (InitProducerId) before using it. The marker id has no
+/// transaction open behind the new owner's back, and with more data and another marker the
+/// partition stays MIRRORING and identical. (Old code: the old owner's AddPartitionsToTxn at
+/// the epoch the new owner had resumed reopened the transaction, which the coordinator would
+/// have aborted on its timeout with an ABORT marker in the middle of the log.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_before_a_marker_cannot_reopen_its_transaction() {
+    let _serial = serial();
+    let (source, dest) = (cluster("source"), cluster("dest"));
+    let state = unique_name("__mirror_state-fence");
+    let fp = "marker-add:1:stop";
+    let yaml = "instances:\n  name: b\n  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n";
+    let b = Mirrorgate::start_with(
+        &dest,
+        MirrorgateOptions {
+            state_topic: Some(&state),
+            extra_yaml: yaml,
+            env: &[("MIRRORGATE_FAILPOINT", fp)],
+            ..Default::default()
+        },
+    );
+    let topic = unique_name("fence");
+    create_topic(&source.bootstrap, &topic, 1);
+    produce(&source.bootstrap, &topic, 5, "first");
+    txn_producer(V, &source.bootstrap, &topic, &["--commit", "c1,c2"]);
+    let (src, dst) = (plaintext_client(&source.bootstrap), plaintext_client(&dest.bootstrap));
+    let mirror = start_mirror(&b, &source, &topic);
+    let marker_id = format!("mirrorgate.{}.{mirror}.{topic}.0.m", mirror.len());
+    // b stops itself at the COMMIT marker (offset 7), before its AddPartitionsToTxn.
+    eventually(Duration::from_secs(60), || {
+        let log = b.log();
+        log.contains(&format!("MIRRORGATE_FAILPOINT {fp} reached")).then_some(()).ok_or_else(|| tail(&log, 10))
+    });
+    assert_eq!(block(dst.list_offsets(&topic, 0, -1)).unwrap(), 7, "the records before the marker copied");
+    let a = instance(&dest, &state, "a");
+    let (_, takeover) = wait_owned_by(&a, &mirror, 1, &["a"], SESSION + Duration::from_secs(30));
+    let ends = wait_caught_up(&a, &mirror, &src, &dst, &topic, 1, Duration::from_secs(60));
+    eprintln!("a took the partition over after {takeover:?} and copied to {ends:?}");
+    let before_cont = b.log().len();
+    signal(&b, "-CONT");
+    eventually(Duration::from_secs(15), || {
+        let log = b.log();
+        log[before_cont..].contains("self-fenced: no successful heartbeat").then_some(()).ok_or_else(|| tail(&log, 20))
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let out = kafka_tool(
+        V,
+        "transactions",
+        &["--bootstrap-server", &dest.bootstrap, "describe", "--transactional-id", &marker_id],
+        None,
+    );
+    let described = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(described.contains(&marker_id), "{out:?}");
+    assert!(
+        !described.contains("Ongoing"),
+        "the frozen owner reopened the marker transaction behind the new owner: {described}\n{}",
+        tail(&b.log()[before_cont..], 30)
+    );
+    // More data and another marker: copied by whoever owns the partition now, identical.
+    produce(&source.bootstrap, &topic, 5, "second");
+    txn_producer(V, &source.bootstrap, &topic, &["--commit", "c3"]);
+    let ends = wait_caught_up(&a, &mirror, &src, &dst, &topic, 1, Duration::from_secs(60));
+    assert_eq!(ends, vec![15], "5 + 3 + 5 + 2 source offsets");
+    verify_identical(&a, &mirror, 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. SIGTERM moves the work at once
 // ---------------------------------------------------------------------------------------

@@ -151,6 +151,11 @@ pub enum TxnError {
         /// How long it waited, ms.
         ms: u128,
     },
+    /// The request was not sent, or its answer given up with its connection reset: the
+    /// transport refused it (e.g. the partition's write permission ended, the data plane's
+    /// coordinator fencing).
+    #[error("not sent: {0}")]
+    NotSent(String),
     /// The broker answered with a Kafka error code (not one this module retries, or still
     /// retriable when the deadline passed).
     #[error("{api} for transactional id {transactional_id}: Kafka error {code}")]
@@ -169,7 +174,7 @@ impl TxnError {
     pub fn code(&self) -> Option<i16> {
         match self {
             TxnError::Kafka { code, .. } => Some(*code),
-            TxnError::Client(_) | TxnError::Cluster(_) | TxnError::LogEnd { .. } => None,
+            TxnError::Client(_) | TxnError::Cluster(_) | TxnError::LogEnd { .. } | TxnError::NotSent(_) => None,
         }
     }
 }

@@ -19,7 +19,10 @@
 //! Nothing about transactions is kept in `__mirror_state`: after a restart (or any re-align)
 //! [`Txns::recover`] asks the transaction coordinator (DescribeTransactions, T3) and the
 //! partition leader (DescribeProducers) what is open, and resumes it without InitProducerId,
-//! which would abort an open transaction at the log end (T4).
+//! which would abort an open transaction at the log end (T4); such an id is fenced with
+//! InitProducerId once its transaction ended, and every id with nothing open is fenced at once
+//! (issue 33 item 4). Every transactional request goes through [`coord::Leased`]: not sent
+//! without the partition's lease, its connection reset when the lease ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -32,6 +35,7 @@ use crate::mirror::model::{self, OffsetSegment};
 use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
 use crate::wire::produce::ProduceFrameBuilder;
 
+use super::coord::{self, CoordConns, Leased, ProduceFailed};
 use super::errors::{self, ErrorClass};
 use super::partition::{
     fail, failpoint, init_producer_id, is_abort_marker, next_sequence, retry, Outcome, PartitionTask, Retry, Writer,
@@ -89,6 +93,11 @@ pub(super) struct Txns {
     next_index: u32,
     /// Transaction coordinator per transactional id (forgotten on any error).
     coordinators: HashMap<String, i32>,
+    /// Transactional ids resumed in an open transaction at the epoch the coordinator reported
+    /// (not fenced yet): each is fenced with InitProducerId right after that transaction ends.
+    unfenced: HashSet<String>,
+    /// The connections of this partition's transactional requests ([`coord::Leased`]).
+    conns: CoordConns,
     /// `transactions_used` is recorded in the partition's state.
     pub(super) used: bool,
 }
@@ -207,7 +216,7 @@ impl Txns {
     /// `mirrorgate.<length of the mirror name>.<mirror>.<topic>.<partition>.<suffix>`: the
     /// length keeps ids of different mirror/topic pairs apart when names contain dots.
     fn txn_id(task: &PartitionTask, suffix: &str) -> String {
-        format!("mirrorgate.{}.{}.{}.{}.{suffix}", task.mirror.len(), task.mirror, task.topic, task.partition)
+        coord::txn_id(&task.mirror, &task.topic, task.partition, suffix)
     }
 
     fn marker_id(task: &PartitionTask) -> String {
@@ -247,7 +256,7 @@ impl Txns {
         w: &Writer<'_>,
         segments: &[OffsetSegment],
     ) -> Result<Option<Outcome>, Retry> {
-        *self = Txns::default();
+        *self = Txns { conns: std::mem::take(&mut self.conns), ..Txns::default() };
         if !task.record().is_some_and(|r| r.transactions_used) {
             return Ok(None);
         }
@@ -260,10 +269,14 @@ impl Txns {
             match d.state.as_str() {
                 "Dead" => {}
                 "Ongoing" => {
+                    // Ended when the copy reaches its marker, then fenced.
                     self.marker = Some(producer);
                     self.marker_open = true;
+                    self.unfenced.insert(marker_id.clone());
                 }
-                _ => self.marker = Some(producer),
+                // Nothing open: fenced now (a new epoch, nothing written to the partition), so
+                // a request of an instance that used it before is refused from here on.
+                _ => self.marker = Some(self.fence(task, &marker_id, MARKER_TXN_TIMEOUT_MS).await?),
             }
         }
         let mut index = 0u32;
@@ -277,7 +290,10 @@ impl Txns {
             let state =
                 producers.iter().find(|a| a.producer_id == d.producer_id && a.producer_epoch == d.producer_epoch);
             let next_seq = state.filter(|a| a.last_sequence >= 0).map_or(0, |a| next_sequence(a.last_sequence, 1));
-            let slot = Slot { index, producer, next_seq };
+            let mut slot = Slot { index, producer, next_seq };
+            if d.state == "Ongoing" {
+                self.unfenced.insert(id.clone());
+            }
             match (d.state.as_str(), state) {
                 ("Dead", _) => {}
                 ("Ongoing", Some(a)) if a.current_txn_start_offset >= 0 => {
@@ -295,6 +311,9 @@ impl Txns {
                 }
                 ("Ongoing", _) => self.orphan = Some(slot),
                 _ => {
+                    // Free: fenced now, its sequences start over with the new epoch.
+                    slot.producer = self.fence(task, &id, SLOT_TXN_TIMEOUT_MS).await?;
+                    slot.next_seq = 0;
                     self.free.insert(index, slot);
                 }
             }
@@ -443,12 +462,27 @@ impl Txns {
 
     async fn describe(&mut self, task: &PartitionTask, id: &str) -> Result<Option<TxnDescription>, Retry> {
         let node = self.coordinator(task, id).await?;
-        txn::describe(&mut Node { client: &task.dest, node_id: node }, id).await.map_err(|e| self.txn_retry(e))
+        let described = txn::describe(&mut leased(task, &mut self.conns, node), id).await;
+        described.map_err(|e| self.txn_retry(e))
+    }
+
+    /// InitProducerId of `id` (a transaction of it is not open): a new epoch, so that a
+    /// request another instance (one that owned the partition before) still sends at the old
+    /// one is refused by the coordinator (`PRODUCER_FENCED`).
+    async fn fence(&mut self, task: &PartitionTask, id: &str, timeout_ms: i32) -> Result<TxnProducer, Retry> {
+        self.coordinator(task, id).await?;
+        let p = match self.init(task, id, timeout_ms).await {
+            Ok(p) => p,
+            Err(e) => return Err(self.txn_error(task, e)),
+        };
+        self.unfenced.remove(id);
+        tracing::debug!(topic = %task.topic, partition = task.partition, transactional_id = id, producer_id = p.producer_id, producer_epoch = p.producer_epoch, "transactional id fenced");
+        Ok(p)
     }
 
     async fn init(&mut self, task: &PartitionTask, id: &str, timeout_ms: i32) -> Result<TxnProducer, TxnError> {
         let node = self.coordinators.get(id).copied().unwrap_or(-1);
-        let mut conn = Node { client: &task.dest, node_id: node };
+        let mut conn = leased(task, &mut self.conns, node);
         match TxnProducer::init(&mut conn, id, timeout_ms, TxnProtocol::V1).await {
             Err(e) if e.code() == Some(INVALID_TRANSACTION_TIMEOUT) && timeout_ms > SLOT_TXN_TIMEOUT_FALLBACK_MS => {
                 TxnProducer::init(&mut conn, id, SLOT_TXN_TIMEOUT_FALLBACK_MS, TxnProtocol::V1).await
@@ -495,9 +529,12 @@ impl Txns {
                 Err(e) => return Err(self.txn_error(task, e)),
             },
         };
-        let mut conn = Node { client: &task.dest, node_id: node };
         if !self.marker_open {
-            match producer.add_partitions(&mut conn, &[(task.topic.as_str(), task.partition)]).await {
+            failpoint("marker-add");
+            let added = producer
+                .add_partitions(&mut leased(task, &mut self.conns, node), &[(task.topic.as_str(), task.partition)])
+                .await;
+            match added {
                 Ok(codes) if codes.first() == Some(&0) => self.marker_open = true,
                 Ok(codes) => {
                     let code = codes.first().copied().unwrap_or(-1);
@@ -521,7 +558,8 @@ impl Txns {
         // Until the marker is known to have landed once, nothing from its offset on is
         // served: the coordinator may write it again (`hide_extra_markers`).
         task.control.hold_reads(&task.topic, task.partition, expected + 1);
-        if let Err(e) = producer.end(&mut conn, commit).await {
+        let ended = producer.end(&mut leased(task, &mut self.conns, node), commit).await;
+        if let Err(e) = ended {
             if matches!(e.code(), Some(txn::PRODUCER_FENCED | txn::INVALID_PRODUCER_EPOCH)) {
                 self.marker = None;
                 self.marker_open = false;
@@ -530,6 +568,9 @@ impl Txns {
         }
         self.marker_open = false;
         self.wait_complete(task, &id).await?;
+        if self.unfenced.contains(&id) {
+            self.marker = Some(self.fence(task, &id, MARKER_TXN_TIMEOUT_MS).await?);
+        }
         landed(task, w, wait_marker(task, expected).await?).await
     }
 
@@ -573,10 +614,15 @@ impl Txns {
             return Err(Retry::new("this instance does not own the partition any more: no EndTxn".to_string()));
         }
         task.control.hold_reads(&task.topic, task.partition, w.dest_next + 1);
-        if let Err(e) = slot.producer.end(&mut Node { client: &task.dest, node_id: node }, commit).await {
+        let ended = slot.producer.end(&mut leased(task, &mut self.conns, node), commit).await;
+        if let Err(e) = ended {
             return Err(self.txn_error(task, e));
         }
         self.wait_complete(task, &id).await?;
+        if self.unfenced.contains(&id) {
+            slot.producer = self.fence(task, &id, SLOT_TXN_TIMEOUT_MS).await?;
+            slot.next_seq = 0;
+        }
         let marker = wait_marker(task, w.dest_next).await?;
         if !matches!(marker, Landed::Failed(_)) {
             self.free.insert(slot.index, slot);
@@ -630,23 +676,22 @@ impl Txns {
         let client_id = task.dest.options().client_id.clone();
         let timeout_ms = task.request_timeout.as_millis().min(i32::MAX as u128) as i32;
         let (topic, p) = (task.topic.as_str(), task.partition);
-        let sent = task
-            .dest
-            .send_produce_to_node(leader, SLOT_PRODUCE_VERSION, |version| {
+        let sent = leased(task, &mut self.conns, leader)
+            .produce(SLOT_PRODUCE_VERSION, |version| {
                 let mut builder = ProduceFrameBuilder::new(version, 0, &client_id, -1, timeout_ms);
                 builder.transactional_id(&id).partition(topic, p, segments);
                 builder.finish()
             })
             .await;
         let resp = match sent {
-            Ok((resp, _)) => resp,
-            Err(e) if e.is_ambiguous() => {
+            Ok(resp) => resp,
+            Err(ProduceFailed::Ambiguous(e)) => {
                 return Err(Retry {
                     why: format!("ambiguous append of aborted records: {e}"),
                     after_ambiguous_append: true,
                 })
             }
-            Err(e) => return Err(Retry::new(format!("append of aborted records: {e}"))),
+            Err(ProduceFailed::NotSent(e)) => return Err(Retry::new(format!("append of aborted records: {e}"))),
         };
         let answer = resp
             .responses
@@ -709,8 +754,11 @@ impl Txns {
         let id = slot.producer.transactional_id.clone();
         for attempt in 0..2 {
             let node = self.coordinator(task, &id).await?;
-            let mut conn = Node { client: &task.dest, node_id: node };
-            let code = match slot.producer.add_partitions(&mut conn, &[(task.topic.as_str(), task.partition)]).await {
+            let added = slot
+                .producer
+                .add_partitions(&mut leased(task, &mut self.conns, node), &[(task.topic.as_str(), task.partition)])
+                .await;
+            let code = match added {
                 Ok(codes) => codes.first().copied().unwrap_or(-1),
                 Err(e) => return Err(self.txn_error(task, e)),
             };
@@ -736,6 +784,12 @@ impl Txns {
         }
         Err(Retry::new(format!("cannot add {}-{} to the transaction of {id}", task.topic, task.partition)))
     }
+}
+
+/// Broker `node_id` for `task`'s transactional requests: sent only while the partition is
+/// owned here under a valid lease, on `conns` ([`coord::Leased`]).
+fn leased<'a>(task: &'a PartitionTask, conns: &'a mut CoordConns, node_id: i32) -> Leased<'a> {
+    Leased { control: &task.control, dest: &task.dest, topic: &task.topic, partition: task.partition, conns, node_id }
 }
 
 /// A transaction still being completed (its markers being written) is waited for by

@@ -4,6 +4,7 @@
 //! flight) and then complete the transition; FAILED partitions are retried with backoff
 //! (`mirror.failed.retry.*`) unless the failure is not retryable.
 
+mod coord;
 pub mod dest_topic;
 pub mod errors;
 mod fill;
@@ -307,16 +308,15 @@ impl DataPlane {
                     let stop = CancellationToken::new();
                     let settled = log_end::settled_log_end(&self.dest, topic, *p, &stop, self.request_timeout).await;
                     let segments = self.control.partition(topic, *p).map(|r| r.segments).unwrap_or_default();
-                    match settled.map_err(|e| e.to_string()) {
-                        Ok(end) if end > 0 => {
-                            let shift = segments.last().map_or(0, |s| s.shift());
-                            self.control.set_stopped_at(topic, *p, end + shift - 1);
-                        }
+                    let shift = segments.last().map_or(0, |s| s.shift());
+                    match settled.clone().map_err(|e| e.to_string()) {
+                        Ok(end) if end > 0 => self.control.set_stopped_at(topic, *p, end + shift - 1),
                         Ok(_) => {}
                         Err(e) => {
                             tracing::warn!(topic = %topic, partition = p, error = %e, "cannot read the destination log end at STOPPED; recording the last copied offset")
                         }
                     }
+                    self.end_open_transactions(&def.name, topic, *p, settled.ok(), shift).await;
                 }
                 if let Some(next) = next {
                     let moved = self.control.transition_owned(topic, *p, next, None).await.unwrap_or(false);
@@ -332,6 +332,34 @@ impl DataPlane {
 }
 
 impl DataPlane {
+    /// At STOPPED: aborts mirrorgate's transactions still open on the destination partition
+    /// (`coord::end_open_transactions`, no source needed) and hides their ABORT markers after
+    /// `settled` (the destination log end read before, `shift` its segment's) from a failback.
+    /// A failure is logged: the partition still stops, its last stable offset then held by
+    /// the open transaction until the coordinator's timeout.
+    async fn end_open_transactions(&self, mirror: &str, topic: &str, p: i32, settled: Option<i64>, shift: i64) {
+        let ended = match coord::end_open_transactions(&self.control, &self.dest, mirror, topic, p).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(mirror, topic, partition = p, error = %e, "stop: cannot end mirrorgate's open destination transactions; the topic's last stable offset stays at the first of them until the destination's transaction timeout");
+                return;
+            }
+        };
+        let Some(before) = settled.filter(|_| ended > 0) else { return };
+        let stop = CancellationToken::new();
+        match log_end::settled_log_end(&self.dest, topic, p, &stop, self.request_timeout).await {
+            Ok(after) if after > before => {
+                if let Err(e) = coord::hide_stop_markers(&self.control, topic, p, before, after, before + shift).await {
+                    tracing::warn!(mirror, topic, partition = p, error = %e, "stop: cannot record the ABORT markers of mirrorgate's transactions as hidden offsets");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(mirror, topic, partition = p, error = %e, "stop: cannot read the destination log end after ending mirrorgate's transactions")
+            }
+        }
+    }
+
     /// Drops the clients of deleted mirrors, and of mirrors whose data-plane configs changed
     /// (a new `bootstrap.servers`, new `fetch.*` settings, ...): their copy loops stop here
     /// (finishing the append in flight) and start again with the new settings, from the

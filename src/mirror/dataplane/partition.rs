@@ -205,21 +205,36 @@ pub(super) fn failpoint_mid_batch() {
 /// Test hook: with `MIRRORGATE_FAILPOINT=<name>:N` the process exits (code 86, no cleanup, as
 /// after a kill -9) the Nth time the data plane passes the failpoint `name`: `mid-batch` (see
 /// [`failpoint_mid_batch`]), `slot-added` (after a destination transaction for aborted records
-/// was opened on the partition, before its first record) or `slot-append` (after an
+/// was opened on the partition, before its first record), `slot-append` (after an
 /// acknowledged append of aborted records into a destination transaction that is still open,
-/// `markers::Txns::write_aborted`).
+/// `markers::Txns::write_aborted`) or `marker-add` (right before the AddPartitionsToTxn of a
+/// lone marker, `markers::Txns::write_marker`). With `<name>:N:stop` the process stops itself
+/// (SIGSTOP, as a frozen process: the test sends SIGCONT) at the Nth pass instead, once.
 pub(super) fn failpoint(name: &str) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
-    static LIMIT: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static LIMIT: OnceLock<Option<(String, u64, bool)>> = OnceLock::new();
     static SEEN: AtomicU64 = AtomicU64::new(0);
     let limit = LIMIT.get_or_init(|| {
         let v = std::env::var("MIRRORGATE_FAILPOINT").ok()?;
-        let (n, count) = v.split_once(':')?;
-        Some((n.to_string(), count.parse().ok()?))
+        let (n, rest) = v.split_once(':')?;
+        let (count, stop) = match rest.split_once(':') {
+            Some((count, "stop")) => (count, true),
+            _ => (rest, false),
+        };
+        Some((n.to_string(), count.parse().ok()?, stop))
     });
-    if let Some((n, count)) = limit {
-        if n == name && SEEN.fetch_add(1, Ordering::SeqCst) + 1 >= *count {
+    if let Some((n, count, stop)) = limit {
+        if n != name {
+            return;
+        }
+        let seen = SEEN.fetch_add(1, Ordering::SeqCst) + 1;
+        if *stop && seen == *count {
+            eprintln!("MIRRORGATE_FAILPOINT {n}:{count}:stop reached: stopping");
+            let _ = std::process::Command::new("kill").args(["-STOP", &std::process::id().to_string()]).status();
+            // (The stop may take effect a moment after `kill` returned: nothing goes on before.)
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        } else if !*stop && seen >= *count {
             eprintln!("MIRRORGATE_FAILPOINT {n}:{count} reached: exiting");
             std::process::exit(86);
         }
