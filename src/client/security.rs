@@ -350,94 +350,6 @@ impl ClientSecurity {
     }
 }
 
-/// A [`ClientSecurity`] that does not keep its OAUTHBEARER token source alive: once no
-/// connection or client uses that source, it is dropped and its refresher stops.
-#[derive(Clone)]
-pub struct WeakClientSecurity {
-    security: ClientSecurity,
-    oauth: Option<std::sync::Weak<crate::client::oauth::OAuthBearerLogin>>,
-}
-
-impl WeakClientSecurity {
-    /// The security again, `None` when its OAUTHBEARER token source was dropped.
-    pub fn upgrade(&self) -> Option<ClientSecurity> {
-        let mut s = self.security.clone();
-        if let Some(w) = &self.oauth {
-            let login = w.upgrade()?;
-            if let Some(sasl) = s.sasl.as_mut() {
-                sasl.oauth = Some(login);
-            }
-        }
-        Some(s)
-    }
-
-    /// The owner of its OAUTHBEARER token source, if it has one and it lives.
-    fn oauth_owner(&self) -> Option<String> {
-        self.oauth.as_ref().and_then(std::sync::Weak::upgrade).map(|l| l.owner().to_string())
-    }
-}
-
-impl ClientSecurity {
-    /// A handle that does not keep the OAUTHBEARER token source alive ([`WeakClientSecurity`]).
-    pub fn downgrade(&self) -> WeakClientSecurity {
-        let mut security = self.clone();
-        let oauth = security.sasl.as_mut().and_then(|s| s.oauth.take()).map(|l| Arc::downgrade(&l));
-        WeakClientSecurity { security, oauth }
-    }
-}
-
-/// Per bootstrap list: the latest registration, and every live one, by owner.
-type Registry = Mutex<HashMap<Vec<String>, (WeakClientSecurity, Vec<WeakClientSecurity>)>>;
-
-fn registry() -> &'static Registry {
-    static REG: OnceLock<Registry> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Records `security` as the one to use for the cluster at `bootstrap`, for code that
-/// reaches a cluster knowing only its bootstrap list (a
-/// [`crate::mirror::topics::ClusterAccess`] collected from plain addresses). The latest
-/// registration wins. The registry does not keep an OAUTHBEARER token source alive (a
-/// deleted or reconfigured mirror's source is dropped with its clients), and never hands out
-/// one owner's token source when two owners registered different ones for the same list.
-pub fn register_for(bootstrap: &[String], security: &ClientSecurity) {
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    reg.retain(|_, (latest, _)| latest.upgrade().is_some());
-    let weak = security.downgrade();
-    let entry = reg.entry(bootstrap.to_vec()).or_insert_with(|| (weak.clone(), Vec::new()));
-    entry.1.retain(|w| w.oauth_owner().is_some());
-    if let Some(owner) = weak.oauth_owner() {
-        entry.1.retain(|w| w.oauth_owner().as_deref() != Some(owner.as_str()));
-        entry.1.push(weak.clone());
-    }
-    entry.0 = weak;
-}
-
-/// The security registered for `bootstrap` ([`register_for`]); PLAINTEXT when none is.
-/// Settings whose OAUTHBEARER token source is gone, or an OAUTHBEARER registration when
-/// several owners registered token sources for the list, give [`ClientSecurity::broken`]
-/// settings naming the problem (every connect fails with it; no token is lent to another
-/// owner).
-pub fn registered_for(bootstrap: &[String]) -> ClientSecurity {
-    let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    let Some((latest, owners)) = reg.get(bootstrap) else { return ClientSecurity::default() };
-    let list = bootstrap.join(",");
-    if latest.oauth.is_some() && owners.iter().filter(|w| w.oauth_owner().is_some()).count() > 1 {
-        return ClientSecurity::broken(sec_err(
-            "sasl.jaas.config",
-            format!(
-                "several mirrors use OAUTHBEARER towards {list}: a lookup by address cannot tell whose token to use"
-            ),
-        ));
-    }
-    latest.upgrade().unwrap_or_else(|| {
-        ClientSecurity::broken(sec_err(
-            "sasl.jaas.config",
-            format!("the OAUTHBEARER settings registered for {list} are no longer in use"),
-        ))
-    })
-}
-
 fn security_name(p: SecurityProtocol) -> &'static str {
     match p {
         SecurityProtocol::Plaintext => "PLAINTEXT",
@@ -597,43 +509,6 @@ fn jaas_tokens(text: &str) -> Result<Vec<Tok>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_registry_keeps_no_token_source_alive_and_lends_none_across_owners() {
-        let props = |id: &str| -> BTreeMap<String, String> {
-            [
-                ("security.protocol", "SASL_PLAINTEXT".to_string()),
-                ("sasl.mechanism", "OAUTHBEARER".to_string()),
-                ("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token".to_string()),
-                (
-                    "sasl.jaas.config",
-                    format!("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"{id}\" clientSecret=\"s\";"),
-                ),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
-        };
-        let bootstrap = vec!["registry-test:9092".to_string()];
-        let a = ClientSecurity::from_properties_for("mirror:reg-a", &props("a")).unwrap();
-        register_for(&bootstrap, &a);
-        let got = registered_for(&bootstrap);
-        assert_eq!(got.sasl.as_ref().unwrap().oauth.as_ref().unwrap().owner(), "mirror:reg-a");
-        drop(got);
-        let weak = Arc::downgrade(a.sasl.as_ref().unwrap().oauth.as_ref().unwrap());
-        let b = ClientSecurity::from_properties_for("mirror:reg-b", &props("b")).unwrap();
-        register_for(&bootstrap, &b);
-        // Two owners: neither's token source is handed out by address.
-        let got = registered_for(&bootstrap);
-        assert!(got.unusable().is_some_and(|e| e.reason.contains("several mirrors")), "{got:?}");
-        assert!(got.sasl.is_none());
-        // Mirror A deleted: its token source dies (the registry held it weakly).
-        drop(a);
-        assert!(weak.upgrade().is_none());
-        assert_eq!(registered_for(&bootstrap).sasl.unwrap().oauth.unwrap().owner(), "mirror:reg-b");
-        drop(b);
-        assert!(registered_for(&bootstrap).unusable().is_some());
-    }
 
     #[test]
     fn parses_java_jaas_lines() {

@@ -23,8 +23,9 @@ pub struct ClusterAccess {
 }
 
 /// A bootstrap list and the security of the cluster it leads to. Built with
-/// [`Bootstrap::secured`]; collected from `host:port` strings it has no security of its own
-/// and uses the one registered for the list ([`crate::client::security::registered_for`]).
+/// [`Bootstrap::secured`]; collected from `host:port` strings it is PLAINTEXT: security is
+/// never looked up by address, so no mirror's credentials reach another mirror's connections
+/// (issue 32 review finding R6).
 #[derive(Debug, Clone, Default)]
 pub struct Bootstrap {
     addrs: Vec<String>,
@@ -41,7 +42,7 @@ impl Bootstrap {
     pub fn security(&self) -> crate::client::ClientSecurity {
         match &self.security {
             Some(s) => s.clone(),
-            None => crate::client::security::registered_for(&self.addrs),
+            None => crate::client::ClientSecurity::default(),
         }
     }
 }
@@ -353,6 +354,29 @@ pub fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 32 review finding R6: security is never looked up by address. A mirror's source
+    /// settings (here a PLAIN password) once registered per bootstrap list were handed to any
+    /// address-only `Bootstrap` of the same list.
+    #[test]
+    fn an_address_only_bootstrap_never_gets_a_mirrors_credentials() {
+        let configs: std::collections::BTreeMap<String, String> = [
+            ("bootstrap.servers", "r6-source:9092"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="r6-pw";"#,
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let options = crate::mirror::configs::source_options("r6", &configs).expect("bootstrap.servers is set");
+        assert!(options.security.sasl.is_some(), "the mirror's own client has its credentials");
+        let by_address = super::Bootstrap::from(vec!["r6-source:9092".to_string()]).security();
+        assert!(by_address.sasl.is_none() && by_address.unusable().is_none(), "{by_address:?}");
+    }
+
     #[test]
     fn topic_id_prints_like_kafka() {
         // Uuid.fromString("AAAAAAAAAAAAAAAAAAAAAQ") is 0...01

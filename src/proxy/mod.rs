@@ -349,7 +349,6 @@ pub async fn run(
     deadline: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    crate::client::security::register_for(&settings.destination_bootstrap, &settings.destination_security);
     use crate::telemetry::http::set_not_ready;
     // Served from the start: /health answers while the destination is awaited, /ready says why not.
     if let Some(addr) = settings.metrics_listen {

@@ -60,12 +60,10 @@ pub fn source_security(
 /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` (-1 = OS default), and TLS and
 /// SASL ([`source_security`]; settings that stopped being usable give a client whose every
 /// connect fails naming them, never a plaintext one). `None` when `bootstrap.servers` is
-/// missing. Registers the security for the bootstrap list
-/// ([`crate::client::security::register_for`]).
+/// missing.
 pub fn source_options(mirror: &str, configs: &BTreeMap<String, String>) -> Option<crate::client::ClusterOptions> {
     let bootstrap: Vec<String> = split_list(effective(configs, "bootstrap.servers")?).map(String::from).collect();
     let security = source_security(mirror, configs).unwrap_or_else(crate::client::ClientSecurity::broken);
-    crate::client::security::register_for(&bootstrap, &security);
     let long = |k: &str| effective(configs, k).and_then(|v| v.trim().parse::<i64>().ok());
     let ms = |k: &str| long(k).and_then(|v| u64::try_from(v).ok()).map(std::time::Duration::from_millis);
     let bytes = |k: &str| long(k).and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
