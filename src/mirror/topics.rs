@@ -9,7 +9,20 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::{BrokerConnection, ClientError};
+use crate::client::{BrokerConnection, ClientError, ClusterOptions};
+
+/// Options of mirrorgate's own clients towards the destination cluster, from the validated
+/// proxy settings (bootstrap list, timeouts, frame cap, TLS and SASL).
+pub fn destination_options(settings: &crate::config::Settings) -> ClusterOptions {
+    ClusterOptions {
+        connect_timeout: settings.connect_timeout,
+        connect_timeout_max: settings.connect_timeout,
+        request_timeout: settings.request_timeout,
+        max_frame_bytes: settings.max_frame_bytes,
+        security: settings.destination_security.clone(),
+        ..ClusterOptions::new(settings.destination_bootstrap.clone())
+    }
+}
 
 /// How to reach a cluster for admin lookups.
 #[derive(Debug, Clone)]

@@ -226,12 +226,12 @@ async fn open_mirror_gate(
     settings: &Settings,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Arc<mirror_gate::MirrorGate>, MirrorWork)> {
-    use crate::client::cluster::{ClusterClient, ClusterOptions};
+    use crate::client::cluster::ClusterClient;
     use crate::mirror::control::{ControlPlane, ControlState};
     use crate::mirror::store::{StateStore, StateStoreSettings};
     use crate::mirror::topics::ClusterAccess;
 
-    let client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
+    let client = ClusterClient::connect(crate::mirror::topics::destination_options(settings)).await?;
     let data_client = client.clone();
     let store_settings = StateStoreSettings::from(&settings.mirror_state);
     let store = StateStore::open(client, store_settings).await?;
@@ -263,7 +263,7 @@ async fn open_mirror_gate(
         snapshot.partitions.into_values(),
     ));
     // Other instances' writes take effect here too (docs/operations.md, "Several instances").
-    let follow_client = ClusterClient::connect(ClusterOptions::for_destination(settings)).await?;
+    let follow_client = ClusterClient::connect(crate::mirror::topics::destination_options(settings)).await?;
     let position = crate::mirror::follow::FollowPosition::new(&next_offsets);
     {
         let (store, position, shutdown) = (store.clone(), position.clone(), shutdown.clone());

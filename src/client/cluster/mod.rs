@@ -120,18 +120,6 @@ impl ClusterOptions {
             security: crate::client::security::ClientSecurity::plaintext(),
         }
     }
-
-    /// Options for the destination cluster from the validated proxy settings.
-    pub fn for_destination(settings: &crate::config::Settings) -> Self {
-        Self {
-            connect_timeout: settings.connect_timeout,
-            connect_timeout_max: settings.connect_timeout,
-            request_timeout: settings.request_timeout,
-            max_frame_bytes: settings.max_frame_bytes,
-            security: settings.destination_security.clone(),
-            ..Self::new(settings.destination_bootstrap.clone())
-        }
-    }
 }
 
 // Versions this client can build, inclusive. Kept in one place (DESIGN §2).

@@ -160,7 +160,7 @@ impl Patterns {
 /// Spawns the metadata sync of this mirrorgate instance, with its own destination client
 /// built from `settings`; it stops on `shutdown`.
 pub fn spawn(control: Arc<ControlPlane>, settings: &crate::config::Settings, shutdown: CancellationToken) {
-    tokio::spawn(MetadataSync::start(control, ClusterOptions::for_destination(settings), shutdown));
+    tokio::spawn(MetadataSync::start(control, crate::mirror::topics::destination_options(settings), shutdown));
 }
 
 /// The metadata sync service: one per mirrorgate instance, covering every mirror.
