@@ -146,7 +146,7 @@ pub fn put_response_header(out: &mut BytesMut, correlation_id: i32, header_versi
 }
 
 /// Why a header could not be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
 pub enum HeaderError {
     /// The header runs past the end of the frame.
     #[error("header runs past the end of the frame")]
@@ -154,6 +154,15 @@ pub enum HeaderError {
     /// A field holds an impossible value.
     #[error("malformed header: {0}")]
     Malformed(&'static str),
+    /// The request header version of this api key and version is not known, so where the
+    /// body starts is not known either.
+    #[error("request header version of api key {api_key} v{api_version} is not known")]
+    UnknownVersion {
+        /// `request_api_key`.
+        api_key: i16,
+        /// `request_api_version`.
+        api_version: i16,
+    },
 }
 
 fn read_i16(frame: &[u8], pos: usize) -> Result<i16, HeaderError> {

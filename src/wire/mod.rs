@@ -11,6 +11,7 @@ pub mod mirror;
 pub mod produce;
 pub mod produce_response_scan;
 pub mod records;
+pub mod request;
 mod response_cursor;
 pub mod scan;
 pub mod split;
