@@ -3,7 +3,8 @@
 //!
 //! - `decode`: [`FrameDecoder::decode`] splitting a buffer of many pipelined frames (what one
 //!   `read` from a busy client socket holds);
-//! - `prefix_route`: [`RequestPrefix::parse`] and [`route::decide`] on each frame (for Produce
+//! - `prefix_route`: [`ParsedRequest::parse`] (the header read once: prefix, client id, header
+//!   length) and [`route::decide`] on each frame (for Produce
 //!   this includes reading `acks` with [`route::produce_acks`]);
 //! - `pipeline`: both, frame after frame, as `proxy::connection` runs them;
 //! - `pipeline_spans`: `pipeline` plus the request span `proxy::connection` makes per
@@ -51,7 +52,7 @@ use mirrorgate::proxy::rewrite::AddressMap;
 use mirrorgate::proxy::route::ResponseAction;
 use mirrorgate::proxy::route::{self, Decision};
 use mirrorgate::wire::frame::{length_prefix, FrameDecoder, DEFAULT_MAX_FRAME_BYTES};
-use mirrorgate::wire::header::RequestPrefix;
+use mirrorgate::wire::request::ParsedRequest;
 use std::hint::black_box;
 
 /// One frame body (header + request, no length prefix) of `api_key` at `version`.
@@ -111,8 +112,11 @@ fn pipelined(count: usize, make: impl Fn(i32) -> Bytes) -> (BytesMut, Vec<Bytes>
 }
 
 fn route_one(frame: Bytes) -> bool {
-    let prefix = RequestPrefix::parse(&frame).expect("valid prefix");
-    match route::decide(&prefix, frame, |_| true) {
+    route_parsed(&ParsedRequest::parse(frame).expect("valid prefix"))
+}
+
+fn route_parsed(request: &ParsedRequest) -> bool {
+    match route::decide(request, |_| true) {
         Decision::Upstream { expect_response, .. } => expect_response,
         Decision::Close(reason) => panic!("bench frame refused: {reason}"),
     }
@@ -131,9 +135,9 @@ fn cases() -> Vec<Case> {
     let large = Case { name: "produce_1mib", buf, frames };
     for c in [&small, &large] {
         let f = &c.frames[0];
-        let p = RequestPrefix::parse(f).expect("prefix");
-        if p.api_key == ApiKey::Produce as i16 {
-            assert_eq!(route::produce_acks(&p, f), Some(-1), "Produce acks must be readable");
+        let p = ParsedRequest::parse(f.clone()).expect("prefix");
+        if p.api_key() == ApiKey::Produce as i16 {
+            assert_eq!(route::produce_acks(&p), Some(-1), "Produce acks must be readable");
         }
         assert!(route_one(f.clone()), "{} expects a response", c.name);
     }
@@ -216,26 +220,18 @@ fn benches(c: &mut Criterion) {
 fn decode_route_and_span_all(decoder: &FrameDecoder, mut buf: BytesMut, response: &[u8]) -> usize {
     let mut n = 0;
     while let Some(frame) = decoder.decode(&mut buf).expect("valid frames") {
-        let prefix = RequestPrefix::parse(&frame).expect("prefix");
-        let mut span = RequestSpan::start(&prefix, &frame);
+        let request = ParsedRequest::parse(frame).expect("prefix");
+        let prefix = *request.header();
+        let mut span = RequestSpan::start(&request);
         if let Some(s) = span.as_mut() {
             s.forwarded(None);
         }
-        n += usize::from(route_one(frame));
+        n += usize::from(route_parsed(&request));
         if let Some(s) = span {
             let at = std::time::SystemTime::now();
             let error_code =
                 mirrorgate::wire::header::response_error_code(prefix.api_key, prefix.api_version, response);
-            s.finish(
-                prefix.api_key,
-                prefix.api_version,
-                prefix.correlation_id,
-                "bench",
-                None,
-                error_code,
-                at,
-                response.len(),
-            );
+            s.finish(&prefix, "bench", None, error_code, at, response.len());
         }
     }
     n

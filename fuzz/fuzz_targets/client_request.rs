@@ -16,7 +16,7 @@ use kafka_protocol::protocol::Decodable;
 use libfuzzer_sys::fuzz_target;
 use mirrorgate::proxy::route;
 use mirrorgate::wire::frame::FrameDecoder;
-use mirrorgate::wire::header::{self, RequestPrefix};
+use mirrorgate::wire::request::ParsedRequest;
 use mirrorgate::wire::mirror::{self as mwire, MirrorApiTable};
 use mirrorgate::wire::scan;
 
@@ -41,12 +41,14 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn request(frame: &Bytes, table: &MirrorApiTable) {
-    let Ok(prefix) = RequestPrefix::parse(frame) else { return };
-    let _ = header::request_client_id(frame, 1);
-    let _ = header::request_client_id(frame, 2);
+    // As the connection parses it: header v2 for the mirror RPCs.
+    let header_version =
+        |k, v| if table.lookup(k).is_some() { Some(2) } else { mirrorgate::wire::header::request_header_version(k, v) };
+    let Ok(request) = ParsedRequest::parse_with(frame.clone(), header_version) else { return };
+    let _ = request.client_id();
+    let prefix = *request.header();
     if let Some(api) = table.lookup(prefix.api_key) {
-        let Ok(start) = header::request_header_len(frame, 2) else { return };
-        let mut body = frame.slice(start..);
+        let Ok(mut body) = request.body() else { return };
         if let Ok(req) = mwire::decode_request(api, prefix.api_version, &mut body) {
             let mut out = BytesMut::new();
             mwire::encode_request(&req, prefix.api_version, &mut out).expect("a decoded request encodes");
@@ -55,14 +57,15 @@ fn request(frame: &Bytes, table: &MirrorApiTable) {
         }
         return;
     }
-    gate(&prefix, frame);
+    gate(&request);
     // route::decide for both answers of "does the destination know this api key".
-    let _ = route::decide(&prefix, frame.clone(), |_| true);
-    let _ = route::decide(&prefix, frame.clone(), |_| false);
+    let _ = route::decide(&request, |_| true);
+    let _ = route::decide(&request, |_| false);
 }
 
 /// The read-only gate's walks (src/proxy/mirror_gate.rs `intercept`).
-fn gate(prefix: &RequestPrefix, frame: &Bytes) {
+fn gate(request: &ParsedRequest) {
+    let prefix = request.header();
     let Ok(key) = ApiKey::try_from(prefix.api_key) else { return };
     if let Some(r) = scan::supported_versions(prefix.api_key) {
         if prefix.api_version < r.min || prefix.api_version > r.max {
@@ -71,49 +74,49 @@ fn gate(prefix: &RequestPrefix, frame: &Bytes) {
     }
     let v = prefix.api_version;
     match key {
-        ApiKey::Produce => produce(prefix, frame),
+        ApiKey::Produce => produce(request),
         ApiKey::DescribeConfigs => {
-            if scan::describe_configs_resources(frame, v).is_ok() {
-                let _ = decode_body::<DescribeConfigsRequest>(key, v, frame);
+            if scan::describe_configs_resources(request, v).is_ok() {
+                let _ = decode_body::<DescribeConfigsRequest>(v, request);
             }
         }
         ApiKey::IncrementalAlterConfigs => {
-            if scan::incremental_alter_configs_resources(frame, v).is_ok() {
-                let _ = decode_body::<IncrementalAlterConfigsRequest>(key, v, frame);
+            if scan::incremental_alter_configs_resources(request, v).is_ok() {
+                let _ = decode_body::<IncrementalAlterConfigsRequest>(v, request);
             }
         }
         ApiKey::AlterConfigs => {
-            if let Ok(res) = scan::alter_configs_resources(frame, v) {
+            if let Ok(res) = scan::alter_configs_resources(request, v) {
                 for r in &res {
                     let _ = r.topic();
                 }
             }
         }
         ApiKey::CreatePartitions => {
-            let _ = scan::create_partitions_topics(frame, v);
+            let _ = scan::create_partitions_topics(request, v);
         }
         ApiKey::DeleteTopics => {
-            let _ = scan::delete_topics_topics(frame, v);
+            let _ = scan::delete_topics_topics(request, v);
         }
         ApiKey::DeleteRecords => {
-            let _ = scan::delete_records_topics(frame, v);
+            let _ = scan::delete_records_topics(request, v);
         }
         ApiKey::AddPartitionsToTxn => {
-            let _ = scan::add_partitions_to_txn_topics(frame, v);
+            let _ = scan::add_partitions_to_txn_topics(request, v);
         }
         _ => {}
     }
 }
 
-fn decode_body<T: Decodable>(key: ApiKey, version: i16, frame: &Bytes) -> Option<T> {
-    let start = header::request_header_len(frame, key.request_header_version(version)).ok()?;
-    T::decode(&mut frame.slice(start..), version).ok()
+fn decode_body<T: Decodable>(version: i16, request: &ParsedRequest) -> Option<T> {
+    T::decode(&mut request.body().ok()?, version).ok()
 }
 
-fn produce(prefix: &RequestPrefix, frame: &Bytes) {
-    let v = prefix.api_version;
-    let Ok(s) = scan::produce_topics(frame, v) else { return };
-    assert_eq!(route::produce_acks(prefix, frame), Some(s.acks), "acks read two ways differ");
+fn produce(request: &ParsedRequest) {
+    let v = request.api_version();
+    let frame = request.frame();
+    let Ok(s) = scan::produce_topics(request, v) else { return };
+    assert_eq!(route::produce_acks(request), Some(s.acks), "acks read two ways differ");
     for t in &s.topics {
         assert!(t.range.end <= frame.len());
         for p in &t.partitions {
@@ -132,7 +135,7 @@ fn produce(prefix: &RequestPrefix, frame: &Bytes) {
         .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.clone(), p.index)))
         .filter(|(_, p)| !dropped(*p))
         .collect();
-    let again = scan::produce_topics(&filtered, v).expect("a filtered Produce request scans");
+    let again = scan::produce_topics(&request.with_frame(filtered.clone()), v).expect("a filtered Produce request scans");
     let got: Vec<_> =
         again.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic.clone(), p.index))).collect();
     assert_eq!(got, kept);

@@ -29,7 +29,8 @@ use crate::client::stream::BrokerStream;
 use crate::client::SecurityProtocol;
 use crate::config::Listener;
 use crate::wire::frame::{FrameDecoder, LENGTH_PREFIX_BYTES};
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
+use crate::wire::request::{ParsedRequest, RequestHeader};
 
 use super::frame_io::{read_more, write_frame};
 use super::identity::{ClientIdentity, SaslAnswer};
@@ -70,9 +71,8 @@ enum Pending {
     /// The destination broker will answer this request (`read`: when it was read from the
     /// client, for its latency).
     Upstream {
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
+        /// The request's parsed header (no bytes of its frame are kept).
+        request: RequestHeader,
         action: ResponseAction,
         read: Instant,
         /// Its span, while traces are on.
@@ -337,13 +337,14 @@ where
             if let Err(reason) = identity.frame_allowed(frame.len(), pre_auth_cap) {
                 return reason;
             }
-            let prefix = match RequestPrefix::parse(&frame) {
-                Ok(p) => p,
+            let request = match ParsedRequest::parse_with(frame, |k, v| request_header_version(shared, k, v)) {
+                Ok(r) => r,
                 Err(e) => return format!("bad request from client: {e}"),
             };
+            let prefix = *request.header();
             shared.api_names.request(prefix.api_key, prefix.api_version);
             if prefix.api_key == SASL_HANDSHAKE || prefix.api_key == SASL_AUTHENTICATE {
-                if let Err(reason) = identity.on_request(&prefix, &frame) {
+                if let Err(reason) = identity.on_request(&request) {
                     return reason;
                 }
             }
@@ -359,26 +360,25 @@ where
                     prefix.api_key
                 );
             }
-            let mut span = RequestSpan::start(&prefix, &frame);
+            let mut span = RequestSpan::start(&request);
             let decision = match &shared.gate {
                 None => GateDecision::Pass,
                 Some(gate) if gate.runs_on_main(prefix.api_key) => {
-                    let (gate, request, identity) = (gate.clone(), frame.clone(), identity.clone());
-                    let handled =
-                        shared.main.spawn(async move { gate.intercept(&prefix, &request, admin, &identity).await });
+                    let (gate, request, identity) = (gate.clone(), request.clone(), identity.clone());
+                    let handled = shared.main.spawn(async move { gate.intercept(&request, admin, &identity).await });
                     match handled.await {
                         Ok(Ok(d)) => d,
                         Ok(Err(reason)) => return reason,
                         Err(e) => return format!("api key {} not answered: {e}", prefix.api_key),
                     }
                 }
-                Some(gate) => match gate.intercept(&prefix, &frame, admin, identity).await {
+                Some(gate) => match gate.intercept(&request, admin, identity).await {
                     Ok(d) => d,
                     Err(reason) => return reason,
                 },
             };
             let decision = match decision {
-                GateDecision::Pass => route::decide(&prefix, frame, |k| shared.directory.supports_api(k)),
+                GateDecision::Pass => route::decide(&request, |k| shared.directory.supports_api(k)),
                 GateDecision::Drop => continue,
                 GateDecision::Local(response) => {
                     due();
@@ -391,7 +391,7 @@ where
                     Decision::Upstream { frame, expect_response, action: ResponseAction::ProduceMerge(rejected) }
                 }
                 GateDecision::ForwardMerge { frame, merge } => {
-                    match route::decide(&prefix, frame, |k| shared.directory.supports_api(k)) {
+                    match route::decide(&request.with_frame(frame), |k| shared.directory.supports_api(k)) {
                         Decision::Upstream { frame, expect_response, action } => Decision::Upstream {
                             frame,
                             expect_response,
@@ -404,7 +404,7 @@ where
             // Source offsets for shifted mirror partitions (a pointer load when there are none).
             let decision = match (decision, &shared.gate) {
                 (Decision::Upstream { frame, expect_response, action }, Some(gate)) => {
-                    match super::present::request(gate, &prefix, frame, action) {
+                    match super::present::request(gate, &request, frame, action) {
                         Ok((frame, action)) => Decision::Upstream { frame, expect_response, action },
                         Err(reason) => return reason,
                     }
@@ -463,14 +463,7 @@ where
                         if let Some(s) = span.as_mut() {
                             s.forwarded(upstream_addr.clone());
                         }
-                        let pending = Pending::Upstream {
-                            api_key: prefix.api_key,
-                            api_version: prefix.api_version,
-                            correlation_id: prefix.correlation_id,
-                            action,
-                            read,
-                            span,
-                        };
+                        let pending = Pending::Upstream { request: prefix, action, read, span };
                         due();
                         if tx.send(pending).await.is_err() {
                             return RESPONSE_PATH_CLOSED.into();
@@ -554,7 +547,7 @@ async fn responses(
         let Some(pending) = rx.recv().await else {
             return "request path closed".into();
         };
-        let (api_key, api_version, correlation_id, action, read, span) = match pending {
+        let (request, action, read, span) = match pending {
             Pending::Local { frame, api_key, read } => {
                 if let Err(e) = write_frame(&mut client_w, &frame).await {
                     return format!("write to client failed: {e}");
@@ -573,10 +566,9 @@ async fn responses(
                 up_r = Some(r);
                 continue;
             }
-            Pending::Upstream { api_key, api_version, correlation_id, action, read, span } => {
-                (api_key, api_version, correlation_id, action, read, span)
-            }
+            Pending::Upstream { request, action, read, span } => (request, action, read, span),
         };
+        let RequestHeader { api_key, api_version, correlation_id, .. } = request;
         let Some(up_r) = up_r.as_mut() else {
             return "response due from a destination broker that was never connected".into();
         };
@@ -688,7 +680,7 @@ async fn responses(
         }
         // The broker's word on the client's SASL exchange (`identity`, `sasl_inspect`).
         let close_after = if api_key == SASL_HANDSHAKE || api_key == SASL_AUTHENTICATE {
-            match identity.on_response(api_key, api_version, correlation_id, &frame) {
+            match identity.on_response(&request, &frame) {
                 SaslAnswer::Forward => None,
                 SaslAnswer::ForwardThenClose(reason) => Some(reason),
                 SaslAnswer::Close(reason) => return reason,
@@ -753,7 +745,7 @@ async fn responses(
         shared.api_names.responded(api_key, read);
         if let (Some(span), Some((at, error_code))) = (span, answered) {
             let mirror_apis = shared.gate.as_deref().map(|g| &g.table);
-            span.finish(api_key, api_version, correlation_id, &listener.name, mirror_apis, error_code, at, frame.len());
+            span.finish(&request, &listener.name, mirror_apis, error_code, at, frame.len());
         }
         outstanding.fetch_sub(1, Ordering::AcqRel);
         // Flush unless the next response is already buffered and due: never hold a response
@@ -768,6 +760,15 @@ async fn responses(
             return reason;
         }
     }
+}
+
+/// The request header version of `api_key` v`api_version`: v2 for the mirror RPCs (KIP-1279,
+/// flexible from v0), kafka-protocol's for the others, `None` for an api key neither knows.
+fn request_header_version(shared: &Shared, api_key: i16, api_version: i16) -> Option<i16> {
+    if shared.gate.as_ref().is_some_and(|g| g.table.lookup(api_key).is_some()) {
+        return Some(2);
+    }
+    header::request_header_version(api_key, api_version)
 }
 
 /// The response header version of Fetch `api_version` (flexible from v12).

@@ -16,7 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::Decodable;
 
 use super::sasl_inspect::{Answered, SaslInspector, Violation};
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
+use crate::wire::request::{ParsedRequest, RequestHeader};
 
 /// The principal of a connection that did not authenticate.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -154,28 +155,28 @@ impl ClientIdentity {
     /// # Errors
     /// The reason to close the connection instead of forwarding the request (a SASL request
     /// out of sequence, pipelined, or that does not decode), logged and counted.
-    pub fn on_request(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<(), String> {
+    pub fn on_request(&self, request: &ParsedRequest) -> Result<(), String> {
+        let prefix = request.header();
         let checked = match ApiKey::try_from(prefix.api_key) {
-            Ok(ApiKey::SaslHandshake) => match decode::<SaslHandshakeRequest>(ApiKey::SaslHandshake, prefix, frame) {
+            Ok(ApiKey::SaslHandshake) => match decode::<SaslHandshakeRequest>(request) {
                 Some(req) => {
                     self.lock().on_handshake(prefix.correlation_id, prefix.api_version, req.mechanism.as_str())
                 }
                 None => Err(unreadable("SaslHandshake request", self.sasl_authenticated())),
             },
-            Ok(ApiKey::SaslAuthenticate) => {
-                match decode::<SaslAuthenticateRequest>(ApiKey::SaslAuthenticate, prefix, frame) {
-                    Some(req) => self.lock().on_authenticate(prefix.correlation_id, &req.auth_bytes),
-                    None => Err(unreadable("SaslAuthenticate request", self.sasl_authenticated())),
-                }
-            }
+            Ok(ApiKey::SaslAuthenticate) => match decode::<SaslAuthenticateRequest>(request) {
+                Some(req) => self.lock().on_authenticate(prefix.correlation_id, &req.auth_bytes),
+                None => Err(unreadable("SaslAuthenticate request", self.sasl_authenticated())),
+            },
             _ => return Ok(()),
         };
         checked.map_err(|v| self.refuse(v))
     }
 
-    /// Looks at the broker's answer (after the length prefix) to a SaslHandshake or
-    /// SaslAuthenticate request of `api_version` and `correlation_id`.
-    pub fn on_response(&self, api_key: i16, api_version: i16, correlation_id: i32, frame: &Bytes) -> SaslAnswer {
+    /// Looks at the broker's answer (after the length prefix) to the SaslHandshake or
+    /// SaslAuthenticate `request`.
+    pub fn on_response(&self, request: &RequestHeader, frame: &Bytes) -> SaslAnswer {
+        let RequestHeader { api_key, api_version, correlation_id, .. } = *request;
         let answered = match ApiKey::try_from(api_key) {
             Ok(key @ ApiKey::SaslHandshake) => {
                 match decode_response::<SaslHandshakeResponse>(key, api_version, frame) {
@@ -249,9 +250,8 @@ fn unreadable(what: &str, reauthenticating: bool) -> Violation {
     Violation { kind: "unreadable", reason: format!("a {what} mirrorgate cannot decode"), reauthenticating }
 }
 
-fn decode<T: Decodable>(key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Option<T> {
-    let start = header::request_header_len(frame, key.request_header_version(prefix.api_version)).ok()?;
-    T::decode(&mut frame.slice(start..), prefix.api_version).ok()
+fn decode<T: Decodable>(request: &ParsedRequest) -> Option<T> {
+    T::decode(&mut request.body().ok()?, request.api_version()).ok()
 }
 
 fn decode_response<T: Decodable>(key: ApiKey, api_version: i16, frame: &Bytes) -> Option<T> {
@@ -281,7 +281,7 @@ mod tests {
     }
 
     /// A request frame as the proxy sees it (without the length prefix).
-    fn request<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, req: &R) -> (RequestPrefix, Bytes) {
+    fn request<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, req: &R) -> ParsedRequest {
         let mut b = bytes::BytesMut::new();
         kafka_protocol::messages::RequestHeader::default()
             .with_request_api_key(key as i16)
@@ -290,8 +290,19 @@ mod tests {
             .encode(&mut b, key.request_header_version(version))
             .unwrap();
         req.encode(&mut b, version).unwrap();
-        let b = b.freeze();
-        (RequestPrefix::parse(&b).unwrap(), b)
+        ParsedRequest::parse(b.freeze()).unwrap()
+    }
+
+    /// The parsed header of a request of `key` v`version` with `correlation_id`.
+    fn header(key: i16, version: i16, correlation_id: i32) -> RequestHeader {
+        let mut b = bytes::BytesMut::new();
+        kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(key)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .encode(&mut b, 2)
+            .unwrap();
+        *ParsedRequest::parse(b.freeze()).unwrap().header()
     }
 
     fn response<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, resp: &R) -> Bytes {
@@ -306,14 +317,12 @@ mod tests {
 
     fn handshake(id: &ClientIdentity, cid: i32, mechanism: &str) -> Result<(), String> {
         let req = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
-        let (p, f) = request(ApiKey::SaslHandshake, 1, cid, &req);
-        id.on_request(&p, &f)
+        id.on_request(&request(ApiKey::SaslHandshake, 1, cid, &req))
     }
 
     fn authenticate(id: &ClientIdentity, cid: i32, auth: &'static [u8]) -> Result<(), String> {
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(auth));
-        let (p, f) = request(ApiKey::SaslAuthenticate, 2, cid, &req);
-        id.on_request(&p, &f)
+        id.on_request(&request(ApiKey::SaslAuthenticate, 2, cid, &req))
     }
 
     /// The attack of issue 32 through the frame decoding: eve's exchange and admin's in one
@@ -324,19 +333,22 @@ mod tests {
         assert_eq!(id.who(), Who::Anonymous);
         handshake(&id, 1, "PLAIN").unwrap();
         let hs = SaslHandshakeResponse::default();
-        assert_eq!(id.on_response(17, 1, 1, &response(ApiKey::SaslHandshake, 1, 1, &hs)), SaslAnswer::Forward);
+        assert_eq!(id.on_response(&header(17, 1, 1), &response(ApiKey::SaslHandshake, 1, 1, &hs)), SaslAnswer::Forward);
         authenticate(&id, 2, b"\0eve\0pw").unwrap();
         let refused = handshake(&id, 3, "PLAIN").unwrap_err();
         assert!(refused.contains("pipelined"), "{refused}");
         // eve's own exchange, answered, makes eve the principal (never admin).
         let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(0);
-        assert_eq!(id.on_response(36, 2, 2, &response(ApiKey::SaslAuthenticate, 2, 2, &ok)), SaslAnswer::Forward);
+        assert_eq!(
+            id.on_response(&header(36, 2, 2), &response(ApiKey::SaslAuthenticate, 2, 2, &ok)),
+            SaslAnswer::Forward
+        );
         assert_eq!(id.who(), Who::Principal("User:eve".into()));
         assert!(id.sasl_authenticated());
         assert!(authenticate(&id, 4, b"\0admin\0x").is_err(), "after authentication, outside a re-authentication");
         // An answer that does not decode closes.
         let bad = Bytes::from_static(&[0, 0, 0, 5, 0]);
-        assert!(matches!(id.on_response(36, 2, 5, &bad), SaslAnswer::Close(_)));
+        assert!(matches!(id.on_response(&header(36, 2, 5), &bad), SaslAnswer::Close(_)));
     }
 
     /// SaslAuthenticate v0 answers carry no session lifetime: the broker may end the session
@@ -346,12 +358,14 @@ mod tests {
         let id = ClientIdentity::new("127.0.0.1:1".parse().unwrap(), None);
         handshake(&id, 1, "PLAIN").unwrap();
         let hs = SaslHandshakeResponse::default();
-        id.on_response(17, 1, 1, &response(ApiKey::SaslHandshake, 1, 1, &hs));
+        id.on_response(&header(17, 1, 1), &response(ApiKey::SaslHandshake, 1, 1, &hs));
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0admin\0pw"));
-        let (p, f) = request(ApiKey::SaslAuthenticate, 0, 2, &req);
-        id.on_request(&p, &f).unwrap();
+        id.on_request(&request(ApiKey::SaslAuthenticate, 0, 2, &req)).unwrap();
         let ok = SaslAuthenticateResponse::default();
-        assert_eq!(id.on_response(36, 0, 2, &response(ApiKey::SaslAuthenticate, 0, 2, &ok)), SaslAnswer::Forward);
+        assert_eq!(
+            id.on_response(&header(36, 0, 2), &response(ApiKey::SaslAuthenticate, 0, 2, &ok)),
+            SaslAnswer::Forward
+        );
         assert!(id.sasl_authenticated());
         assert!(matches!(id.who(), Who::Unnamed(why) if why.contains("SaslAuthenticate v0")), "{:?}", id.who());
     }
@@ -362,7 +376,7 @@ mod tests {
         assert_eq!(id.who(), Who::Principal("User:CN=x".into()));
         handshake(&id, 1, "GSSAPI").unwrap();
         let hs = SaslHandshakeResponse::default();
-        id.on_response(17, 1, 1, &response(ApiKey::SaslHandshake, 1, 1, &hs));
+        id.on_response(&header(17, 1, 1), &response(ApiKey::SaslHandshake, 1, 1, &hs));
         assert!(matches!(id.who(), Who::Unnamed(_)), "a mechanism mirrorgate does not read names nobody");
         assert!(!id.sasl_authenticated());
         id.on_other_response(ApiKey::ApiVersions as i16);

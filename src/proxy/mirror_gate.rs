@@ -43,8 +43,9 @@ use super::state_guard::{Guarded, StateTopicGuard};
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{uuid_from_base64, ClusterAccess};
 use crate::mirror::{admin, config_rpc};
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
 use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable};
+use crate::wire::request::{ParsedRequest, RequestHeader};
 use crate::wire::scan::{self, TopicRef};
 
 /// Kafka error POLICY_VIOLATION (44).
@@ -234,17 +235,17 @@ impl MirrorGate {
     /// A reason to close the connection (a request that cannot be walked safely).
     pub async fn intercept(
         &self,
-        prefix: &RequestPrefix,
-        frame: &Bytes,
+        request: &ParsedRequest,
         admin_listener: bool,
         identity: &ClientIdentity,
     ) -> Result<GateDecision, String> {
+        let prefix = request.header();
         if let Some(api) = self.table.lookup(prefix.api_key) {
-            return self.mirror_admin(api, prefix, frame, admin_listener, identity).await.map(GateDecision::Local);
+            return self.mirror_admin(api, request, admin_listener, identity).await.map(GateDecision::Local);
         }
         let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(GateDecision::Pass) };
         if key != ApiKey::DescribeConfigs {
-            if let Guarded::Forward { frame, merge } = self.state.check(prefix, frame, identity.peer)? {
+            if let Guarded::Forward { frame, merge } = self.state.check(request, identity.peer)? {
                 return Ok(GateDecision::ForwardMerge { frame, merge });
             }
         }
@@ -260,17 +261,17 @@ impl MirrorGate {
             }
         }
         match key {
-            ApiKey::Produce => self.produce(prefix, frame).await,
+            ApiKey::Produce => self.produce(request).await,
             ApiKey::DescribeConfigs => {
-                let res = scan::describe_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let res = scan::describe_configs_resources(request, prefix.api_version).map_err(bad)?;
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if !any {
-                    return Ok(match self.state.check(prefix, frame, identity.peer)? {
+                    return Ok(match self.state.check(request, identity.peer)? {
                         Guarded::Forward { frame, merge } => GateDecision::ForwardMerge { frame, merge },
                         Guarded::Pass => GateDecision::Pass,
                     });
                 }
-                let req: DescribeConfigsRequest = decode_body(key, prefix, frame)?;
+                let req: DescribeConfigsRequest = decode_body(key, request)?;
                 let resp = match self.allowed(identity, Operation::Describe, admin_listener).await {
                     Ok(()) => config_rpc::describe(&self.control, &req),
                     Err((code, m)) => config_rpc::refuse_describe(&req, code, &m),
@@ -278,10 +279,10 @@ impl MirrorGate {
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
             ApiKey::IncrementalAlterConfigs => {
-                let res = scan::incremental_alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let res = scan::incremental_alter_configs_resources(request, prefix.api_version).map_err(bad)?;
                 let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
                 if any {
-                    let req: IncrementalAlterConfigsRequest = decode_body(key, prefix, frame)?;
+                    let req: IncrementalAlterConfigsRequest = decode_body(key, request)?;
                     let resp = match self.allowed(identity, Operation::Alter, admin_listener).await {
                         Ok(()) => config_rpc::incremental_alter(&self.control, &req).await,
                         Err((code, m)) => config_rpc::refuse_alter(&req, code, &m),
@@ -308,7 +309,7 @@ impl MirrorGate {
                 })
             }
             ApiKey::AlterConfigs => {
-                let res = scan::alter_configs_resources(frame, prefix.api_version).map_err(bad)?;
+                let res = scan::alter_configs_resources(request, prefix.api_version).map_err(bad)?;
                 let names: Vec<(i8, String)> =
                     res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
                 self.refuse_configs(key, prefix, names, |responses| {
@@ -329,7 +330,7 @@ impl MirrorGate {
                 })
             }
             ApiKey::CreatePartitions => {
-                let topics: Vec<String> = scan::create_partitions_topics(frame, prefix.api_version)
+                let topics: Vec<String> = scan::create_partitions_topics(request, prefix.api_version)
                     .map_err(bad)?
                     .into_iter()
                     .map(|t| t.0.to_string())
@@ -349,7 +350,7 @@ impl MirrorGate {
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
             ApiKey::DeleteTopics => {
-                let entries = scan::delete_topics_topics(frame, prefix.api_version).map_err(bad)?;
+                let entries = scan::delete_topics_topics(request, prefix.api_version).map_err(bad)?;
                 let mut topics = Vec::new();
                 for e in &entries {
                     let name = match (&e.name, &e.topic_id) {
@@ -376,7 +377,7 @@ impl MirrorGate {
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
             ApiKey::DeleteRecords => {
-                let tps = scan::delete_records_topics(frame, prefix.api_version).map_err(bad)?;
+                let tps = scan::delete_records_topics(request, prefix.api_version).map_err(bad)?;
                 let names: Vec<String> = tps.iter().map(|t| t.name.0.to_string()).collect();
                 let Some(results) = self.refusals(&names, "delete records of") else { return Ok(GateDecision::Pass) };
                 for (n, _, m) in &results {
@@ -404,7 +405,7 @@ impl MirrorGate {
                 Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
             }
             ApiKey::AddPartitionsToTxn => {
-                let txns = scan::add_partitions_to_txn_topics(frame, prefix.api_version).map_err(bad)?;
+                let txns = scan::add_partitions_to_txn_topics(request, prefix.api_version).map_err(bad)?;
                 let mut hit = None;
                 for t in txns.iter().flat_map(|t| &t.topics) {
                     if let Some((_, m)) = self.refusal(&t.name.0) {
@@ -490,7 +491,7 @@ impl MirrorGate {
     fn refuse_configs(
         &self,
         key: ApiKey,
-        prefix: &RequestPrefix,
+        prefix: &RequestHeader,
         resources: Vec<(i8, String)>,
         build: impl FnOnce(Vec<(i8, String, i16, Option<StrBytes>)>) -> BodyEncoder,
     ) -> Result<GateDecision, String> {
@@ -507,8 +508,9 @@ impl MirrorGate {
         Ok(GateDecision::Local(out.freeze()))
     }
 
-    async fn produce(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<GateDecision, String> {
-        let scan = scan::produce_topics(frame, prefix.api_version)
+    async fn produce(&self, request: &ParsedRequest) -> Result<GateDecision, String> {
+        let (prefix, frame) = (request.header(), request.frame());
+        let scan = scan::produce_topics(request, prefix.api_version)
             .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
         let mut rejected = Vec::new();
         for t in &scan.topics {
@@ -540,7 +542,7 @@ impl MirrorGate {
             if rejected[0].code == POLICY_VIOLATION { "POLICY_VIOLATION" } else { "TOPIC_AUTHORIZATION_FAILED" };
         super::request_metrics::error("Produce", rejected[0].code);
         tracing::info!(
-            client_id = header::request_client_id(frame, 1).unwrap_or(""),
+            client_id = request.client_id().unwrap_or(""),
             correlation_id = prefix.correlation_id,
             partitions = rejected.len(),
             "Produce refused with {code_name}: {}",
@@ -596,15 +598,13 @@ impl MirrorGate {
     async fn mirror_admin(
         &self,
         api: mwire::MirrorApi,
-        prefix: &RequestPrefix,
-        frame: &Bytes,
+        request: &ParsedRequest,
         admin_listener: bool,
         identity: &ClientIdentity,
     ) -> Result<Bytes, String> {
+        let prefix = request.header();
         let timed = crate::telemetry::traces::Timed::start();
-        let start = header::request_header_len(frame, 2)
-            .map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
-        let mut body = frame.slice(start..);
+        let mut body = request.body().map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
         let op = match api {
             mwire::MirrorApi::ListClusterMirrors | mwire::MirrorApi::DescribeClusterMirrors => Operation::Describe,
             _ => Operation::Alter,
@@ -632,7 +632,7 @@ impl MirrorGate {
         };
         super::request_metrics::error(api.name(), response.error_code());
         if let Some(t) = timed {
-            admin_span(t, api, prefix, frame, admin_listener, response.error_code());
+            admin_span(t, api, request, admin_listener, response.error_code());
         }
         let mut out = BytesMut::new();
         header::put_response_header(&mut out, prefix.correlation_id, 1);
@@ -646,11 +646,11 @@ impl MirrorGate {
 fn admin_span(
     timed: crate::telemetry::traces::Timed,
     api: mwire::MirrorApi,
-    prefix: &RequestPrefix,
-    frame: &[u8],
+    request: &ParsedRequest,
     admin_listener: bool,
     error_code: i16,
 ) {
+    let prefix = request.header();
     use crate::telemetry::traces::{error_type, Attr};
     let mut attrs = vec![
         Attr::new("kafka.api_key", i64::from(prefix.api_key)),
@@ -660,7 +660,7 @@ fn admin_span(
         Attr::new("mirrorgate.admin_listener", admin_listener),
         Attr::new("kafka.error_code", i64::from(error_code)),
     ];
-    if let Some(c) = header::request_client_id(frame, 2) {
+    if let Some(c) = request.client_id() {
         attrs.push(Attr::new("kafka.client_id", c.to_string()));
     }
     let error = (error_code != 0).then(|| error_type(error_code));
@@ -708,13 +708,12 @@ pub fn produce_rejections(mut resp: ProduceResponse, rejected: &[Rejected]) -> P
     resp
 }
 
-fn decode_body<T: Decodable>(key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<T, String> {
-    let hv = key.request_header_version(prefix.api_version);
-    let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
-    T::decode(&mut frame.slice(start..), prefix.api_version).map_err(|e| format!("malformed {key:?} request: {e}"))
+fn decode_body<T: Decodable>(key: ApiKey, request: &ParsedRequest) -> Result<T, String> {
+    let mut body = request.body().map_err(|e| format!("malformed {key:?} header: {e}"))?;
+    T::decode(&mut body, request.api_version()).map_err(|e| format!("malformed {key:?} request: {e}"))
 }
 
-fn encode_response<T: Encodable>(key: ApiKey, prefix: &RequestPrefix, resp: &T) -> Result<Bytes, String> {
+fn encode_response<T: Encodable>(key: ApiKey, prefix: &RequestHeader, resp: &T) -> Result<Bytes, String> {
     let mut out = BytesMut::new();
     header::put_response_header(&mut out, prefix.correlation_id, key.response_header_version(prefix.api_version));
     resp.encode(&mut out, prefix.api_version).map_err(|e| format!("cannot encode {key:?} response: {e}"))?;

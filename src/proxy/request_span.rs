@@ -11,8 +11,8 @@ use std::time::SystemTime;
 use opentelemetry::trace::SpanKind;
 
 use crate::telemetry::traces::{error_type, Attr, Timed};
-use crate::wire::header::{self, RequestPrefix};
 use crate::wire::mirror::MirrorApiTable;
+use crate::wire::request::{ParsedRequest, RequestHeader};
 
 /// A request on its way, while traces are on.
 #[derive(Debug)]
@@ -25,14 +25,12 @@ pub struct RequestSpan {
 }
 
 impl RequestSpan {
-    /// Starts the span of the request in `frame` (header only is read) when traces are on.
+    /// Starts the span of `request` (its parsed header and size only) when traces are on.
     #[inline]
-    pub fn start(prefix: &RequestPrefix, frame: &[u8]) -> Option<Box<Self>> {
+    pub fn start(request: &ParsedRequest) -> Option<Box<Self>> {
         let timed = Timed::start()?;
-        let client_id = header::request_header_version(prefix.api_key, prefix.api_version)
-            .and_then(|v| header::request_client_id(frame, v))
-            .map(str::to_string);
-        Some(Box::new(Self { timed, client_id, request_bytes: frame.len(), upstream: None, forwarded: None }))
+        let client_id = request.client_id().map(str::to_string);
+        Some(Box::new(Self { timed, client_id, request_bytes: request.frame().len(), upstream: None, forwarded: None }))
     }
 
     /// The request is being written to destination broker `upstream` (`host:port`).
@@ -43,18 +41,16 @@ impl RequestSpan {
 
     /// Records the span: the broker answered at `answered`, with the top-level `error_code`
     /// of its response when the API has one; `response_bytes` went to the client.
-    #[allow(clippy::too_many_arguments)]
     pub fn finish(
         self,
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
+        request: &RequestHeader,
         listener: &str,
         mirror_apis: Option<&MirrorApiTable>,
         error_code: Option<i16>,
         answered: SystemTime,
         response_bytes: usize,
     ) {
+        let RequestHeader { api_key, api_version, correlation_id, .. } = *request;
         let failed = error_code.filter(|c| *c != 0);
         // A request without an error that the ratio drops costs a trace id and no more.
         let trace_id = match failed {

@@ -5,7 +5,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
+use crate::wire::request::ParsedRequest;
 
 use super::versions;
 
@@ -90,7 +91,9 @@ pub enum Decision {
 /// a broker that still serves it (Kafka 3.x) down-converts placeholder batches into v0/v1
 /// messages that a client would read as data (docs/broker-behaviour.md), and mirrorgate
 /// advertises Fetch from v4 only ([`versions::intercepted_range`]), as Kafka 4.0 does (KIP-896).
-pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -> bool) -> Decision {
+pub fn decide(request: &ParsedRequest, supports_api: impl Fn(i16) -> bool) -> Decision {
+    let prefix = request.header();
+    let frame = request.frame().clone();
     let key = ApiKey::try_from(prefix.api_key).ok();
     if key.is_none() && !supports_api(prefix.api_key) {
         return Decision::Close(format!(
@@ -102,7 +105,7 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
     match key {
         Some(ApiKey::ApiVersions) => {
             if prefix.api_version > versions::max_api_versions_version() {
-                match api_versions_v0_request(prefix, &frame) {
+                match api_versions_v0_request(request) {
                     Some(f) => upstream(f, ResponseAction::ApiVersions { fallback: true }),
                     None => Decision::Close("malformed ApiVersions request header".into()),
                 }
@@ -119,7 +122,7 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
         Some(ApiKey::FindCoordinator) => upstream(frame, ResponseAction::FindCoordinator),
         Some(ApiKey::DescribeCluster) => upstream(frame, ResponseAction::DescribeCluster),
         Some(ApiKey::Produce) => {
-            let acks = produce_acks(prefix, &frame);
+            let acks = produce_acks(request);
             match acks {
                 Some(acks) => Decision::Upstream {
                     frame,
@@ -142,10 +145,10 @@ pub fn decide(prefix: &RequestPrefix, frame: Bytes, supports_api: impl Fn(i16) -
 
 /// `acks` of a Produce request: after the header comes `transactional_id` (nullable string,
 /// compact from v9) and then `acks: INT16`.
-pub fn produce_acks(prefix: &RequestPrefix, frame: &[u8]) -> Option<i16> {
-    let hv = header::request_header_version(prefix.api_key, prefix.api_version)?;
-    let mut pos = header::request_header_len(frame, hv).ok()?;
-    if prefix.api_version >= 9 {
+pub fn produce_acks(request: &ParsedRequest) -> Option<i16> {
+    let frame = &request.frame()[..];
+    let mut pos = request.header_len().ok()?;
+    if request.api_version() >= 9 {
         let (len_plus_one, p) = header::read_uvarint(frame, pos).ok()?;
         pos = p.checked_add(len_plus_one.saturating_sub(1) as usize)?;
     } else {
@@ -157,12 +160,12 @@ pub fn produce_acks(prefix: &RequestPrefix, frame: &[u8]) -> Option<i16> {
 
 /// Rebuilds an ApiVersions request as v0 (header v1: api key, version 0, correlation id,
 /// client id; empty body) for the KIP-511 fallback.
-fn api_versions_v0_request(prefix: &RequestPrefix, frame: &[u8]) -> Option<Bytes> {
-    let client_id = header::request_client_id(frame, 1).unwrap_or("mirrorgate");
+fn api_versions_v0_request(request: &ParsedRequest) -> Option<Bytes> {
+    let client_id = request.client_id().unwrap_or("mirrorgate");
     let mut out = BytesMut::with_capacity(10 + client_id.len());
-    out.put_i16(prefix.api_key);
+    out.put_i16(request.api_key());
     out.put_i16(0);
-    out.put_i32(prefix.correlation_id);
+    out.put_i32(request.correlation_id());
     out.put_i16(i16::try_from(client_id.len()).ok()?);
     out.extend_from_slice(client_id.as_bytes());
     Some(out.freeze())
@@ -189,11 +192,11 @@ mod tests {
     #[test]
     fn reads_produce_acks_in_both_layouts() {
         let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
-        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), Some(0));
+        assert_eq!(produce_acks(&ParsedRequest::parse(f).unwrap()), Some(0));
         let f = req(0, 9, &[4, b'a', b'b', b'c', 0xff, 0xff], 2);
-        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), Some(-1));
+        assert_eq!(produce_acks(&ParsedRequest::parse(f).unwrap()), Some(-1));
         let f = req(0, 9, &[4, b'a'], 2);
-        assert_eq!(produce_acks(&RequestPrefix::parse(&f).unwrap(), &f), None);
+        assert_eq!(produce_acks(&ParsedRequest::parse(f).unwrap()), None);
     }
 
     /// Fetch below v4 is refused (a 3.x broker would down-convert placeholders into data
@@ -209,7 +212,7 @@ mod tests {
             (79, 1, Some(ResponseAction::ShareAcknowledge)),
         ] {
             let f = req(key, version, &[], 2);
-            match (decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true), want) {
+            match (decide(&ParsedRequest::parse(f).unwrap(), |_| true), want) {
                 (Decision::Close(r), None) => assert!(r.contains(&format!("Fetch v{version}")), "{r}"),
                 (Decision::Upstream { action, .. }, Some(w)) => assert!(action == w, "{key} v{version}: {action:?}"),
                 (d, w) => panic!("{key} v{version}: {d:?}, expected {w:?}"),
@@ -220,7 +223,7 @@ mod tests {
     #[test]
     fn acks_zero_expects_no_response() {
         let f = req(0, 7, &[0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30], 1);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+        match decide(&ParsedRequest::parse(f).unwrap(), |_| true) {
             Decision::Upstream { expect_response, .. } => assert!(!expect_response),
             d => panic!("{d:?}"),
         }
@@ -229,9 +232,9 @@ mod tests {
     #[test]
     fn unknown_api_key_closes_unless_destination_knows_it() {
         let f = req(31000, 0, &[], 1);
-        let p = RequestPrefix::parse(&f).unwrap();
-        assert!(matches!(decide(&p, f.clone(), |_| false), Decision::Close(r) if r.contains("unknown api key 31000")));
-        assert!(matches!(decide(&p, f, |k| k == 31000), Decision::Upstream { action: ResponseAction::Forward, .. }));
+        let p = ParsedRequest::parse(f).unwrap();
+        assert!(matches!(decide(&p, |_| false), Decision::Close(r) if r.contains("unknown api key 31000")));
+        assert!(matches!(decide(&p, |k| k == 31000), Decision::Upstream { action: ResponseAction::Forward, .. }));
     }
 
     #[test]
@@ -239,20 +242,18 @@ mod tests {
         for (key, version) in [(17, 1), (36, 0), (36, 2)] {
             let f = req(key, version, &[], 1);
             assert!(matches!(
-                decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true),
+                decide(&ParsedRequest::parse(f).unwrap(), |_| true),
                 Decision::Upstream { action: ResponseAction::Forward, expect_response: true, .. }
             ));
         }
         let f = req(17, 0, &[], 1);
-        assert!(
-            matches!(decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true), Decision::Close(r) if r.contains("v0"))
-        );
+        assert!(matches!(decide(&ParsedRequest::parse(f).unwrap(), |_| true), Decision::Close(r) if r.contains("v0")));
     }
 
     #[test]
     fn api_versions_above_ours_falls_back_to_v0() {
         let f = req(18, 99, &[], 2);
-        match decide(&RequestPrefix::parse(&f).unwrap(), f, |_| true) {
+        match decide(&ParsedRequest::parse(f).unwrap(), |_| true) {
             Decision::Upstream { frame, action, .. } => {
                 assert_eq!(action, ResponseAction::ApiVersions { fallback: true });
                 assert_eq!(&frame[..], &[0, 18, 0, 0, 0, 0, 0, 42, 0, 2, b'i', b'd']);

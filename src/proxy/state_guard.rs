@@ -58,7 +58,8 @@ use memchr::memmem;
 use uuid::Uuid;
 
 use super::fetch_sessions::FetchSessions;
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
+use crate::wire::request::ParsedRequest;
 
 /// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
@@ -155,7 +156,7 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn note(&self, key: ApiKey, frame: &[u8], partitions: usize) {
+    fn note(&self, key: ApiKey, client_id: Option<&str>, partitions: usize) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = std::time::Instant::now();
         if st.0.is_some_and(|t| now.duration_since(t) < LOG_INTERVAL) {
@@ -167,7 +168,7 @@ impl RefusalLog {
         drop(st);
         tracing::info!(
             api = ?key,
-            client_id = header::request_client_id(frame, 1).unwrap_or(""),
+            client_id = client_id.unwrap_or(""),
             partitions,
             suppressed,
             "request for the state topic answered with TOPIC_AUTHORIZATION_FAILED (suppressed: like refusals not logged in the last 10 s)"
@@ -238,17 +239,19 @@ impl StateTopicGuard {
     /// request of these whose bytes contain the state topic's id (or, for WriteTxnMarkers,
     /// its name) is not forwarded: the connection is closed (fail closed; a 16-byte id
     /// matching by chance is negligible).
-    fn refuse_whole(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+    fn refuse_whole(&self, key: ApiKey, request: &ParsedRequest) -> Result<Guarded, String> {
+        let frame = request.frame();
         let named = self.mentions_id(frame)
             || (key == ApiKey::WriteTxnMarkers && memmem::find(frame, self.name.as_bytes()).is_some());
         if !named {
             return Ok(Guarded::Pass);
         }
-        let client_id = header::request_client_id(frame, 1).unwrap_or("");
-        tracing::warn!(api = ?key, version = prefix.api_version, client_id, topic = %self.name, "request naming the state topic refused: connection closed");
+        let client_id = request.client_id().unwrap_or("");
+        tracing::warn!(api = ?key, version = request.api_version(), client_id, topic = %self.name, "request naming the state topic refused: connection closed");
         Err(format!(
             "{key:?} v{} names the state topic {}, which clients cannot read, write or change through mirrorgate",
-            prefix.api_version, self.name
+            request.api_version(),
+            self.name
         ))
     }
 
@@ -281,35 +284,33 @@ impl StateTopicGuard {
     /// # Errors
     /// The request mentions the state topic and cannot be decoded or re-encoded (the
     /// caller closes the connection with the reason).
-    pub fn check(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
-        let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok(Guarded::Pass) };
+    pub fn check(&self, request: &ParsedRequest, peer: SocketAddr) -> Result<Guarded, String> {
+        let Ok(key) = ApiKey::try_from(request.api_key()) else { return Ok(Guarded::Pass) };
         if key == ApiKey::DescribeTopicPartitions {
-            return self.describe_topic_partitions(prefix, frame);
+            return self.describe_topic_partitions(request);
         }
         if REFUSED_WHOLE.contains(&key) {
-            return self.refuse_whole(key, prefix, frame);
+            return self.refuse_whole(key, request);
         }
         let fetch_session = key == ApiKey::Fetch && self.sessions.has(peer);
-        if !GUARDED.contains(&key) || !(fetch_session || self.mentions(frame)) {
+        if !GUARDED.contains(&key) || !(fetch_session || self.mentions(request.frame())) {
             return Ok(Guarded::Pass);
         }
-        let out =
-            if key == ApiKey::Fetch { self.fetch(prefix, frame, peer) } else { self.filtered(key, prefix, frame) };
+        let out = if key == ApiKey::Fetch { self.fetch(request, peer) } else { self.filtered(key, request) };
         out.map_err(|e| {
-            tracing::warn!(api = ?key, version = prefix.api_version, topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
+            tracing::warn!(api = ?key, version = request.api_version(), topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
             format!("request mentioning the state topic {} not forwarded: {e}", self.name)
         })
     }
 
     /// Takes the state topic's entries out of a guarded request that mentions it.
-    fn filtered(&self, key: ApiKey, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
-        let v = prefix.api_version;
+    fn filtered(&self, key: ApiKey, request: &ParsedRequest) -> Result<Guarded, String> {
+        let v = request.api_version();
         match key {
             ApiKey::ListOffsets => filter(
                 &self.log,
                 key,
-                prefix,
-                frame,
+                request,
                 |req: &mut ListOffsetsRequest| {
                     take(
                         &mut req.topics,
@@ -344,8 +345,7 @@ impl StateTopicGuard {
             ApiKey::OffsetForLeaderEpoch => filter(
                 &self.log,
                 key,
-                prefix,
-                frame,
+                request,
                 |req: &mut OffsetForLeaderEpochRequest| {
                     take(
                         &mut req.topics,
@@ -379,8 +379,7 @@ impl StateTopicGuard {
             ApiKey::OffsetCommit => filter(
                 &self.log,
                 key,
-                prefix,
-                frame,
+                request,
                 |req: &mut OffsetCommitRequest| {
                     take(
                         &mut req.topics,
@@ -415,8 +414,7 @@ impl StateTopicGuard {
             ApiKey::TxnOffsetCommit => filter(
                 &self.log,
                 key,
-                prefix,
-                frame,
+                request,
                 |req: &mut TxnOffsetCommitRequest| {
                     take(
                         &mut req.topics,
@@ -450,8 +448,7 @@ impl StateTopicGuard {
                 filter(
                     &self.log,
                     key,
-                    prefix,
-                    frame,
+                    request,
                     |req: &mut CreateTopicsRequest| {
                         take(
                             &mut req.topics,
@@ -478,8 +475,7 @@ impl StateTopicGuard {
                 filter(
                     &self.log,
                     key,
-                    prefix,
-                    frame,
+                    request,
                     |req: &mut DescribeConfigsRequest| {
                         take(
                             &mut req.resources,
@@ -507,11 +503,7 @@ impl StateTopicGuard {
             ApiKey::Metadata => {
                 // The request goes as it is (an emptied topic list means "all topics" in
                 // v0); the answer's entry is dropped by `hide_in_metadata` and replaced here.
-                let hv = key.request_header_version(v);
-                let start =
-                    header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
-                let req = MetadataRequest::decode(&mut frame.slice(start..), v)
-                    .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+                let req: MetadataRequest = decode(key, request)?;
                 let named = req.topics.iter().flatten().any(|t| {
                     t.name.as_ref().is_some_and(|n| self.is_state_topic(&n.0))
                         || self.is_state_topic_id(t.topic_id.as_bytes())
@@ -528,7 +520,7 @@ impl StateTopicGuard {
                             .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
                     );
                 });
-                Ok(Guarded::Forward { frame: frame.clone(), merge })
+                Ok(Guarded::Forward { frame: request.frame().clone(), merge })
             }
             _ => Ok(Guarded::Pass),
         }
@@ -537,13 +529,10 @@ impl StateTopicGuard {
     /// Fetch: the state topic's partitions are taken out, and 29 entries are added to the
     /// answer for them and for those the client's fetch session still holds (KIP-227,
     /// [`super::fetch_sessions`]).
-    fn fetch(&self, prefix: &RequestPrefix, frame: &Bytes, peer: SocketAddr) -> Result<Guarded, String> {
+    fn fetch(&self, request: &ParsedRequest, peer: SocketAddr) -> Result<Guarded, String> {
         let key = ApiKey::Fetch;
-        let v = prefix.api_version;
-        let hv = key.request_header_version(v);
-        let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
-        let mut req = FetchRequest::decode(&mut frame.slice(start..), v)
-            .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+        let v = request.api_version();
+        let mut req: FetchRequest = decode(key, request)?;
         let taken = take(
             &mut req.topics,
             |t| self.named(&t.topic, &t.topic_id),
@@ -563,14 +552,11 @@ impl StateTopicGuard {
         if answer.is_empty() && taken.is_empty() && forgotten.is_empty() {
             return Ok(Guarded::Pass);
         }
-        self.log.note(key, frame, answer.iter().map(|t| t.partitions.len()).sum());
+        self.log.note(key, request.client_id(), answer.iter().map(|t| t.partitions.len()).sum());
         let sent = if taken.is_empty() && forgotten.is_empty() {
-            frame.clone()
+            request.frame().clone()
         } else {
-            let mut out = BytesMut::with_capacity(frame.len());
-            out.extend_from_slice(&frame[..start]);
-            req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
-            out.freeze()
+            reencoded(key, request, &req)?
         };
         let sessions = self.sessions.clone();
         let merge = response_merge(key, v, move |resp: &mut FetchResponse| {
@@ -591,14 +577,11 @@ impl StateTopicGuard {
     /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
     /// are always filtered, as for Metadata, and a `next_cursor` naming the state topic is
     /// moved past it ([`cursor_past`]).
-    fn describe_topic_partitions(&self, prefix: &RequestPrefix, frame: &Bytes) -> Result<Guarded, String> {
+    fn describe_topic_partitions(&self, request: &ParsedRequest) -> Result<Guarded, String> {
         let key = ApiKey::DescribeTopicPartitions;
-        let v = prefix.api_version;
-        let (named, requested) = if self.mentions(frame) {
-            let hv = key.request_header_version(v);
-            let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
-            let req = DescribeTopicPartitionsRequest::decode(&mut frame.slice(start..), v)
-                .map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+        let v = request.api_version();
+        let (named, requested) = if self.mentions(request.frame()) {
+            let req: DescribeTopicPartitionsRequest = decode(key, request)?;
             // A page that starts after the state topic does not cover it.
             let in_page = req.cursor.as_ref().is_none_or(|c| c.topic_name.0.as_str() <= self.name.as_str());
             let named = in_page && req.topics.iter().any(|t| self.is_state_topic(&t.name.0));
@@ -627,7 +610,7 @@ impl StateTopicGuard {
                 });
             }
         });
-        Ok(Guarded::Forward { frame: frame.clone(), merge })
+        Ok(Guarded::Forward { frame: request.frame().clone(), merge })
     }
 }
 
@@ -684,8 +667,7 @@ fn take<T>(items: &mut Vec<T>, hit: impl Fn(&T) -> bool, describe: impl Fn(&T) -
 fn filter<Req, Resp>(
     log: &RefusalLog,
     key: ApiKey,
-    prefix: &RequestPrefix,
-    frame: &Bytes,
+    request: &ParsedRequest,
     take_out: impl FnOnce(&mut Req) -> Vec<Taken>,
     add: impl Fn(&mut Resp, &[Taken]) + Send + Sync + 'static,
 ) -> Result<Guarded, String>
@@ -693,21 +675,32 @@ where
     Req: Decodable + Encodable,
     Resp: Decodable + Encodable + 'static,
 {
-    let v = prefix.api_version;
-    let hv = key.request_header_version(v);
-    let start = header::request_header_len(frame, hv).map_err(|e| format!("malformed {key:?} header: {e}"))?;
-    let mut req =
-        Req::decode(&mut frame.slice(start..), v).map_err(|e| format!("malformed {key:?} v{v} request: {e}"))?;
+    let v = request.api_version();
+    let mut req: Req = decode(key, request)?;
     let taken = take_out(&mut req);
     if taken.is_empty() {
         return Ok(Guarded::Pass);
     }
-    log.note(key, frame, taken.iter().map(|t| t.partitions.len()).sum());
-    let mut out = BytesMut::with_capacity(frame.len());
-    out.extend_from_slice(&frame[..start]);
-    req.encode(&mut out, v).map_err(|e| format!("cannot encode {key:?} v{v} request: {e}"))?;
+    log.note(key, request.client_id(), taken.iter().map(|t| t.partitions.len()).sum());
+    let frame = reencoded(key, request, &req)?;
     let merge = response_merge(key, v, move |resp: &mut Resp| add(resp, &taken));
-    Ok(Guarded::Forward { frame: out.freeze(), merge })
+    Ok(Guarded::Forward { frame, merge })
+}
+
+/// The body of `request` decoded at its version, with the messages a refused request is
+/// closed with.
+fn decode<Req: Decodable>(key: ApiKey, request: &ParsedRequest) -> Result<Req, String> {
+    let v = request.api_version();
+    let mut body = request.body().map_err(|e| format!("malformed {key:?} header: {e}"))?;
+    Req::decode(&mut body, v).map_err(|e| format!("malformed {key:?} v{v} request: {e}"))
+}
+
+/// `req` encoded at the request's version behind the client's own header bytes.
+fn reencoded<Req: Encodable>(key: ApiKey, request: &ParsedRequest, req: &Req) -> Result<Bytes, String> {
+    let v = request.api_version();
+    request
+        .with_body(|out| req.encode(out, v))
+        .map_err(|e: anyhow::Error| format!("cannot encode {key:?} v{v} request: {e}"))
 }
 
 fn response_merge<Resp>(key: ApiKey, v: i16, edit: impl Fn(&mut Resp) + Send + Sync + 'static) -> ResponseMerge

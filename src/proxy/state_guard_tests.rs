@@ -7,7 +7,7 @@ use super::*;
 const ID: [u8; 16] = [7; 16];
 const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 40000));
 
-fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes) {
+fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> ParsedRequest {
     let mut out = BytesMut::new();
     RequestHeader::default()
         .with_request_api_key(key as i16)
@@ -18,7 +18,7 @@ fn request<R: Encodable>(key: ApiKey, v: i16, body: &R) -> (RequestPrefix, Bytes
         .unwrap();
     body.encode(&mut out, v).unwrap();
     let frame = out.freeze();
-    (RequestPrefix::parse(&frame).unwrap(), frame)
+    ParsedRequest::parse(frame).unwrap()
 }
 
 fn fetch_topic(name: &str, id: [u8; 16]) -> FetchTopic {
@@ -35,8 +35,8 @@ fn fetch_by_id_loses_the_state_topic_and_its_answer_gets_29() {
     guard.learn(&[9; 16], "other");
     assert!(!guard.is_state_topic_id(&[9; 16]));
     let req = FetchRequest::default().with_topics(vec![fetch_topic("", ID), fetch_topic("", [3; 16])]);
-    let (prefix, frame) = request(ApiKey::Fetch, 16, &req);
-    let Guarded::Forward { frame: sent, merge } = guard.check(&prefix, &frame, PEER).unwrap() else { panic!("passed") };
+    let parsed = request(ApiKey::Fetch, 16, &req);
+    let Guarded::Forward { frame: sent, merge } = guard.check(&parsed, PEER).unwrap() else { panic!("passed") };
     let body = sent.slice(header::request_header_len(&sent, 2).unwrap()..);
     let forwarded = FetchRequest::decode(&mut body.clone(), 16).unwrap();
     assert_eq!(forwarded.topics.len(), 1);
@@ -61,15 +61,15 @@ fn requests_not_naming_the_state_topic_pass_untouched() {
     guard.learn(&ID, "__mirror_state");
     // A longer name that starts with the state topic's passes the byte search, not the check.
     let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state_x", [0; 16])]);
-    let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-    assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Pass));
+    let parsed = request(ApiKey::Fetch, 12, &req);
+    assert!(matches!(guard.check(&parsed, PEER).unwrap(), Guarded::Pass));
     let req = FetchRequest::default().with_topics(vec![fetch_topic("orders", [0; 16])]);
-    let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-    assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Pass));
+    let parsed = request(ApiKey::Fetch, 12, &req);
+    assert!(matches!(guard.check(&parsed, PEER).unwrap(), Guarded::Pass));
     // By name at v12.
     let req = FetchRequest::default().with_topics(vec![fetch_topic("__mirror_state", [0; 16])]);
-    let (prefix, frame) = request(ApiKey::Fetch, 12, &req);
-    assert!(matches!(guard.check(&prefix, &frame, PEER).unwrap(), Guarded::Forward { .. }));
+    let parsed = request(ApiKey::Fetch, 12, &req);
+    assert!(matches!(guard.check(&parsed, PEER).unwrap(), Guarded::Forward { .. }));
 }
 
 #[test]
@@ -95,13 +95,12 @@ fn state_topic_at_an_undecodable_version_fails_closed() {
     let body = ListOffsetsRequest::default()
         .with_topics(vec![kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
             .with_name(TopicName(StrBytes::from_static_str("__mirror_state")))]);
-    let (_, frame) = request(ApiKey::ListOffsets, 1, &body);
+    let frame = request(ApiKey::ListOffsets, 1, &body).into_frame();
     // The same bytes claiming v0 (below kafka-protocol's baseline).
     let mut raw = BytesMut::from(&frame[..]);
     raw[2..4].copy_from_slice(&0i16.to_be_bytes());
     let raw = raw.freeze();
-    let prefix = RequestPrefix::parse(&raw).unwrap();
-    assert!(guard.check(&prefix, &raw, PEER).is_err());
+    assert!(guard.check(&ParsedRequest::parse(raw).unwrap(), PEER).is_err());
     let (min, _) = super::super::versions::intercepted_range(ApiKey::ListOffsets as i16).unwrap();
     assert_eq!(min, 0, "ApiVersions keeps the broker's minimum");
 }
@@ -140,28 +139,28 @@ fn fetch_sessions_keep_answering_29() {
         request(ApiKey::Fetch, 16, &req)
     };
     // Full request opening a session: the broker answers with session id 77.
-    let (p, f) = fetch(0, 0, vec![fetch_topic("", ID), fetch_topic("", other)], vec![]);
-    assert_eq!(answer_fetch(guard.check(&p, &f, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
+    let p = fetch(0, 0, vec![fetch_topic("", ID), fetch_topic("", other)], vec![]);
+    assert_eq!(answer_fetch(guard.check(&p, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
     // Incremental requests of session 77 that do not mention the state topic.
-    let (p, f) = fetch(77, 1, vec![], vec![]);
-    assert_eq!(answer_fetch(guard.check(&p, &f, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
+    let p = fetch(77, 1, vec![], vec![]);
+    assert_eq!(answer_fetch(guard.check(&p, PEER).unwrap(), 77), vec![(state, 0, 29), (state, 1, 29)]);
     // Another connection, same session id: nothing remembered there.
-    let (p, f) = fetch(77, 1, vec![], vec![]);
+    let p = fetch(77, 1, vec![], vec![]);
     let elsewhere: SocketAddr = "127.0.0.1:40001".parse().unwrap();
-    assert!(matches!(guard.check(&p, &f, elsewhere).unwrap(), Guarded::Pass));
+    assert!(matches!(guard.check(&p, elsewhere).unwrap(), Guarded::Pass));
     // The client forgets partition 0.
     let forget = ForgottenTopic::default().with_topic_id(state).with_partitions(vec![0]);
-    let (p, f) = fetch(77, 2, vec![], vec![forget]);
-    let guarded = guard.check(&p, &f, PEER).unwrap();
+    let p = fetch(77, 2, vec![], vec![forget]);
+    let guarded = guard.check(&p, PEER).unwrap();
     let Guarded::Forward { frame: sent, .. } = &guarded else { panic!("passed") };
     let forwarded = FetchRequest::decode(&mut sent.slice(header::request_header_len(sent, 2).unwrap()..), 16).unwrap();
     assert!(forwarded.forgotten_topics_data.is_empty(), "the broker never knew the state topic");
     assert_eq!(answer_fetch(guarded, 77), vec![(state, 1, 29)]);
     // Closing the session ends it.
-    let (p, f) = fetch(77, -1, vec![], vec![]);
-    assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
-    let (p, f) = fetch(77, 3, vec![], vec![]);
-    assert!(matches!(guard.check(&p, &f, PEER).unwrap(), Guarded::Pass));
+    let p = fetch(77, -1, vec![], vec![]);
+    assert!(matches!(guard.check(&p, PEER).unwrap(), Guarded::Pass));
+    let p = fetch(77, 3, vec![], vec![]);
+    assert!(matches!(guard.check(&p, PEER).unwrap(), Guarded::Pass));
 }
 
 #[test]

@@ -192,6 +192,12 @@ impl ParsedRequest {
         Ok(out.freeze())
     }
 
+    /// This request with its frame replaced by `frame`: an edit of the body behind the same
+    /// header bytes (a filtered request), so the header is not read again.
+    pub fn with_frame(&self, frame: Bytes) -> ParsedRequest {
+        Self { header: self.header, client_id: self.client_id.clone(), frame }
+    }
+
     /// A copy of the frame carrying `correlation_id` instead of the client's: for sending the
     /// request on a connection whose correlation ids are not the client's (another broker or
     /// cluster); the response's correlation id is then mapped back to [`Self::correlation_id`].

@@ -1,7 +1,7 @@
 //! Validating walks over the client requests that can write to a topic: Produce, DeleteRecords,
 //! CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs and AddPartitionsToTxn
-//! (plus DescribeConfigs, for the read-only view). Each walk reads a whole request frame (request
-//! header and body, without the 4-byte length prefix) field by field, checks every length and
+//! (plus DescribeConfigs, for the read-only view). Each walk takes a [`ParsedRequest`] (its header
+//! read once, by the connection) and reads the body field by field, checks every length and
 //! count against the bytes that remain, requires the walk to end exactly at the end of the frame,
 //! and returns only what the read-only rule needs: topic names or ids, partitions, and for
 //! Produce the byte range of every partition entry so that [`produce_without`] can cut entries
@@ -27,9 +27,10 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::frame::FrameError;
-use super::header::{self, HeaderError, RequestPrefix};
+use super::header::HeaderError;
 use super::mirror::codec;
 use super::mirror::{KafkaUuid, WireError, MAX_STRING_BYTES};
+use super::request::ParsedRequest;
 
 /// Most elements a walk reserves room for from one wire count before it has read them.
 pub const PREALLOC_MAX: usize = 256;
@@ -156,31 +157,28 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    /// Checks the version and the request prefix and skips the request header.
-    fn start(frame: &'a [u8], api: Api, version: i16) -> Result<Self, ScanError> {
+    /// Checks the version and the parsed request's api key and version, and starts after the
+    /// request header (read once, by [`ParsedRequest::parse`]).
+    fn start(request: &'a ParsedRequest, api: Api, version: i16) -> Result<Self, ScanError> {
         if version < api.min || version > api.max {
             return Err(ScanError::UnsupportedVersion { api: api.name, version });
         }
-        let prefix = RequestPrefix::parse(frame)?;
-        if prefix.api_key != api.key || prefix.api_version != version {
+        let header = request.header();
+        if header.api_key != api.key || header.api_version != version {
             return Err(ScanError::HeaderMismatch {
                 expected_key: api.key,
                 expected_version: version,
-                found_key: prefix.api_key,
-                found_version: prefix.api_version,
+                found_key: header.api_key,
+                found_version: header.api_version,
             });
         }
-        let header_version = header::request_header_version(api.key, version)
-            .ok_or(ScanError::UnsupportedVersion { api: api.name, version })?;
-        let body = header::request_header_len(frame, header_version)?;
-        // `request_header_len` bounds `client_id` but does not check its UTF-8; kafka-protocol's
+        let body = header.header_len()?;
+        // The header's length bounds `client_id` but not its UTF-8; kafka-protocol's
         // `RequestHeader` decoder refuses invalid UTF-8, so the walk does too.
-        if header_version >= 1 && header::request_client_id(frame, header_version).is_none() {
-            let null = frame.get(8..10) == Some(&[0xff, 0xff][..]);
-            if !null {
-                return Err(WireError::InvalidUtf8 { what: "client_id" }.into());
-            }
+        if request.client_id_not_utf8() {
+            return Err(WireError::InvalidUtf8 { what: "client_id" }.into());
         }
+        let frame: &'a [u8] = request.frame();
         let rest = frame.get(body..).ok_or(HeaderError::Truncated)?;
         Ok(Self { frame, rest, api, flexible: version >= api.first_flexible })
     }
@@ -426,8 +424,8 @@ pub struct ProducePartitionScan {
 /// [`ScanError::UnsupportedVersion`] outside v3–v13, [`ScanError::HeaderMismatch`] if the frame
 /// is not a Produce request of `api_version`; any other [`ScanError`] for a truncated or
 /// malformed frame, including bytes after the end of the request.
-pub fn produce_topics(frame: &[u8], api_version: i16) -> Result<ProduceScan, ScanError> {
-    let mut w = Walk::start(frame, PRODUCE, api_version)?;
+pub fn produce_topics(request: &ParsedRequest, api_version: i16) -> Result<ProduceScan, ScanError> {
+    let mut w = Walk::start(request, PRODUCE, api_version)?;
     w.skip_nullable_str("transactional_id")?;
     let acks = w.i16("acks")?;
     w.i32("timeout_ms")?;
@@ -460,7 +458,7 @@ pub fn produce_topics(frame: &[u8], api_version: i16) -> Result<ProduceScan, Sca
         topics.push(ProduceTopicScan { topic, range: start..w.pos(), partitions, partitions_count });
     }
     w.finish()?;
-    Ok(ProduceScan { api_version, acks, topics, topics_count, frame_len: frame.len() })
+    Ok(ProduceScan { api_version, acks, topics, topics_count, frame_len: request.frame().len() })
 }
 
 /// Rebuilds the Produce request `frame` without the partition entries for which
@@ -543,8 +541,8 @@ pub struct TopicPartitions {
 ///
 /// # Errors
 /// As [`produce_topics`], for DeleteRecords.
-pub fn delete_records_topics(frame: &[u8], api_version: i16) -> Result<Vec<TopicPartitions>, ScanError> {
-    let mut w = Walk::start(frame, DELETE_RECORDS, api_version)?;
+pub fn delete_records_topics(request: &ParsedRequest, api_version: i16) -> Result<Vec<TopicPartitions>, ScanError> {
+    let mut w = Walk::start(request, DELETE_RECORDS, api_version)?;
     let topic_min = w.min_str() + w.min_array() + w.min_tags();
     let partition_min = 4 + 8 + w.min_tags();
     let n = w.array_len(topic_min, "topics")?;
@@ -571,8 +569,8 @@ pub fn delete_records_topics(frame: &[u8], api_version: i16) -> Result<Vec<Topic
 ///
 /// # Errors
 /// As [`produce_topics`], for CreatePartitions.
-pub fn create_partitions_topics(frame: &[u8], api_version: i16) -> Result<Vec<TopicName>, ScanError> {
-    let mut w = Walk::start(frame, CREATE_PARTITIONS, api_version)?;
+pub fn create_partitions_topics(request: &ParsedRequest, api_version: i16) -> Result<Vec<TopicName>, ScanError> {
+    let mut w = Walk::start(request, CREATE_PARTITIONS, api_version)?;
     let topic_min = w.min_str() + 4 + w.min_array() + w.min_tags();
     let assignment_min = w.min_array() + w.min_tags();
     let n = w.array_len(topic_min, "topics")?;
@@ -609,8 +607,8 @@ pub struct DeleteTopicsEntry {
 ///
 /// # Errors
 /// As [`produce_topics`], for DeleteTopics.
-pub fn delete_topics_topics(frame: &[u8], api_version: i16) -> Result<Vec<DeleteTopicsEntry>, ScanError> {
-    let mut w = Walk::start(frame, DELETE_TOPICS, api_version)?;
+pub fn delete_topics_topics(request: &ParsedRequest, api_version: i16) -> Result<Vec<DeleteTopicsEntry>, ScanError> {
+    let mut w = Walk::start(request, DELETE_TOPICS, api_version)?;
     let mut topics;
     if api_version >= 6 {
         let n = w.array_len(1 + 16 + 1, "topics")?;
@@ -654,8 +652,8 @@ impl ConfigResourceRef {
 ///
 /// # Errors
 /// As [`produce_topics`], for AlterConfigs.
-pub fn alter_configs_resources(frame: &[u8], api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
-    alter_configs_walk(frame, ALTER_CONFIGS, api_version)
+pub fn alter_configs_resources(request: &ParsedRequest, api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    alter_configs_walk(request, ALTER_CONFIGS, api_version)
 }
 
 /// Walks an IncrementalAlterConfigs request frame (api key 44, v0–v1) and returns its resources.
@@ -663,17 +661,21 @@ pub fn alter_configs_resources(frame: &[u8], api_version: i16) -> Result<Vec<Con
 /// # Errors
 /// As [`produce_topics`], for IncrementalAlterConfigs.
 pub fn incremental_alter_configs_resources(
-    frame: &[u8],
+    request: &ParsedRequest,
     api_version: i16,
 ) -> Result<Vec<ConfigResourceRef>, ScanError> {
-    alter_configs_walk(frame, INCREMENTAL_ALTER_CONFIGS, api_version)
+    alter_configs_walk(request, INCREMENTAL_ALTER_CONFIGS, api_version)
 }
 
 /// AlterConfigs and IncrementalAlterConfigs share one layout, except that each incremental
 /// config carries a `config_operation` (`INT8`) between its name and its value.
-fn alter_configs_walk(frame: &[u8], api: Api, api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
+fn alter_configs_walk(
+    request: &ParsedRequest,
+    api: Api,
+    api_version: i16,
+) -> Result<Vec<ConfigResourceRef>, ScanError> {
     let incremental = api.key == INCREMENTAL_ALTER_CONFIGS.key;
-    let mut w = Walk::start(frame, api, api_version)?;
+    let mut w = Walk::start(request, api, api_version)?;
     let resource_min = 1 + w.min_str() + w.min_array() + w.min_tags();
     let config_min = 2 * w.min_str() + usize::from(incremental) + w.min_tags();
     let n = w.array_len(resource_min, "resources")?;
@@ -702,8 +704,11 @@ fn alter_configs_walk(frame: &[u8], api: Api, api_version: i16) -> Result<Vec<Co
 ///
 /// # Errors
 /// As [`produce_topics`], for DescribeConfigs.
-pub fn describe_configs_resources(frame: &[u8], api_version: i16) -> Result<Vec<ConfigResourceRef>, ScanError> {
-    let mut w = Walk::start(frame, DESCRIBE_CONFIGS, api_version)?;
+pub fn describe_configs_resources(
+    request: &ParsedRequest,
+    api_version: i16,
+) -> Result<Vec<ConfigResourceRef>, ScanError> {
+    let mut w = Walk::start(request, DESCRIBE_CONFIGS, api_version)?;
     let resource_min = 1 + w.min_str() + w.min_array() + w.min_tags();
     let n = w.array_len(resource_min, "resources")?;
     let mut resources = vec_for(n);
@@ -745,8 +750,8 @@ pub struct TxnTopics {
 ///
 /// # Errors
 /// As [`produce_topics`], for AddPartitionsToTxn.
-pub fn add_partitions_to_txn_topics(frame: &[u8], api_version: i16) -> Result<Vec<TxnTopics>, ScanError> {
-    let mut w = Walk::start(frame, ADD_PARTITIONS_TO_TXN, api_version)?;
+pub fn add_partitions_to_txn_topics(request: &ParsedRequest, api_version: i16) -> Result<Vec<TxnTopics>, ScanError> {
+    let mut w = Walk::start(request, ADD_PARTITIONS_TO_TXN, api_version)?;
     let topic_min = w.min_str() + w.min_array() + w.min_tags();
     let read_topics = |w: &mut Walk<'_>| -> Result<Vec<TopicPartitions>, ScanError> {
         let n = w.array_len(topic_min, "topics")?;

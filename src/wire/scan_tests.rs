@@ -24,6 +24,31 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use super::*;
 
+/// The walks as these tests call them, on a frame: its header parsed first, once, as the
+/// connection does ([`ParsedRequest::parse`]); a frame under 8 bytes fails there.
+fn parsed(frame: &[u8]) -> Result<ParsedRequest, ScanError> {
+    Ok(ParsedRequest::parse(Bytes::copy_from_slice(frame))?)
+}
+
+macro_rules! on_frames {
+    ($($walk:ident -> $out:ty),* $(,)?) => {
+        $(fn $walk(frame: &[u8], version: i16) -> Result<$out, ScanError> {
+            super::$walk(&parsed(frame)?, version)
+        })*
+    };
+}
+
+on_frames!(
+    produce_topics -> ProduceScan,
+    delete_records_topics -> Vec<TopicPartitions>,
+    create_partitions_topics -> Vec<TopicName>,
+    delete_topics_topics -> Vec<DeleteTopicsEntry>,
+    alter_configs_resources -> Vec<ConfigResourceRef>,
+    incremental_alter_configs_resources -> Vec<ConfigResourceRef>,
+    describe_configs_resources -> Vec<ConfigResourceRef>,
+    add_partitions_to_txn_topics -> Vec<TxnTopics>,
+);
+
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_owned()))
 }
@@ -268,7 +293,8 @@ fn produce_without_drops_partitions_and_emptied_topics() {
         want.topic_data[0].partition_data.remove(1);
         assert_eq!(decode::<ProduceRequest>(&out, version).unwrap(), want, "v{version}");
         // The header is untouched and the result scans cleanly.
-        let header_len = header::request_header_len(&frame, ProduceRequest::header_version(version)).unwrap();
+        let header_len =
+            crate::wire::header::request_header_len(&frame, ProduceRequest::header_version(version)).unwrap();
         assert_eq!(out[..header_len], frame[..header_len]);
         let rescan = produce_topics(&out, version).unwrap();
         assert_eq!(produce_summary(&rescan), produce_expected(version)(&want));

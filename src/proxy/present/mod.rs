@@ -31,7 +31,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::mirror::offset_maps::OffsetMaps;
-use crate::wire::header::{self, RequestPrefix};
+use crate::wire::header;
+use crate::wire::request::ParsedRequest;
 use crate::wire::scan::{self, TopicRef};
 
 use super::mirror_gate::MirrorGate;
@@ -82,32 +83,33 @@ fn share_group_refusal(key: ApiKey) -> String {
 /// request naming one ([`SHARE_GROUP_APIS`]) (the caller closes the connection with the reason).
 pub fn request(
     gate: &MirrorGate,
-    prefix: &RequestPrefix,
+    request: &ParsedRequest,
     frame: Bytes,
     action: ResponseAction,
 ) -> Result<(Bytes, ResponseAction), String> {
     // While some partition's reads are held (`ControlPlane::hold_reads`), the end offsets
     // ListOffsets and OffsetForLeaderEpoch answer are capped too: their answers are looked at.
     if gate.control.reads_held()
-        && matches!(ApiKey::try_from(prefix.api_key), Ok(ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch))
+        && matches!(ApiKey::try_from(request.api_key()), Ok(ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch))
     {
         return Ok((frame, ResponseAction::Present(Box::new(action))));
     }
     let maps = gate.control.offset_maps();
-    request_with(&maps, &|id| gate.known_topic_name(id), prefix, frame, action)
+    request_with(&maps, &|id| gate.known_topic_name(id), request, frame, action)
 }
 
 /// [`request`] with the offset maps `m`, topic ids the state does not know named by `resolve`.
 fn request_with(
     m: &OffsetMaps,
     resolve: &dyn Fn(&[u8; 16]) -> Option<String>,
-    prefix: &RequestPrefix,
+    request: &ParsedRequest,
     frame: Bytes,
     action: ResponseAction,
 ) -> Result<(Bytes, ResponseAction), String> {
     if m.is_empty() {
         return Ok((frame, action));
     }
+    let prefix = request.header();
     let Ok(key) = ApiKey::try_from(prefix.api_key) else { return Ok((frame, action)) };
     let wrap = |a: ResponseAction| ResponseAction::Present(Box::new(a));
     let by_name = matches!(
@@ -137,7 +139,7 @@ fn request_with(
         // OffsetFetch v8+ may ask for every topic of a group: its answer is always looked at.
         ApiKey::OffsetFetch => (frame, wrap(action)),
         ApiKey::Produce => {
-            let scan = scan::produce_topics(&frame, prefix.api_version)
+            let scan = scan::produce_topics(&request.with_frame(frame.clone()), prefix.api_version)
                 .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
             let shifted = scan.topics.iter().any(|t| match &t.topic {
                 TopicRef::Name(n) => m.topic(&n.0).is_some(),
@@ -151,7 +153,7 @@ fn request_with(
         }
         ApiKey::Fetch => {
             let mut refused = None;
-            let frame = rewrite(key, prefix, frame, |r: &mut FetchRequest| {
+            let frame = rewrite(key, request, frame, |r: &mut FetchRequest| {
                 fetch::request(r, m, resolve).unwrap_or_else(|e| {
                     refused = Some(e);
                     false
@@ -163,13 +165,13 @@ fn request_with(
             (frame, action)
         }
         ApiKey::OffsetCommit => {
-            (rewrite(key, prefix, frame, |r: &mut OffsetCommitRequest| groups::offset_commit(r, m))?, action)
+            (rewrite(key, request, frame, |r: &mut OffsetCommitRequest| groups::offset_commit(r, m))?, action)
         }
         ApiKey::TxnOffsetCommit => {
-            (rewrite(key, prefix, frame, |r: &mut TxnOffsetCommitRequest| groups::txn_offset_commit(r, m))?, action)
+            (rewrite(key, request, frame, |r: &mut TxnOffsetCommitRequest| groups::txn_offset_commit(r, m))?, action)
         }
         ApiKey::DeleteRecords => (
-            rewrite(key, prefix, frame, |r: &mut DeleteRecordsRequest| offsets::delete_records_request(r, m))?,
+            rewrite(key, request, frame, |r: &mut DeleteRecordsRequest| offsets::delete_records_request(r, m))?,
             wrap(action),
         ),
         ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch | ApiKey::DescribeProducers => (frame, wrap(action)),
@@ -228,13 +230,17 @@ fn response_with(
 /// own header bytes when `f` changed something.
 fn rewrite<T: Decodable + Encodable>(
     key: ApiKey,
-    prefix: &RequestPrefix,
+    request: &ParsedRequest,
     frame: Bytes,
     f: impl FnOnce(&mut T) -> bool,
 ) -> Result<Bytes, String> {
-    let v = prefix.api_version;
+    let v = request.api_version();
     let why = |e: String| format!("{key:?} v{v} request naming a shifted mirror topic (source offsets): {e}");
-    let start = header::request_header_len(&frame, key.request_header_version(v)).map_err(|e| why(e.to_string()))?;
+    // `frame` carries the client's header bytes (it may be the request filtered by the gate).
+    let start = request.header_len().map_err(|e| why(e.to_string()))?;
+    if start > frame.len() {
+        return Err(why("frame shorter than its header".into()));
+    }
     let mut req = T::decode(&mut frame.slice(start..), v).map_err(|e| why(e.to_string()))?;
     if !f(&mut req) {
         return Ok(frame);

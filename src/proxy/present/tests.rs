@@ -232,7 +232,17 @@ fn fetch_end_offsets_at_an_empty_segment_are_reachable() {
 
 #[test]
 fn share_group_apis_naming_a_shifted_topic_are_refused() {
-    let prefix = |key: ApiKey| RequestPrefix { api_key: key as i16, api_version: 1, correlation_id: 1 };
+    // A request of `key` v1; the frames passed with it stand for its bytes.
+    let prefix = |key: ApiKey| {
+        let mut buf = BytesMut::new();
+        kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(1)
+            .with_correlation_id(1)
+            .encode(&mut buf, 2)
+            .unwrap();
+        ParsedRequest::parse(buf.freeze()).unwrap()
+    };
     // The bytes only matter through the shifted topic's name or id occurring in them.
     let naming_t = Bytes::from_static(b"\x00\x01\x00\x01t\x00");
     let by_id = Bytes::from(ID.to_vec());
@@ -303,8 +313,8 @@ fn fetch_by_an_id_the_state_lacks_is_resolved_or_refused() {
         .encode(&mut buf, ApiKey::Fetch.request_header_version(13))
         .unwrap();
     by_id([3; 16]).encode(&mut buf, 13).unwrap();
-    let prefix = RequestPrefix { api_key: ApiKey::Fetch as i16, api_version: 13, correlation_id: 0 };
-    assert!(request_with(&m, &no_ids, &prefix, buf.freeze(), ResponseAction::Forward).is_err());
+    let request = ParsedRequest::parse(buf.freeze()).unwrap();
+    assert!(request_with(&m, &no_ids, &request, request.frame().clone(), ResponseAction::Forward).is_err());
 }
 
 fn control_batches(ranges: &[(i64, i32)]) -> Bytes {
