@@ -16,37 +16,38 @@
 //! AlterConfigs and IncrementalAlterConfigs on a mirror topic → POLICY_VIOLATION with the
 //! mirror named. A mixed admin request (mirror and other topics) is refused as a whole, each
 //! other topic with INVALID_REQUEST and a message saying to send it separately.
+//!
+//! [`MirrorGate::intercept`] dispatches on the api key to one handler each (Kafka's
+//! `KafkaApis.handle`), in `mirror_gate/`: `mirror_rpc` (the KIP-1279 RPCs), `produce`,
+//! `configs` (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs), `topics`
+//! (CreatePartitions, DeleteTopics, DeleteRecords) and `txn` (AddPartitionsToTxn); each
+//! receives the request parsed once by the connection ([`ParsedRequest`]).
 
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
-use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
-};
-use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResult;
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
-use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncResult;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{
-    AddPartitionsToTxnResponse, AlterConfigsResponse, ApiKey, CreatePartitionsResponse, DeleteRecordsResponse,
-    DeleteTopicsResponse, DescribeConfigsRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    ProduceResponse, TopicName, TransactionalId,
-};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::authz::{self, AclCache, Operation, CLUSTER_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED};
 use super::identity::ClientIdentity;
 use super::state_guard::{Guarded, StateTopicGuard};
+use crate::mirror::config_rpc;
 use crate::mirror::control::ControlPlane;
 use crate::mirror::topics::{uuid_from_base64, ClusterAccess};
-use crate::mirror::{admin, config_rpc};
 use crate::wire::header;
-use crate::wire::mirror::{self as mwire, KafkaUuid, MirrorApiTable};
+use crate::wire::mirror::{KafkaUuid, MirrorApiTable};
 use crate::wire::request::{ParsedRequest, RequestHeader};
 use crate::wire::scan::{self, TopicRef};
+
+mod configs;
+mod mirror_rpc;
+mod produce;
+mod topics;
+mod txn;
+
+pub use produce::produce_rejections;
 
 /// Kafka error POLICY_VIOLATION (44).
 pub const POLICY_VIOLATION: i16 = 44;
@@ -249,7 +250,6 @@ impl MirrorGate {
                 return Ok(GateDecision::ForwardMerge { frame, merge });
             }
         }
-        let bad = |e: scan::ScanError| format!("malformed {key:?} v{} request: {e}", prefix.api_version);
         // ApiVersions advertises only the versions the walker covers for these APIs; a client
         // that sends another one anyway is closed rather than let past the read-only check.
         if let Some(r) = scan::supported_versions(prefix.api_key) {
@@ -260,200 +260,16 @@ impl MirrorGate {
                 ));
             }
         }
+        // One handler per api key (Kafka's `KafkaApis.handle`); the others pass.
         match key {
             ApiKey::Produce => self.produce(request).await,
-            ApiKey::DescribeConfigs => {
-                let res = scan::describe_configs_resources(request, prefix.api_version).map_err(bad)?;
-                let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
-                if !any {
-                    return Ok(match self.state.check(request, identity.peer)? {
-                        Guarded::Forward { frame, merge } => GateDecision::ForwardMerge { frame, merge },
-                        Guarded::Pass => GateDecision::Pass,
-                    });
-                }
-                let req: DescribeConfigsRequest = decode_body(key, request)?;
-                let resp = match self.allowed(identity, Operation::Describe, admin_listener).await {
-                    Ok(()) => config_rpc::describe(&self.control, &req),
-                    Err((code, m)) => config_rpc::refuse_describe(&req, code, &m),
-                };
-                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
-            }
-            ApiKey::IncrementalAlterConfigs => {
-                let res = scan::incremental_alter_configs_resources(request, prefix.api_version).map_err(bad)?;
-                let any = config_rpc::names_mirror_resource(res.iter().map(|r| r.resource_type));
-                if any {
-                    let req: IncrementalAlterConfigsRequest = decode_body(key, request)?;
-                    let resp = match self.allowed(identity, Operation::Alter, admin_listener).await {
-                        Ok(()) => config_rpc::incremental_alter(&self.control, &req).await,
-                        Err((code, m)) => config_rpc::refuse_alter(&req, code, &m),
-                    };
-                    return Ok(GateDecision::Local(encode_response(key, prefix, &resp)?));
-                }
-                let names: Vec<(i8, String)> =
-                    res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
-                self.refuse_configs(key, prefix, names, |responses| {
-                    encode_any(
-                        IncrementalAlterConfigsResponse::default().with_responses(
-                            responses
-                                .into_iter()
-                                .map(|(t, n, c, m)| {
-                                    IncResult::default()
-                                        .with_resource_type(t)
-                                        .with_resource_name(s(n))
-                                        .with_error_code(c)
-                                        .with_error_message(m)
-                                })
-                                .collect(),
-                        ),
-                    )
-                })
-            }
-            ApiKey::AlterConfigs => {
-                let res = scan::alter_configs_resources(request, prefix.api_version).map_err(bad)?;
-                let names: Vec<(i8, String)> =
-                    res.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect();
-                self.refuse_configs(key, prefix, names, |responses| {
-                    encode_any(
-                        AlterConfigsResponse::default().with_responses(
-                            responses
-                                .into_iter()
-                                .map(|(t, n, c, m)| {
-                                    AlterResult::default()
-                                        .with_resource_type(t)
-                                        .with_resource_name(s(n))
-                                        .with_error_code(c)
-                                        .with_error_message(m)
-                                })
-                                .collect(),
-                        ),
-                    )
-                })
-            }
-            ApiKey::CreatePartitions => {
-                let topics: Vec<String> = scan::create_partitions_topics(request, prefix.api_version)
-                    .map_err(bad)?
-                    .into_iter()
-                    .map(|t| t.0.to_string())
-                    .collect();
-                let Some(results) = self.refusals(&topics, "add partitions to") else { return Ok(GateDecision::Pass) };
-                let resp = CreatePartitionsResponse::default().with_results(
-                    results
-                        .into_iter()
-                        .map(|(n, c, m)| {
-                            CreatePartitionsTopicResult::default()
-                                .with_name(TopicName(s(n)))
-                                .with_error_code(c)
-                                .with_error_message(Some(s(m)))
-                        })
-                        .collect(),
-                );
-                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
-            }
-            ApiKey::DeleteTopics => {
-                let entries = scan::delete_topics_topics(request, prefix.api_version).map_err(bad)?;
-                let mut topics = Vec::new();
-                for e in &entries {
-                    let name = match (&e.name, &e.topic_id) {
-                        (Some(n), _) => Some(n.0.to_string()),
-                        (None, Some(id)) => self.topic_name_for_id(id).await.map(|n| n.to_string()),
-                        (None, None) => None,
-                    };
-                    topics.push(name.unwrap_or_default());
-                }
-                let Some(results) = self.refusals(&topics, "delete") else { return Ok(GateDecision::Pass) };
-                let resp = DeleteTopicsResponse::default().with_responses(
-                    results
-                        .into_iter()
-                        .zip(&entries)
-                        .map(|((n, c, m), e)| {
-                            DeletableTopicResult::default()
-                                .with_name(Some(TopicName(s(n))))
-                                .with_topic_id(e.topic_id.map(|u| uuid_of(&u)).unwrap_or_default())
-                                .with_error_code(c)
-                                .with_error_message(Some(s(m)))
-                        })
-                        .collect(),
-                );
-                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
-            }
-            ApiKey::DeleteRecords => {
-                let tps = scan::delete_records_topics(request, prefix.api_version).map_err(bad)?;
-                let names: Vec<String> = tps.iter().map(|t| t.name.0.to_string()).collect();
-                let Some(results) = self.refusals(&names, "delete records of") else { return Ok(GateDecision::Pass) };
-                for (n, _, m) in &results {
-                    tracing::warn!(topic = %n, "DeleteRecords refused: {m}");
-                }
-                let resp = DeleteRecordsResponse::default().with_topics(
-                    results
-                        .into_iter()
-                        .zip(&tps)
-                        .map(|((n, c, _), t)| {
-                            DeleteRecordsTopicResult::default().with_name(TopicName(s(n))).with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        DeleteRecordsPartitionResult::default()
-                                            .with_partition_index(*p)
-                                            .with_low_watermark(-1)
-                                            .with_error_code(c)
-                                    })
-                                    .collect(),
-                            )
-                        })
-                        .collect(),
-                );
-                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
-            }
-            ApiKey::AddPartitionsToTxn => {
-                let txns = scan::add_partitions_to_txn_topics(request, prefix.api_version).map_err(bad)?;
-                let mut hit = None;
-                for t in txns.iter().flat_map(|t| &t.topics) {
-                    if let Some((_, m)) = self.refusal(&t.name.0) {
-                        hit = Some((t.name.0.to_string(), m));
-                        break;
-                    }
-                }
-                let Some((topic, reason)) = hit else { return Ok(GateDecision::Pass) };
-                tracing::warn!(topic = %topic, "AddPartitionsToTxn refused: {reason}");
-                let topic_results = |t: &scan::TxnTopics| -> Vec<AddPartitionsToTxnTopicResult> {
-                    t.topics
-                        .iter()
-                        .map(|tp| {
-                            let code = if self.refusal(&tp.name.0).is_some() {
-                                TOPIC_AUTHORIZATION_FAILED
-                            } else {
-                                OPERATION_NOT_ATTEMPTED
-                            };
-                            AddPartitionsToTxnTopicResult::default()
-                                .with_name(tp.name.clone())
-                                .with_results_by_partition(
-                                    tp.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            AddPartitionsToTxnPartitionResult::default()
-                                                .with_partition_index(*p)
-                                                .with_partition_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect()
-                };
-                let mut resp = AddPartitionsToTxnResponse::default();
-                if prefix.api_version >= 4 {
-                    resp.results_by_transaction = txns
-                        .iter()
-                        .map(|t| {
-                            AddPartitionsToTxnResult::default()
-                                .with_transactional_id(TransactionalId(t.transactional_id.clone()))
-                                .with_topic_results(topic_results(t))
-                        })
-                        .collect();
-                } else if let Some(t) = txns.first() {
-                    resp.results_by_topic_v3_and_below = topic_results(t);
-                }
-                Ok(GateDecision::Local(encode_response(key, prefix, &resp)?))
-            }
+            ApiKey::DescribeConfigs => self.describe_configs(request, admin_listener, identity).await,
+            ApiKey::IncrementalAlterConfigs => self.incremental_alter_configs(request, admin_listener, identity).await,
+            ApiKey::AlterConfigs => self.alter_configs(request),
+            ApiKey::CreatePartitions => self.create_partitions(request),
+            ApiKey::DeleteTopics => self.delete_topics(request).await,
+            ApiKey::DeleteRecords => self.delete_records(request),
+            ApiKey::AddPartitionsToTxn => self.add_partitions_to_txn(request),
             _ => Ok(GateDecision::Pass),
         }
     }
@@ -488,86 +304,6 @@ impl MirrorGate {
         )
     }
 
-    fn refuse_configs(
-        &self,
-        key: ApiKey,
-        prefix: &RequestHeader,
-        resources: Vec<(i8, String)>,
-        build: impl FnOnce(Vec<(i8, String, i16, Option<StrBytes>)>) -> BodyEncoder,
-    ) -> Result<GateDecision, String> {
-        const TOPIC: i8 = 2;
-        let topics: Vec<String> =
-            resources.iter().map(|(t, n)| if *t == TOPIC { n.clone() } else { String::new() }).collect();
-        let Some(results) = self.refusals(&topics, "change the configs of") else { return Ok(GateDecision::Pass) };
-        let rows = resources.into_iter().zip(results).map(|((t, n), (_, c, m))| (t, n, c, Some(s(m)))).collect();
-        let enc = build(rows);
-        let mut out = BytesMut::new();
-        let hv = key.response_header_version(prefix.api_version);
-        header::put_response_header(&mut out, prefix.correlation_id, hv);
-        enc(&mut out, prefix.api_version).map_err(|e| format!("cannot encode {key:?} response: {e}"))?;
-        Ok(GateDecision::Local(out.freeze()))
-    }
-
-    async fn produce(&self, request: &ParsedRequest) -> Result<GateDecision, String> {
-        let (prefix, frame) = (request.header(), request.frame());
-        let scan = scan::produce_topics(request, prefix.api_version)
-            .map_err(|e| format!("malformed Produce v{} request: {e}", prefix.api_version))?;
-        let mut rejected = Vec::new();
-        for t in &scan.topics {
-            // By name (v3–12) without a copy; by id (v13) through the learned ids.
-            let refusal = match &t.topic {
-                TopicRef::Name(n) => self.refusal(&n.0),
-                TopicRef::Id(id) => match self.topic_name_for_id(id).await {
-                    Some(name) => self.refusal(&name),
-                    None => continue,
-                },
-            };
-            if let Some((code, message)) = refusal {
-                for p in &t.partitions {
-                    rejected.push(Rejected {
-                        topic: t.topic.clone(),
-                        partition: p.index,
-                        message: message.clone(),
-                        code,
-                    });
-                }
-            }
-        }
-        if rejected.is_empty() {
-            return Ok(GateDecision::Pass);
-        }
-        // One line per refused request (not per partition): operators see who writes to a
-        // mirror topic, and tests count the Produce requests a client sent (no retries).
-        let code_name =
-            if rejected[0].code == POLICY_VIOLATION { "POLICY_VIOLATION" } else { "TOPIC_AUTHORIZATION_FAILED" };
-        super::request_metrics::error("Produce", rejected[0].code);
-        tracing::info!(
-            client_id = request.client_id().unwrap_or(""),
-            correlation_id = prefix.correlation_id,
-            partitions = rejected.len(),
-            "Produce refused with {code_name}: {}",
-            rejected[0].message
-        );
-        let expect_response = scan.acks != 0;
-        if !expect_response {
-            for r in &rejected {
-                tracing::warn!(partition = r.partition, "acks=0 Produce to a mirror partition dropped: {}", r.message);
-            }
-        }
-        if rejected.len() == scan.partition_count() {
-            if !expect_response {
-                return Ok(GateDecision::Drop);
-            }
-            let resp = produce_rejections(ProduceResponse::default(), &rejected);
-            return Ok(GateDecision::Local(encode_response(ApiKey::Produce, prefix, &resp)?));
-        }
-        let filtered = scan::produce_without(frame, prefix.api_version, &scan, |t, p| {
-            rejected.iter().any(|r| &r.topic == t && r.partition == p)
-        })
-        .map_err(|e| format!("cannot filter Produce request: {e}"))?;
-        Ok(GateDecision::ForwardProduce { frame: filtered, expect_response, rejected: Arc::new(rejected) })
-    }
-
     /// Whether mirrorgate answers `op` for `identity` itself on this listener: only on an
     /// `admin: true` listener, only for an authenticated principal where the destination
     /// authenticates its clients, and as the destination's CLUSTER ACLs allow.
@@ -594,77 +330,6 @@ impl MirrorGate {
         })?;
         self.acls.authorize(&principal, identity.host, op).await.map_err(|m| (CLUSTER_AUTHORIZATION_FAILED, m))
     }
-
-    async fn mirror_admin(
-        &self,
-        api: mwire::MirrorApi,
-        request: &ParsedRequest,
-        admin_listener: bool,
-        identity: &ClientIdentity,
-    ) -> Result<Bytes, String> {
-        let prefix = request.header();
-        let timed = crate::telemetry::traces::Timed::start();
-        let mut body = request.body().map_err(|e| format!("malformed {} request header: {e}", api.name()))?;
-        let op = match api {
-            mwire::MirrorApi::ListClusterMirrors | mwire::MirrorApi::DescribeClusterMirrors => Operation::Describe,
-            _ => Operation::Alter,
-        };
-        let refusal = if admin_listener { self.allowed(identity, op, true).await.err() } else { None };
-        let response = if !admin_listener {
-            tracing::warn!(api = api.name(), "mirror admin request refused on a listener without `admin: true`");
-            admin::unauthorized(api)
-        } else if let Some((code, message)) = refusal {
-            admin::error_response(api, code, &message)
-        } else {
-            match mwire::decode_request(api, prefix.api_version, &mut body) {
-                Ok(req) => {
-                    let resp = admin::handle(&self.control, req).await;
-                    if resp.error_code() != 0 {
-                        tracing::info!(api = api.name(), error_code = resp.error_code(), "mirror admin request failed");
-                    }
-                    resp
-                }
-                Err(mwire::WireError::UnsupportedVersion { .. }) => {
-                    admin::error_response(api, UNSUPPORTED_VERSION, "unsupported version")
-                }
-                Err(e) => return Err(format!("malformed {} request: {e}", api.name())),
-            }
-        };
-        super::request_metrics::error(api.name(), response.error_code());
-        if let Some(t) = timed {
-            admin_span(t, api, request, admin_listener, response.error_code());
-        }
-        let mut out = BytesMut::new();
-        header::put_response_header(&mut out, prefix.correlation_id, 1);
-        mwire::encode_response(&response, 0, &mut out)
-            .map_err(|e| format!("cannot encode {} response: {e}", api.name()))?;
-        Ok(out.freeze())
-    }
-}
-
-/// The span of a mirror admin RPC mirrorgate answered itself (`SERVER`, named after the RPC).
-fn admin_span(
-    timed: crate::telemetry::traces::Timed,
-    api: mwire::MirrorApi,
-    request: &ParsedRequest,
-    admin_listener: bool,
-    error_code: i16,
-) {
-    let prefix = request.header();
-    use crate::telemetry::traces::{error_type, Attr};
-    let mut attrs = vec![
-        Attr::new("kafka.api_key", i64::from(prefix.api_key)),
-        Attr::new("kafka.api_name", api.name()),
-        Attr::new("kafka.api_version", i64::from(prefix.api_version)),
-        Attr::new("kafka.correlation_id", i64::from(prefix.correlation_id)),
-        Attr::new("mirrorgate.admin_listener", admin_listener),
-        Attr::new("kafka.error_code", i64::from(error_code)),
-    ];
-    if let Some(c) = request.client_id() {
-        attrs.push(Attr::new("kafka.client_id", c.to_string()));
-    }
-    let error = (error_code != 0).then(|| error_type(error_code));
-    timed.finish(api.name(), opentelemetry::trace::SpanKind::Server, attrs, error, None);
 }
 
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -675,37 +340,10 @@ fn uuid_of(u: &KafkaUuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(u.0)
 }
 
-/// Adds an entry with the refusal's code (POLICY_VIOLATION (44) for a mirror topic,
-/// TOPIC_AUTHORIZATION_FAILED (29) for the state topic) and message for each of `rejected`
-/// to a Produce response. POLICY_VIOLATION is non-retriable in every client (Java's
-/// `PolicyViolationException` is an `ApiException`, not a `RetriableException`; librdkafka,
-/// franz-go and sarama fail the batch at once), and Java clients and librdkafka show the
-/// message (Produce v8+, KIP-467).
-pub fn produce_rejections(mut resp: ProduceResponse, rejected: &[Rejected]) -> ProduceResponse {
-    for r in rejected {
-        let part = PartitionProduceResponse::default()
-            .with_index(r.partition)
-            .with_error_code(r.code)
-            .with_base_offset(-1)
-            .with_log_append_time_ms(-1)
-            .with_log_start_offset(-1)
-            .with_error_message(Some(s(r.message.clone())));
-        let matches = |t: &TopicProduceResponse| match &r.topic {
-            TopicRef::Name(n) => t.name == *n,
-            TopicRef::Id(id) => t.topic_id == uuid_of(id),
-        };
-        if let Some(t) = resp.responses.iter_mut().find(|t| matches(t)) {
-            t.partition_responses.push(part);
-        } else {
-            let mut t = TopicProduceResponse::default().with_partition_responses(vec![part]);
-            match &r.topic {
-                TopicRef::Name(n) => t.name = n.clone(),
-                TopicRef::Id(id) => t.topic_id = uuid_of(id),
-            }
-            resp.responses.push(t);
-        }
-    }
-    resp
+/// The close reason for a request of `key` that did not pass its walk.
+fn bad(key: ApiKey, request: &ParsedRequest) -> impl Fn(scan::ScanError) -> String {
+    let v = request.api_version();
+    move |e| format!("malformed {key:?} v{v} request: {e}")
 }
 
 fn decode_body<T: Decodable>(key: ApiKey, request: &ParsedRequest) -> Result<T, String> {
