@@ -60,6 +60,14 @@ use uuid::Uuid;
 use super::fetch_sessions::FetchSessions;
 use crate::wire::header;
 use crate::wire::request::ParsedRequest;
+#[cfg(test)]
+use listing::cursor_past;
+
+mod admin;
+mod commits;
+mod fetch;
+mod listing;
+mod offsets;
 
 /// Kafka error TOPIC_AUTHORIZATION_FAILED (29).
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
@@ -296,355 +304,28 @@ impl StateTopicGuard {
         if !GUARDED.contains(&key) || !(fetch_session || self.mentions(request.frame())) {
             return Ok(Guarded::Pass);
         }
-        let out = if key == ApiKey::Fetch { self.fetch(request, peer) } else { self.filtered(key, request) };
+        let out = self.filtered(key, request, peer);
         out.map_err(|e| {
             tracing::warn!(api = ?key, version = request.api_version(), topic = %self.name, "request mentioning the state topic cannot be decoded: connection closed ({e})");
             format!("request mentioning the state topic {} not forwarded: {e}", self.name)
         })
     }
 
-    /// Takes the state topic's entries out of a guarded request that mentions it.
-    fn filtered(&self, key: ApiKey, request: &ParsedRequest) -> Result<Guarded, String> {
-        let v = request.api_version();
+    /// Takes the state topic's entries out of a guarded request that mentions it: one handler
+    /// per api key (Kafka's `KafkaApis.handle`), in `state_guard/`.
+    fn filtered(&self, key: ApiKey, request: &ParsedRequest, peer: SocketAddr) -> Result<Guarded, String> {
         match key {
-            ApiKey::ListOffsets => filter(
-                &self.log,
-                key,
-                request,
-                |req: &mut ListOffsetsRequest| {
-                    take(
-                        &mut req.topics,
-                        |t| self.named(&t.name, &Uuid::nil()),
-                        |t| Taken {
-                            name: t.name.clone(),
-                            id: Uuid::nil(),
-                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
-                        },
-                    )
-                },
-                |resp: &mut ListOffsetsResponse, taken| {
-                    for t in taken {
-                        resp.topics.push(
-                            ListOffsetsTopicResponse::default().with_name(t.name.clone()).with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        ListOffsetsPartitionResponse::default()
-                                            .with_partition_index(*p)
-                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                            .with_timestamp(-1)
-                                            .with_offset(-1)
-                                            .with_leader_epoch(-1)
-                                    })
-                                    .collect(),
-                            ),
-                        );
-                    }
-                },
-            ),
-            ApiKey::OffsetForLeaderEpoch => filter(
-                &self.log,
-                key,
-                request,
-                |req: &mut OffsetForLeaderEpochRequest| {
-                    take(
-                        &mut req.topics,
-                        |t| self.named(&t.topic, &Uuid::nil()),
-                        |t| Taken {
-                            name: t.topic.clone(),
-                            id: Uuid::nil(),
-                            partitions: t.partitions.iter().map(|p| p.partition).collect(),
-                        },
-                    )
-                },
-                |resp: &mut OffsetForLeaderEpochResponse, taken| {
-                    for t in taken {
-                        resp.topics.push(
-                            OffsetForLeaderTopicResult::default().with_topic(t.name.clone()).with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        EpochEndOffset::default()
-                                            .with_partition(*p)
-                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                            .with_leader_epoch(-1)
-                                            .with_end_offset(-1)
-                                    })
-                                    .collect(),
-                            ),
-                        );
-                    }
-                },
-            ),
-            ApiKey::OffsetCommit => filter(
-                &self.log,
-                key,
-                request,
-                |req: &mut OffsetCommitRequest| {
-                    take(
-                        &mut req.topics,
-                        |t| self.named(&t.name, &t.topic_id),
-                        |t| Taken {
-                            name: t.name.clone(),
-                            id: t.topic_id,
-                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
-                        },
-                    )
-                },
-                |resp: &mut OffsetCommitResponse, taken| {
-                    for t in taken {
-                        resp.topics.push(
-                            OffsetCommitResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_topic_id(t.id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            OffsetCommitResponsePartition::default()
-                                                .with_partition_index(*p)
-                                                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                        })
-                                        .collect(),
-                                ),
-                        );
-                    }
-                },
-            ),
-            ApiKey::TxnOffsetCommit => filter(
-                &self.log,
-                key,
-                request,
-                |req: &mut TxnOffsetCommitRequest| {
-                    take(
-                        &mut req.topics,
-                        |t| self.named(&t.name, &Uuid::nil()),
-                        |t| Taken {
-                            name: t.name.clone(),
-                            id: Uuid::nil(),
-                            partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
-                        },
-                    )
-                },
-                |resp: &mut TxnOffsetCommitResponse, taken| {
-                    for t in taken {
-                        resp.topics.push(
-                            TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        TxnOffsetCommitResponsePartition::default()
-                                            .with_partition_index(*p)
-                                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                    })
-                                    .collect(),
-                            ),
-                        );
-                    }
-                },
-            ),
-            ApiKey::CreateTopics => {
-                let message = self.message();
-                filter(
-                    &self.log,
-                    key,
-                    request,
-                    |req: &mut CreateTopicsRequest| {
-                        take(
-                            &mut req.topics,
-                            |t| self.named(&t.name, &Uuid::nil()),
-                            |t| Taken { name: t.name.clone(), id: Uuid::nil(), partitions: Vec::new() },
-                        )
-                    },
-                    move |resp: &mut CreateTopicsResponse, taken| {
-                        for t in taken {
-                            resp.topics.push(
-                                CreatableTopicResult::default()
-                                    .with_name(t.name.clone())
-                                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                    .with_error_message(Some(StrBytes::from_string(message.clone())))
-                                    .with_num_partitions(-1)
-                                    .with_replication_factor(-1),
-                            );
-                        }
-                    },
-                )
-            }
-            ApiKey::DescribeConfigs => {
-                let message = self.message();
-                filter(
-                    &self.log,
-                    key,
-                    request,
-                    |req: &mut DescribeConfigsRequest| {
-                        take(
-                            &mut req.resources,
-                            |r| r.resource_type == TOPIC_RESOURCE && self.is_state_topic(&r.resource_name),
-                            |r| Taken {
-                                name: TopicName(r.resource_name.clone()),
-                                id: Uuid::nil(),
-                                partitions: Vec::new(),
-                            },
-                        )
-                    },
-                    move |resp: &mut DescribeConfigsResponse, taken| {
-                        for t in taken {
-                            resp.results.push(
-                                DescribeConfigsResult::default()
-                                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                                    .with_error_message(Some(StrBytes::from_string(message.clone())))
-                                    .with_resource_type(TOPIC_RESOURCE)
-                                    .with_resource_name(t.name.0.clone()),
-                            );
-                        }
-                    },
-                )
-            }
-            ApiKey::Metadata => {
-                // The request goes as it is (an emptied topic list means "all topics" in
-                // v0); the answer's entry is dropped by `hide_in_metadata` and replaced here.
-                let req: MetadataRequest = decode(key, request)?;
-                let named = req.topics.iter().flatten().any(|t| {
-                    t.name.as_ref().is_some_and(|n| self.is_state_topic(&n.0))
-                        || self.is_state_topic_id(t.topic_id.as_bytes())
-                });
-                if !named {
-                    return Ok(Guarded::Pass);
-                }
-                let name = self.name.clone();
-                tracing::info!(topic = %self.name, "Metadata for the state topic answered with TOPIC_AUTHORIZATION_FAILED");
-                let merge = response_merge(key, v, move |resp: &mut MetadataResponse| {
-                    resp.topics.push(
-                        MetadataResponseTopic::default()
-                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                            .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
-                    );
-                });
-                Ok(Guarded::Forward { frame: request.frame().clone(), merge })
-            }
+            ApiKey::Fetch => self.fetch(request, peer),
+            ApiKey::ListOffsets => self.list_offsets(request),
+            ApiKey::OffsetForLeaderEpoch => self.offset_for_leader_epoch(request),
+            ApiKey::OffsetCommit => self.offset_commit(request),
+            ApiKey::TxnOffsetCommit => self.txn_offset_commit(request),
+            ApiKey::CreateTopics => self.create_topics(request),
+            ApiKey::DescribeConfigs => self.describe_configs(request),
+            ApiKey::Metadata => self.metadata(request),
             _ => Ok(Guarded::Pass),
         }
     }
-
-    /// Fetch: the state topic's partitions are taken out, and 29 entries are added to the
-    /// answer for them and for those the client's fetch session still holds (KIP-227,
-    /// [`super::fetch_sessions`]).
-    fn fetch(&self, request: &ParsedRequest, peer: SocketAddr) -> Result<Guarded, String> {
-        let key = ApiKey::Fetch;
-        let v = request.api_version();
-        let mut req: FetchRequest = decode(key, request)?;
-        let taken = take(
-            &mut req.topics,
-            |t| self.named(&t.topic, &t.topic_id),
-            |t| Taken {
-                name: t.topic.clone(),
-                id: t.topic_id,
-                partitions: t.partitions.iter().map(|p| p.partition).collect(),
-            },
-        );
-        let forgotten = take(
-            &mut req.forgotten_topics_data,
-            |t| self.named(&t.topic, &t.topic_id),
-            |t| Taken { name: t.topic.clone(), id: t.topic_id, partitions: t.partitions.clone() },
-        );
-        let (session_id, epoch) = (req.session_id, req.session_epoch);
-        let answer = self.sessions.on_request(peer, session_id, epoch, &taken, &forgotten);
-        if answer.is_empty() && taken.is_empty() && forgotten.is_empty() {
-            return Ok(Guarded::Pass);
-        }
-        self.log.note(key, request.client_id(), answer.iter().map(|t| t.partitions.len()).sum());
-        let sent = if taken.is_empty() && forgotten.is_empty() {
-            request.frame().clone()
-        } else {
-            reencoded(key, request, &req)?
-        };
-        let sessions = self.sessions.clone();
-        let merge = response_merge(key, v, move |resp: &mut FetchResponse| {
-            if resp.error_code != 0 {
-                // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH...: no partitions
-                // are answered and the client starts a new session.
-                sessions.forget(peer, session_id);
-                return;
-            }
-            if epoch == 0 {
-                sessions.remember(peer, resp.session_id, &answer);
-            }
-            resp.responses.extend(answer.iter().map(fetch_refusal));
-        });
-        Ok(Guarded::Forward { frame: sent, merge })
-    }
-
-    /// DescribeTopicPartitions (Kafka 3.8+, used by `kafka-topics --describe`): its answers
-    /// are always filtered, as for Metadata, and a `next_cursor` naming the state topic is
-    /// moved past it ([`cursor_past`]).
-    fn describe_topic_partitions(&self, request: &ParsedRequest) -> Result<Guarded, String> {
-        let key = ApiKey::DescribeTopicPartitions;
-        let v = request.api_version();
-        let (named, requested) = if self.mentions(request.frame()) {
-            let req: DescribeTopicPartitionsRequest = decode(key, request)?;
-            // A page that starts after the state topic does not cover it.
-            let in_page = req.cursor.as_ref().is_none_or(|c| c.topic_name.0.as_str() <= self.name.as_str());
-            let named = in_page && req.topics.iter().any(|t| self.is_state_topic(&t.name.0));
-            (named, req.topics.iter().map(|t| t.name.0.to_string()).collect())
-        } else {
-            (false, Vec::new())
-        };
-        let name = self.name.clone();
-        let ids = self.ids.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let merge = response_merge(key, v, move |resp: &mut DescribeTopicPartitionsResponse| {
-            resp.topics.retain(|t| {
-                t.name.as_ref().is_none_or(|n| n.0.as_str() != name) && !ids.contains(t.topic_id.as_bytes())
-            });
-            if named {
-                resp.topics.push(
-                    DescribeTopicPartitionsResponseTopic::default()
-                        .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                        .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
-                );
-            }
-            if resp.next_cursor.as_ref().is_some_and(|c| c.topic_name.0.as_str() == name) {
-                resp.next_cursor = cursor_past(&name, &requested).map(|t| {
-                    describe_topic_partitions_response::Cursor::default()
-                        .with_topic_name(TopicName(StrBytes::from_string(t)))
-                        .with_partition_index(0)
-                });
-            }
-        });
-        Ok(Guarded::Forward { frame: request.frame().clone(), merge })
-    }
-}
-
-/// The cursor topic that continues a DescribeTopicPartitions listing after the state topic
-/// `name`, as a broker that hides the topic would never return a cursor naming it. For all
-/// topics (`requested` empty): `name` + `-`, the smallest legal topic name after it (topic
-/// names use `[a-zA-Z0-9._-]`, `-` sorts first; the broker lists the topics whose name is
-/// not less than the cursor's, Kafka 4.1 `DescribeTopicPartitionsRequestHandler`). For a
-/// list: the next requested topic after it (the cursor must be one of the request's
-/// topics), `None` when there is none (the listing ends).
-fn cursor_past(name: &str, requested: &[String]) -> Option<String> {
-    if requested.is_empty() {
-        return Some(format!("{name}-"));
-    }
-    requested.iter().filter(|t| t.as_str() > name).min().cloned()
-}
-
-/// A Fetch answer for a refused topic: 29 for each partition, no records.
-fn fetch_refusal(t: &Taken) -> FetchableTopicResponse {
-    FetchableTopicResponse::default().with_topic(t.name.clone()).with_topic_id(t.id).with_partitions(
-        t.partitions
-            .iter()
-            .map(|p| {
-                PartitionData::default()
-                    .with_partition_index(*p)
-                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-                    .with_high_watermark(-1)
-                    .with_last_stable_offset(-1)
-                    .with_log_start_offset(-1)
-                    .with_preferred_read_replica((-1).into())
-                    .with_records(Some(Bytes::new()))
-            })
-            .collect(),
-    )
 }
 
 /// Takes the entries matching `hit` out of `items`, describing each with `describe`.
