@@ -57,11 +57,7 @@ impl MirrorsConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] naming `mirrors.ssl_files_dir`.
     pub(super) fn files_dir(&self) -> Result<Option<std::path::PathBuf>, ConfigError> {
-        self.ssl_files_dir
-            .as_deref()
-            .map(crate::mirror::store_files::parse_files_dir)
-            .transpose()
-            .map_err(|r| invalid("mirrors.ssl_files_dir", r))
+        self.ssl_files_dir.as_deref().map(parse_files_dir).transpose().map_err(|r| invalid("mirrors.ssl_files_dir", r))
     }
 
     /// `sasl_oauthbearer_allowed_urls`, parsed (`None`: unset).
@@ -92,6 +88,22 @@ pub fn parse_allowed_urls(text: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(urls)
+}
+
+/// Checks proxy.yaml's `mirrors.ssl_files_dir`: an existing directory, made canonical.
+///
+/// # Errors
+/// The reason, as text.
+pub fn parse_files_dir(text: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::Path::new(text.trim());
+    if !p.is_absolute() {
+        return Err(format!("`{text}` is not an absolute path"));
+    }
+    let real = std::fs::canonicalize(p).map_err(|e| format!("`{text}`: {e}"))?;
+    if !real.is_dir() {
+        return Err(format!("`{text}` is not a directory"));
+    }
+    Ok(real)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ mod traces;
 mod upstream;
 mod validate;
 
-pub use access::{parse_allowed_urls, AuthorizationConfig, MirrorsConfig};
+pub use access::{parse_allowed_urls, parse_files_dir, AuthorizationConfig, MirrorsConfig};
 pub use destination::{parse_bootstrap, DestinationConfig};
 pub use instances::{default_instance_name, InstancesConfig, MembershipSettings};
 pub use limits::{ReadTimeouts, DEFAULT_FETCH_STREAM_MIN_BYTES};

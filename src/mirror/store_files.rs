@@ -84,25 +84,10 @@ fn check_path(path: &str, dir: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks proxy.yaml's `mirrors.ssl_files_dir`: an existing directory, made canonical.
-///
-/// # Errors
-/// The reason, as text.
-pub fn parse_files_dir(text: &str) -> Result<PathBuf, String> {
-    let p = Path::new(text.trim());
-    if !p.is_absolute() {
-        return Err(format!("`{text}` is not an absolute path"));
-    }
-    let real = std::fs::canonicalize(p).map_err(|e| format!("`{text}`: {e}"))?;
-    if !real.is_dir() {
-        return Err(format!("`{text}` is not a directory"));
-    }
-    Ok(real)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_files_dir;
 
     fn configs(key: &str, value: &str) -> BTreeMap<String, String> {
         [(key.to_string(), value.to_string())].into_iter().collect()
