@@ -29,10 +29,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::client::cluster::ClusterClient;
-use crate::client::txn::{self, AnyBroker, Node, TxnDescription, TxnError, TxnProducer, TxnProtocol};
+use crate::client::txn::{self, AnyBroker, TxnDescription, TxnError, TxnProducer, TxnProtocol};
 use crate::mirror::model::{self, OffsetSegment};
-use crate::wire::batch::{self, Batch, BatchIter, HeaderPatch};
+use crate::wire::batch::{self, Batch, HeaderPatch};
 use crate::wire::produce::ProduceFrameBuilder;
 
 use super::coord::{self, CoordConns, Leased, ProduceFailed};
@@ -40,6 +39,12 @@ use super::errors::{self, ErrorClass};
 use super::partition::{
     fail, failpoint, init_producer_id, is_abort_marker, next_sequence, retry, Outcome, PartitionTask, Retry, Writer,
 };
+
+mod landed;
+mod opening;
+
+use landed::{batch_and_high_watermark, batch_at, hide_extra_markers, landed, wait_marker, Landed};
+pub(super) use opening::{slot_opening, SlotOpening};
 
 /// Transaction timeout of the marker transactional id, ms: it is open only between an
 /// AddPartitionsToTxn and the EndTxn that follows it.
@@ -166,49 +171,6 @@ pub(super) async fn resume_sequence(task: &PartitionTask, w: &mut Writer<'_>, re
 fn refuse(task: &PartitionTask, why: &str) {
     if !task.markers_refused.swap(true, std::sync::atomic::Ordering::Relaxed) {
         tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, "real transaction markers are not possible: {why}; markers and aborted records are written as placeholders instead (reads through mirrorgate are unchanged; set mirror.transaction.markers=placeholder to silence this)");
-    }
-}
-
-/// What to do with the first aborted batch `b` of a source transaction, given the chunk it
-/// came in (`records`, the source's `lso`) and whether a batch before it in the chunk was
-/// copied (`walked`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SlotOpening {
-    /// The transaction's ABORT marker is in the chunk: open a slot; it ends within this walk.
-    Open,
-    /// The marker is below the LSO but more than a fetch away from the transaction's first
-    /// batch: a slot could stay open across fetches (and a stop), so this batch is written as
-    /// placeholders instead.
-    Placeholders,
-    /// Fetch again from `b`: the marker may be in a chunk that starts there (`park` false), or
-    /// it is above the source's LSO — another source transaction still open — and the copy
-    /// waits for the LSO to pass it (`park`: after `fetch.backoff`).
-    Refetch {
-        /// Wait `fetch.backoff` first.
-        park: bool,
-    },
-}
-
-/// See [`SlotOpening`].
-pub(super) fn slot_opening(records: &Bytes, b: &Batch, lso: i64, walked: bool) -> SlotOpening {
-    let mut end = b.next_offset();
-    for other in BatchIter::new(records.clone()) {
-        let Ok(other) = other else { break };
-        end = end.max(other.next_offset());
-        if other.base_offset() > b.last_offset()
-            && other.is_control()
-            && other.producer_id() == b.producer_id()
-            && is_abort_marker(&other)
-        {
-            return SlotOpening::Open;
-        }
-    }
-    if lso >= 0 && end >= lso {
-        SlotOpening::Refetch { park: true }
-    } else if walked {
-        SlotOpening::Refetch { park: false }
-    } else {
-        SlotOpening::Placeholders
     }
 }
 
@@ -809,149 +771,4 @@ fn mismatch(task: &PartitionTask, source: i64, expected: i64, at: i64) -> Outcom
         ),
         false,
     )
-}
-
-/// Where the marker of an EndTxn landed.
-enum Landed {
-    /// At the expected offset, once.
-    Once,
-    /// At the expected offset, then again up to destination offset `end` (exclusive): the
-    /// coordinator wrote it more than once.
-    Again { end: i64 },
-    /// Something else happened: the partition fails.
-    Failed(Outcome),
-}
-
-/// Waits until the destination partition's high watermark is `marker + 1` after an EndTxn:
-/// the coordinator writes the marker asynchronously (T1). A log end beyond it is the same
-/// marker written again ([`Landed::Again`], see [`hide_extra_markers`]) or something else
-/// appended there ([`Landed::Failed`]).
-async fn wait_marker(task: &PartitionTask, marker: i64) -> Result<Landed, Retry> {
-    let leader = task.dest.leader_for(&task.topic, task.partition).await.map_err(retry)?.node_id;
-    let mut conn = Node { client: &task.dest, node_id: leader };
-    match txn::wait_for_log_end(&mut conn, &task.topic, task.partition, marker + 1, MARKER_WAIT).await {
-        Ok(end) if end == marker + 1 => Ok(Landed::Once),
-        Ok(end) if duplicate_markers(task, marker, end).await? => Ok(Landed::Again { end }),
-        Ok(end) => Ok(Landed::Failed(fail(
-            format!(
-                "{}-{}: after mirrorgate's transaction marker at destination offset {marker} the log ends at {end}; something else writes to this mirror partition",
-                task.topic, task.partition
-            ),
-            false,
-        ))),
-        Err(e) => Err(Retry::new(format!("transaction marker at destination offset {marker}: {e}"))),
-    }
-}
-
-/// Moves `w` past a marker written at `w.dest_next` ([`wait_marker`]'s answer).
-async fn landed(task: &PartitionTask, w: &mut Writer<'_>, marker: Landed) -> Result<Option<Outcome>, Retry> {
-    match marker {
-        Landed::Once => {
-            task.control.release_reads(&task.topic, task.partition);
-            w.dest_next += 1;
-            Ok(None)
-        }
-        Landed::Again { end } => {
-            let segments = task.record().map(|r| r.segments).unwrap_or_default();
-            let source_next = w.dest_next + w.shift + 1;
-            if let Some(o) = hide_extra_markers(task, segments, w.dest_next + 1, end, source_next).await? {
-                return Ok(Some(o));
-            }
-            // (The offset maps the proxy reads were rebuilt when the segment was persisted.)
-            task.control.release_reads(&task.topic, task.partition);
-            w.shift = source_next - end;
-            w.dest_next = end;
-            Ok(None)
-        }
-        Landed::Failed(o) => Ok(Some(o)),
-    }
-}
-
-/// Hides destination offsets `[from, end)` — control batches of mirrorgate's producers that
-/// stand for no source marker — behind a new offset segment: source offset `source_next` (the
-/// next to copy) at destination offset `end`, persisted before anything is appended after it
-/// (DESIGN §4.2). Through mirrorgate they are never served ([`model::is_hidden`]) and every
-/// offset reads as on the source; a direct reader skips them as any control batch, the
-/// destination running `end − from` offsets ahead of the source from there on.
-///
-/// Kafka's transaction coordinator writes such markers when it re-sends WriteTxnMarkers to a
-/// partition's new leader that already holds the marker (`TransactionMarkerChannelManager`
-/// retries a request whose leader did not answer), or when it aborts one of mirrorgate's
-/// transactions on its timeout while mirrorgate is away.
-///
-/// # Errors
-/// [`Retry`] when the segment cannot be persisted; `Ok(Some(outcome))` (FAILED) when the
-/// partition already has [`model::MAX_OFFSET_SEGMENTS`] segments.
-pub(super) async fn hide_extra_markers(
-    task: &PartitionTask,
-    mut segments: Vec<OffsetSegment>,
-    from: i64,
-    end: i64,
-    source_next: i64,
-) -> Result<Option<Outcome>, Retry> {
-    if segments.len() >= model::MAX_OFFSET_SEGMENTS {
-        return Ok(Some(fail(
-            format!(
-                "{}-{}: the destination's transaction coordinator wrote mirrorgate's transaction markers at destination offsets {from}..{} where the source has none (a marker written twice after a partition leader change, or a transaction ended on its timeout), and the partition already has {} offset segments, the most it keeps; delete the destination topic (or its records) to re-seed it, or use mirror.transaction.markers=placeholder",
-                task.topic,
-                task.partition,
-                end - 1,
-                segments.len()
-            ),
-            false,
-        )));
-    }
-    let seg = OffsetSegment { source_start: source_next, destination_start: end };
-    segments.push(seg);
-    task.persist_segments(segments).await?;
-    crate::mirror::metrics::hidden_markers(&task.mirror, &task.topic, task.partition, end - from);
-    tracing::warn!(mirror = %task.mirror, topic = %task.topic, partition = task.partition, from, to = end, source_offset = source_next, shift = seg.shift(), "the destination's transaction coordinator wrote mirrorgate's transaction marker where the source has none (written twice after a leader change, or a transaction ended on its timeout): those destination offsets are hidden behind a new offset segment; reads through mirrorgate are unchanged, a direct reader skips them and sees later offsets shifted");
-    Ok(None)
-}
-
-/// Whether destination offsets `marker..end` all hold control batches of the producer whose
-/// marker is at `marker`: the same marker written more than once.
-async fn duplicate_markers(task: &PartitionTask, marker: i64, end: i64) -> Result<bool, Retry> {
-    let Some(first) = batch_at(&task.dest, &task.topic, task.partition, marker).await? else { return Ok(false) };
-    if !first.is_control() {
-        return Ok(false);
-    }
-    for at in marker + 1..end {
-        match batch_at(&task.dest, &task.topic, task.partition, at).await? {
-            Some(b) if b.is_control() && b.producer_id() == first.producer_id() => {}
-            _ => return Ok(false),
-        }
-    }
-    Ok(true)
-}
-
-/// The batch of `topic`-`partition` holding `offset` (a raw READ_UNCOMMITTED Fetch), if any.
-async fn batch_at(client: &ClusterClient, topic: &str, partition: i32, offset: i64) -> Result<Option<Batch>, Retry> {
-    Ok(batch_and_high_watermark(client, topic, partition, offset).await?.0)
-}
-
-/// [`batch_at`] with the high watermark of the same Fetch answer (`None` when `offset` is
-/// out of range: below the log start or above the log end).
-async fn batch_and_high_watermark(
-    client: &ClusterClient,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<(Option<Batch>, Option<i64>), Retry> {
-    let fetched = match client.fetch(topic, partition, offset, 64 << 10).await {
-        Ok(f) => f,
-        Err(e) if e.kafka_error().is_some_and(|c| c.0 == 1) => return Ok((None, None)), // OFFSET_OUT_OF_RANGE
-        Err(e) => return Err(retry(e)),
-    };
-    let hw = Some(fetched.high_watermark);
-    for b in BatchIter::new(fetched.records) {
-        let Ok(b) = b else { break };
-        if b.base_offset() <= offset && offset <= b.last_offset() {
-            return Ok((Some(b), hw));
-        }
-        if b.base_offset() > offset {
-            break;
-        }
-    }
-    Ok((None, hw))
 }
